@@ -1,0 +1,31 @@
+// Tests in four tiers, all transpiled by SWC (type-checking is `npm run typecheck`, once):
+//  unit         *.spec.ts next to the code: pure logic, no I/O
+//  integration  *.int-spec.ts next to the code: real MySQL and Redis, own database and key prefix per suite
+//  e2e          apps/<app>/test/*.e2e-spec.ts: one app in-process against real MySQL and Redis
+//  system       test/*.e2e-spec.ts: every app as a real process (needs `npm run build`)
+const { swcOptions } = require('./scripts/swc-config');
+const { compilerOptions } = require('./tsconfig.json');
+
+const moduleNameMapper = Object.fromEntries(
+  Object.entries(compilerOptions.paths).map(([alias, [target]]) => [
+    `^${alias.replace('/*', '/(.*)')}$`,
+    `<rootDir>/${target.replace('/*', '/$1')}`,
+  ]),
+);
+const base = {
+  rootDir: __dirname,
+  testEnvironment: 'node',
+  moduleFileExtensions: ['ts', 'js', 'json'],
+  transform: { '^.+\\.ts$': ['@swc/jest', { ...swcOptions({ resolvePaths: false }), swcrc: false }] },
+  moduleNameMapper,
+  testPathIgnorePatterns: ['/node_modules/', '/dist/'],
+};
+
+module.exports = {
+  projects: [
+    { ...base, displayName: 'unit', testMatch: ['<rootDir>/{apps,libs}/**/*.spec.ts'] },
+    { ...base, displayName: 'integration', testMatch: ['<rootDir>/libs/**/*.int-spec.ts'], testTimeout: 60000 },
+    { ...base, displayName: 'e2e', testMatch: ['<rootDir>/apps/*/test/**/*.e2e-spec.ts'], testTimeout: 60000 },
+    { ...base, displayName: 'system', testMatch: ['<rootDir>/test/**/*.e2e-spec.ts'], testTimeout: 180000 },
+  ],
+};

@@ -1,0 +1,35 @@
+/** Codes shared by every Loom service; the edges map them to HTTP statuses or RPC errors. */
+export enum LoomErrorCode {
+  UNAUTHENTICATED = 'UNAUTHENTICATED',
+  FORBIDDEN = 'FORBIDDEN',
+  VALIDATION_FAILED = 'VALIDATION_FAILED',
+  INVALID_ID = 'INVALID_ID',
+  NOT_FOUND = 'NOT_FOUND',
+  PAYLOAD_TOO_LARGE = 'PAYLOAD_TOO_LARGE',
+  CONFLICT = 'CONFLICT',
+  STALE_FENCING_TOKEN = 'STALE_FENCING_TOKEN',
+  LOCK_TIMEOUT = 'LOCK_TIMEOUT',
+  RATE_LIMITED = 'RATE_LIMITED',
+  UNAVAILABLE = 'UNAVAILABLE',
+  TIMEOUT = 'TIMEOUT',
+  AGENT_FAILED = 'AGENT_FAILED',
+  ASSIGNMENT_REJECTED = 'ASSIGNMENT_REJECTED',
+  ACCESS_DENIED = 'ACCESS_DENIED',
+  INTERNAL = 'INTERNAL',
+}
+
+/** A domain error: carries a code, never a stack or secret in its message. */
+export class LoomError extends Error {
+  constructor(
+    readonly code: LoomErrorCode,
+    message: string,
+    readonly details?: Record<string, unknown>,
+  ) {
+    super(message);
+    this.name = 'LoomError';
+  }
+
+  static is(err: unknown, code?: LoomErrorCode): err is LoomError {
+    return err instanceof LoomError && (code === undefined || err.code === code);
+  }
+}
