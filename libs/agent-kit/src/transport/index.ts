@@ -1,0 +1,16 @@
+export { RedisStreamsClient } from './redis-streams.client';
+export { RedisStreamsContext } from './redis-streams.context';
+export {
+  CONSUMER_GROUP,
+  REDIS_STREAMS_TRANSPORT,
+  deadLetterStreamKey,
+  replyStreamKey,
+  requestStreamKey,
+} from './redis-streams.options';
+export type {
+  RedisStreamsClientOptions,
+  RedisStreamsError,
+  RedisStreamsOptions,
+} from './redis-streams.options';
+export { RedisStreamsServer } from './redis-streams.server';
+export type { RedisStreamsEvents } from './redis-streams.server';

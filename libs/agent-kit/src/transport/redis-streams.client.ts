@@ -1,0 +1,193 @@
+import { Logger } from '@nestjs/common';
+import { ClientProxy, ReadPacket, WritePacket } from '@nestjs/microservices';
+import { randomBytes } from 'crypto';
+import Redis from 'ioredis';
+import {
+  DEFAULTS,
+  RedisStreamsClientOptions,
+  RedisStreamsError,
+  replyStreamKey,
+  requestStreamKey,
+} from './redis-streams.options';
+import type { RedisStreamsEvents } from './redis-streams.server';
+import {
+  createConnection,
+  errorMessage,
+  fieldsToRecord,
+  parseJson,
+  sleep,
+} from './redis-streams.util';
+
+const RETRY_DELAY_MS = 500;
+const READ_BATCH = 100;
+
+/**
+ * Nest `ClientProxy` for {@link RedisStreamsServer}: requests go to the pattern's stream,
+ * replies come back on one reply stream per client instance.
+ */
+export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
+  /** 128 random bits: names this client's reply stream. */
+  readonly clientId = randomBytes(16).toString('hex');
+  /** The stream this client's replies are written to. */
+  readonly replyKey: string;
+  private readonly logger = new Logger(RedisStreamsClient.name);
+  private readonly timeoutMs: number;
+  private readonly blockMs: number;
+  private cmd?: Redis;
+  private reader?: Redis;
+  private stop = new AbortController();
+  private readLoop?: Promise<void>;
+  private lastId = '0-0';
+  private readonly timers = new Map<string, NodeJS.Timeout>();
+  private pendingListeners: { event: string; callback: (...args: any[]) => void }[] = [];
+
+  constructor(private readonly options: RedisStreamsClientOptions) {
+    super();
+    this.replyKey = replyStreamKey(options.keyPrefix, this.clientId);
+    this.timeoutMs = options.timeoutMs ?? DEFAULTS.timeoutMs;
+    this.blockMs = options.blockMs ?? DEFAULTS.blockMs;
+  }
+
+  /**
+   * Opens the connections and starts reading replies. Never waits for Redis: while it is
+   * unreachable, requests queue and every call still ends within `timeoutMs`.
+   */
+  async connect(): Promise<void> {
+    if (this.cmd) return;
+    this.stop = new AbortController();
+    this.cmd = this.connection('cmd');
+    this.reader = this.connection('reader');
+    this.readLoop = this.readReplies(this.reader);
+  }
+
+  /** Stops reading, fails pending calls with `UNAVAILABLE`, deletes the reply stream. */
+  async close(): Promise<void> {
+    this.stop.abort();
+    this.failAll({ code: 'UNAVAILABLE', message: 'The client was closed' });
+    this.reader?.disconnect();
+    await this.readLoop;
+    const cmd = this.cmd;
+    if (cmd?.status === 'ready') {
+      await cmd.del(this.replyKey).catch(() => undefined);
+      await cmd.quit().catch(() => cmd.disconnect());
+    } else {
+      cmd?.disconnect();
+    }
+    this.cmd = this.reader = this.readLoop = undefined;
+  }
+
+  /** Registers a listener on both connections (`(type, ...args)`, type `cmd` or `reader`). */
+  override on<K extends string, C extends RedisStreamsEvents[K]>(event: K, callback: C): void {
+    if (this.cmd && this.reader) {
+      this.cmd.on(event, (...args) => callback('cmd', ...args));
+      this.reader.on(event, (...args) => callback('reader', ...args));
+    } else {
+      this.pendingListeners.push({ event, callback });
+    }
+  }
+
+  /** Returns `[commandConnection, blockingReaderConnection]`. */
+  unwrap<T>(): T {
+    if (!this.cmd || !this.reader) throw new Error('Not initialized: call connect() first');
+    return [this.cmd, this.reader] as T;
+  }
+
+  protected publish(
+    partialPacket: ReadPacket,
+    callback: (packet: WritePacket) => void,
+  ): () => void {
+    const packet = this.assignPacketId(partialPacket);
+    const { id } = packet;
+    const key = requestStreamKey(this.options.keyPrefix, this.normalizePattern(packet.pattern));
+    const deadline = Date.now() + this.timeoutMs;
+    this.routingMap.set(id, callback);
+    const timer = setTimeout(
+      () => this.fail(id, { code: 'TIMEOUT', message: `No reply within ${this.timeoutMs} ms` }),
+      this.timeoutMs,
+    );
+    this.timers.set(id, timer);
+    const fields = ['id', id, 'replyTo', this.replyKey, 'deadline', String(deadline)];
+    if (!this.cmd) {
+      this.fail(id, { code: 'UNAVAILABLE', message: 'The client is not connected' });
+    } else {
+      this.cmd
+        .xadd(key, '*', ...fields, 'data', JSON.stringify(packet.data ?? null))
+        .catch((err: unknown) =>
+          this.fail(id, { code: 'UNAVAILABLE', message: errorMessage(err) }),
+        );
+    }
+    return () => this.forget(id);
+  }
+
+  protected async dispatchEvent<T = any>(packet: ReadPacket): Promise<T> {
+    if (!this.cmd) throw { code: 'UNAVAILABLE', message: 'The client is not connected' };
+    const key = requestStreamKey(this.options.keyPrefix, this.normalizePattern(packet.pattern));
+    await this.cmd.xadd(key, '*', 'data', JSON.stringify(packet.data ?? null));
+    return undefined as T;
+  }
+
+  private connection(type: 'cmd' | 'reader'): Redis {
+    const redis = createConnection(this.options.redisUrl, `loom-rpc-client-${type}`);
+    let failing = false;
+    redis.on('error', (err: Error) => {
+      if (!failing) this.logger.warn(`Redis ${type} connection: ${err.message}`);
+      failing = true;
+    });
+    redis.on('ready', () => {
+      failing = false;
+      this._status$.next('connected');
+    });
+    redis.on('reconnecting', () => this.stop.signal.aborted || this._status$.next('reconnecting'));
+    for (const { event, callback } of this.pendingListeners) {
+      redis.on(event, (...args) => callback(type, ...args));
+    }
+    return redis;
+  }
+
+  private async readReplies(reader: Redis): Promise<void> {
+    const { signal } = this.stop;
+    while (!signal.aborted) {
+      try {
+        const reply = (await reader.call(
+          ...['XREAD', 'COUNT', READ_BATCH, 'BLOCK', this.blockMs],
+          ...['STREAMS', this.replyKey, this.lastId],
+        )) as [string, [string, unknown][]][] | null;
+        for (const [, entries] of reply ?? []) {
+          for (const [entryId, fields] of entries) {
+            this.lastId = entryId;
+            this.route(fieldsToRecord(fields));
+          }
+        }
+      } catch (err) {
+        if (signal.aborted) break;
+        this.logger.warn(`Reply reader: ${errorMessage(err)}; retrying`);
+        await sleep(RETRY_DELAY_MS, signal);
+      }
+    }
+  }
+
+  private route(fields: Record<string, string>): void {
+    const callback = this.routingMap.get(fields.id ?? '');
+    if (!callback) return; // timed out, or not ours
+    const err = parseJson(fields.err);
+    const isDisposed = fields.isDisposed === '1' || err !== undefined;
+    if (isDisposed) this.forget(fields.id!);
+    callback({ err, response: parseJson(fields.response), isDisposed });
+  }
+
+  private fail(id: string, err: RedisStreamsError): void {
+    const callback = this.routingMap.get(id);
+    this.forget(id);
+    callback?.({ err, isDisposed: true });
+  }
+
+  private failAll(err: RedisStreamsError): void {
+    for (const id of [...this.routingMap.keys()]) this.fail(id, err);
+  }
+
+  private forget(id: string): void {
+    clearTimeout(this.timers.get(id));
+    this.timers.delete(id);
+    this.routingMap.delete(id);
+  }
+}

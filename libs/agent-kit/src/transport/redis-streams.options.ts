@@ -1,0 +1,63 @@
+/** Options of the Redis Streams server (and, in part, of the client). */
+export interface RedisStreamsOptions {
+  /** e.g. `redis://127.0.0.1:6379/0`. */
+  redisUrl: string;
+  /** Prepended to every key this transport touches, e.g. `loom:`. */
+  keyPrefix: string;
+  /** Consumer name inside the group; defaults to `<host>-<pid>-<random>`, unique per server. */
+  consumerName?: string;
+  /** How long one XREAD/XREADGROUP blocks (ms). Default 1000. */
+  blockMs?: number;
+  /** A request pending this long on a dead consumer is reclaimed (ms). Default 30000. */
+  claimIdleMs?: number;
+  /** A request delivered more often than this is dead-lettered. Default 5. */
+  maxDeliveries?: number;
+  /** Handlers running at once per server. Default 16. */
+  concurrency?: number;
+  /** Hands every request to its handler twice (sequentially) to prove handlers idempotent. */
+  duplicateDeliveryForTests?: boolean;
+}
+
+/** Options of the Redis Streams client. */
+export interface RedisStreamsClientOptions {
+  redisUrl: string;
+  keyPrefix: string;
+  /** How long one XREAD on the reply stream blocks (ms). Default 1000. */
+  blockMs?: number;
+  /** A call fails with `TIMEOUT` this long after it was sent (ms); also its deadline. Default 30000. */
+  timeoutMs?: number;
+}
+
+/** The error object a failed call rejects with (besides the handler's own RpcException payloads). */
+export interface RedisStreamsError {
+  code: 'TIMEOUT' | 'UNAVAILABLE' | 'DEAD_LETTERED';
+  message: string;
+}
+
+export const REDIS_STREAMS_TRANSPORT = Symbol('REDIS_STREAMS');
+export const CONSUMER_GROUP = 'workers';
+export const REPLY_MAXLEN = 10000;
+export const REPLY_TTL_MS = 5 * 60 * 1000;
+
+export const DEFAULTS = {
+  blockMs: 1000,
+  claimIdleMs: 30000,
+  maxDeliveries: 5,
+  concurrency: 16,
+  timeoutMs: 30000,
+} as const;
+
+/** Stream that carries the requests of one pattern (hash tag keeps a pattern on one cluster slot). */
+export function requestStreamKey(keyPrefix: string, pattern: string): string {
+  return `${keyPrefix}rpc:{${pattern}}`;
+}
+
+/** Where requests that were delivered too often end up. */
+export function deadLetterStreamKey(keyPrefix: string, pattern: string): string {
+  return `${keyPrefix}rpc:dead:{${pattern}}`;
+}
+
+/** The reply stream of one client instance. */
+export function replyStreamKey(keyPrefix: string, clientId: string): string {
+  return `${keyPrefix}rpc:reply:${clientId}`;
+}
