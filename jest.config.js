@@ -22,10 +22,11 @@ const base = {
 };
 
 module.exports = {
+  testTimeout: 120000,
   projects: [
     { ...base, displayName: 'unit', testMatch: ['<rootDir>/{apps,libs}/**/*.spec.ts'] },
-    { ...base, displayName: 'integration', testMatch: ['<rootDir>/libs/**/*.int-spec.ts'], testTimeout: 60000 },
-    { ...base, displayName: 'e2e', testMatch: ['<rootDir>/apps/*/test/**/*.e2e-spec.ts'], testTimeout: 60000 },
-    { ...base, displayName: 'system', testMatch: ['<rootDir>/test/**/*.e2e-spec.ts'], testTimeout: 180000 },
+    { ...base, displayName: 'integration', testMatch: ['<rootDir>/libs/**/*.int-spec.ts'] },
+    { ...base, displayName: 'e2e', testMatch: ['<rootDir>/apps/*/test/**/*.e2e-spec.ts'] },
+    { ...base, displayName: 'system', testMatch: ['<rootDir>/test/**/*.e2e-spec.ts'] },
   ],
 };

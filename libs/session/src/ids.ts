@@ -30,3 +30,13 @@ export function assertStateKey(value: unknown): string {
   }
   return value;
 }
+
+/** Tenant and user ids come from verified tokens; they still end up in keys and queries. */
+export const PRINCIPAL_PATTERN = /^[A-Za-z0-9_.@-]{1,128}$/;
+
+export function assertPrincipal(value: unknown, what = 'principal'): string {
+  if (typeof value !== 'string' || !PRINCIPAL_PATTERN.test(value)) {
+    throw new LoomError(LoomErrorCode.INVALID_ID, `${what} must match ${PRINCIPAL_PATTERN.source}`);
+  }
+  return value;
+}

@@ -1,0 +1,40 @@
+import { TtlRule } from '../store/tiered/tiered-session.store';
+import { layerOf } from '../model/state-keys';
+
+/** Everything the session library needs, taken from each app's validated config. */
+export interface SessionOptions {
+  /** 'distributed': MySQL + Redis (tiered); 'embedded': JSON files + in-process hot tier. */
+  profile: 'distributed' | 'embedded';
+  mysqlUrl: string;
+  redisUrl: string;
+  keyPrefix: string;
+  migrationsRun: boolean;
+  /** Directory of the JSON-file store (embedded profile). */
+  dataDir: string;
+  ttl: { conversationSeconds: number; taskSeconds: number; agentSeconds: number };
+  /** A conversation idle this long is removed from the durable store by the sweeper. */
+  idleExpiryDays: number;
+  lockTtlMs: number;
+  lockWaitMs: number;
+  lruMax: number;
+  lruTtlMs: number;
+  redisCallTimeoutMs: number;
+}
+
+export const SESSION_OPTIONS = Symbol('SESSION_OPTIONS');
+
+export const DEFAULT_TTL = { conversationSeconds: 7 * 86400, taskSeconds: 86400, agentSeconds: 3600 };
+
+/** Seed 000's layered TTLs: the conversation slides on read, tasks and agents do not. */
+export function ttlRules(ttl: SessionOptions['ttl']): (stateKey: string) => TtlRule {
+  return (stateKey) => {
+    switch (layerOf(stateKey)) {
+      case 'agent':
+        return { ttlSeconds: ttl.agentSeconds, sliding: false };
+      case 'task':
+        return { ttlSeconds: ttl.taskSeconds, sliding: false };
+      default:
+        return { ttlSeconds: ttl.conversationSeconds, sliding: true };
+    }
+  };
+}

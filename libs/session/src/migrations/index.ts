@@ -1,0 +1,4 @@
+import { CreateSessionState1763790000000 } from './1763790000000-CreateSessionState';
+
+/** Every migration, in order; listed explicitly so a bundled or transpiled build finds them. */
+export const SESSION_MIGRATIONS = [CreateSessionState1763790000000];

@@ -1,0 +1,3 @@
+export * from './conversation.model';
+export * from './task.model';
+export * from './agent.model';

@@ -1,0 +1,77 @@
+import { Usage } from './conversation.model';
+
+export enum TaskStatus {
+  PENDING = 'PENDING',
+  RUNNING = 'RUNNING',
+  COMPLETED = 'COMPLETED',
+  FAILED = 'FAILED',
+}
+
+export enum ExecutionStatus {
+  PENDING = 'PENDING',
+  RUNNING = 'RUNNING',
+  COMPLETED = 'COMPLETED',
+  FAILED = 'FAILED',
+  SKIPPED = 'SKIPPED',
+}
+
+export interface PlanStep {
+  agentType: string;
+  required: boolean;
+  dependsOn: string[];
+}
+
+/** What an agent execution was shown (TaskView `context`). */
+export interface ContextReport {
+  historyMessages: number;
+  summaryIncluded: boolean;
+  sharedKeys: string[];
+}
+
+export interface AgentExecutionRecord {
+  agentSessionId: string;
+  agentType: string;
+  status: ExecutionStatus;
+  attempts: number;
+  startedAt: string;
+  completedAt: string | null;
+  error: { code: string; message: string } | null;
+  context: ContextReport;
+  output: string | null;
+  usage: Usage;
+}
+
+/** The task layer: one multi-agent collaboration for one user turn (seed 000 TaskSession). */
+export interface TaskSession {
+  taskId: string;
+  conversationId: string;
+  tenantId: string;
+  userId: string;
+  taskType: string;
+  userIntent: string;
+  intent: string;
+  plan: PlanStep[];
+  status: TaskStatus;
+  executions: AgentExecutionRecord[];
+  userSeq: number;
+  replySeq: number | null;
+  idempotencyKey: string | null;
+  lease: { owner: string; expiresAt: string } | null;
+  createdAt: string;
+  completedAt: string | null;
+  error: { code: string; message: string } | null;
+}
+
+/** One write to task-shared context; the log of writes is folded into the current view. */
+export interface SharedWrite {
+  key: string;
+  value: unknown;
+  writer: string;
+  updatedAt: string;
+}
+
+export interface SharedEntry {
+  value: unknown;
+  writer: string;
+  updatedAt: string;
+}

@@ -1,0 +1,153 @@
+import type {
+  AppendOptions,
+  ListItem,
+  ListRange,
+  SessionStore,
+  SessionSummary,
+  StoreScope,
+  WriteOptions,
+} from '../session-store';
+import { assertStateKey } from '../../ids';
+import * as rules from './store-rules';
+
+interface KeyMeta {
+  updatedAt: Date;
+  userId: string | null;
+}
+
+interface MemorySession {
+  tenantId: string;
+  fence: number;
+  values: Map<string, unknown>;
+  lists: Map<string, { items: Map<number, unknown>; last: number }>;
+  keys: Map<string, KeyMeta>;
+}
+
+/**
+ * The Session API in process memory (tests, single-process scratch use). Values are deep-copied in
+ * and out; ttlSeconds and expiresAt are not applied. Every method is synchronous inside, so
+ * concurrent calls cannot interleave.
+ */
+export class MemorySessionStore implements SessionStore {
+  readonly kind = 'memory';
+  private readonly sessions = new Map<string, MemorySession>();
+
+  async save(scope: StoreScope, sessionId: string, key: string, value: unknown, opts: WriteOptions = {}): Promise<void> {
+    const copy = this.checkWrite(scope, sessionId, key, value, opts);
+    const session = this.claim(scope, sessionId);
+    session.values.set(key, copy);
+    this.touch(session, key, opts);
+  }
+
+  async create(scope: StoreScope, sessionId: string, key: string, value: unknown, opts: WriteOptions = {}): Promise<boolean> {
+    rules.assertTarget(scope, sessionId, key);
+    if (this.sessions.get(sessionId)?.values.has(key)) return false;
+    await this.save(scope, sessionId, key, value, opts);
+    return true;
+  }
+
+  async get<T>(scope: StoreScope, sessionId: string, key: string): Promise<T | null> {
+    const session = this.readable(scope, sessionId, key);
+    return session?.values.has(key) ? structuredClone(session.values.get(key) as T) : null;
+  }
+
+  async append(scope: StoreScope, sessionId: string, key: string, item: unknown, opts: AppendOptions = {}): Promise<number> {
+    const copy = this.checkWrite(scope, sessionId, key, item, opts);
+    const list = this.sessions.get(sessionId)?.lists.get(key);
+    const index = opts.index ?? (list?.last ?? 0) + 1;
+    if (list?.items.has(index)) throw rules.indexTaken(index);
+    const session = this.claim(scope, sessionId);
+    const target = session.lists.get(key) ?? { items: new Map<number, unknown>(), last: 0 };
+    target.items.set(index, copy);
+    target.last = Math.max(target.last, index);
+    session.lists.set(key, target);
+    this.touch(session, key, opts);
+    return index;
+  }
+
+  async getList<T>(scope: StoreScope, sessionId: string, key: string, range?: ListRange): Promise<ListItem<T>[]> {
+    const items = this.readable(scope, sessionId, key)?.lists.get(key)?.items ?? new Map<number, unknown>();
+    const sorted = [...items.entries()].sort(([a], [b]) => a - b);
+    const picked = rules.applyRange(sorted.map(([index, value]) => ({ index, value })), range);
+    return picked.map(({ index, value }) => ({ index, value: structuredClone(value as T) }));
+  }
+
+  /** The last index of the list (equal to its length while indexes are contiguous); 0 when absent. */
+  async listLength(scope: StoreScope, sessionId: string, key: string): Promise<number> {
+    return this.readable(scope, sessionId, key)?.lists.get(key)?.last ?? 0;
+  }
+
+  async exists(scope: StoreScope, sessionId: string): Promise<boolean> {
+    return (this.readable(scope, sessionId)?.keys.size ?? 0) > 0;
+  }
+
+  async listSessionKeys(scope: StoreScope, sessionId: string): Promise<string[]> {
+    return [...(this.readable(scope, sessionId)?.keys.keys() ?? [])].sort();
+  }
+
+  async deleteKey(scope: StoreScope, sessionId: string, key: string): Promise<void> {
+    const session = this.readable(scope, sessionId, key);
+    session?.values.delete(key);
+    session?.lists.delete(key);
+    session?.keys.delete(key);
+  }
+
+  /** Removes the session with its owner and fencing counter (another tenant's session: no-op). */
+  async delete(scope: StoreScope, sessionId: string): Promise<void> {
+    if (this.readable(scope, sessionId)) this.sessions.delete(sessionId);
+  }
+
+  async listSessions(scope: StoreScope, key: string, page: rules.SessionPage): Promise<SessionSummary[]> {
+    rules.assertScope(scope);
+    assertStateKey(key);
+    rules.assertPage(page);
+    const rows: SessionSummary[] = [];
+    for (const [sessionId, session] of this.sessions) {
+      const meta = session.tenantId === scope.tenantId ? session.keys.get(key) : undefined;
+      if (meta) rows.push({ sessionId, userId: meta.userId, updatedAt: new Date(meta.updatedAt) });
+    }
+    return rules.pageSessions(rows, page);
+  }
+
+  async nextFence(scope: StoreScope, sessionId: string): Promise<number> {
+    this.checkWrite(scope, sessionId, undefined, null, {});
+    return ++this.claim(scope, sessionId).fence;
+  }
+
+  async close(): Promise<void> {
+    this.sessions.clear();
+  }
+
+  // Validates a write, checks owner and fence; returns the copy of the value to store.
+  private checkWrite(scope: StoreScope, sessionId: string, key: string | undefined, value: unknown, opts: AppendOptions): unknown {
+    rules.assertTarget(scope, sessionId, key);
+    rules.assertWriteOptions(opts);
+    const session = this.sessions.get(sessionId);
+    if (session && session.tenantId !== scope.tenantId) throw rules.sessionNotFound();
+    rules.checkFence(session?.fence ?? 0, opts.fence);
+    rules.toJson(value);
+    return structuredClone(value);
+  }
+
+  // The session, created and owned by the scope's tenant on its first write.
+  private claim(scope: StoreScope, sessionId: string): MemorySession {
+    let session = this.sessions.get(sessionId);
+    if (!session) {
+      session = { tenantId: scope.tenantId, fence: 0, values: new Map(), lists: new Map(), keys: new Map() };
+      this.sessions.set(sessionId, session);
+    }
+    return session;
+  }
+
+  private touch(session: MemorySession, key: string, opts: WriteOptions): void {
+    const userId = opts.userId ?? session.keys.get(key)?.userId ?? null;
+    session.keys.set(key, { updatedAt: new Date(), userId });
+  }
+
+  // Validates the ids, then returns the session if the scope's tenant owns it.
+  private readable(scope: StoreScope, sessionId: string, key?: string): MemorySession | undefined {
+    rules.assertTarget(scope, sessionId, key);
+    const session = this.sessions.get(sessionId);
+    return session?.tenantId === scope.tenantId ? session : undefined;
+  }
+}

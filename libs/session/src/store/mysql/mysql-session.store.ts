@@ -1,0 +1,278 @@
+import { DataSource } from 'typeorm';
+import { LoomError, LoomErrorCode } from '../../errors/session-error';
+import { assertId, assertStateKey } from '../../ids';
+import {
+  AppendOptions,
+  ListItem,
+  ListRange,
+  SessionStore,
+  SessionSummary,
+  StoreScope,
+  WriteOptions,
+} from '../session-store';
+import { decodeValue, encodeValue } from '../codec';
+
+const TABLE = 'loom_session_state';
+const FENCE_KEY = '_fence';
+const COLS = 'session_id, state_key, item_index, tenant_id, user_id, state_data, expires_at';
+const ER_DUP_ENTRY = 1062;
+const ER_LOCK_DEADLOCK = 1213;
+const MAX_APPEND_ATTEMPTS = 200;
+
+interface WriteResult {
+  affectedRows: number;
+  insertId: number;
+}
+
+/**
+ * The durable backend: the only code that touches the session table. Every write checks the
+ * session's owner; an append is one INSERT whatever the list's length, and the primary key is
+ * what keeps indexes unique under any concurrency (a duplicate means someone else won: retry).
+ */
+export class MysqlSessionStore implements SessionStore {
+  readonly kind = 'mysql';
+
+  constructor(private readonly db: DataSource) {}
+
+  async save(scope: StoreScope, sessionId: string, key: string, value: unknown, opts: WriteOptions = {}): Promise<void> {
+    this.check(sessionId, key);
+    await this.assertWritable(scope, sessionId);
+    const params = [sessionId, key, 0, scope.tenantId, opts.userId ?? null, encodeValue(value), opts.expiresAt ?? null];
+    const upsert =
+      'ON DUPLICATE KEY UPDATE state_data = VALUES(state_data), expires_at = VALUES(expires_at), ' +
+      'user_id = COALESCE(VALUES(user_id), user_id), updated_at = CURRENT_TIMESTAMP(3)';
+    if (opts.fence === undefined) {
+      await this.db.query(`INSERT INTO ${TABLE} (${COLS}) VALUES (?, ?, ?, ?, ?, ?, ?) ${upsert}`, params);
+      return;
+    }
+    const res: WriteResult = await this.db.query(
+      `INSERT INTO ${TABLE} (${COLS}) SELECT ?, ?, ?, ?, ?, ?, ? FROM ${TABLE} f ` +
+        `WHERE f.session_id = ? AND f.state_key = '${FENCE_KEY}' AND f.item_index = 0 AND f.state_data = ? ${upsert}`,
+      [...params, sessionId, String(opts.fence)],
+    );
+    if (res.affectedRows === 0) throw stale();
+  }
+
+  async create(scope: StoreScope, sessionId: string, key: string, value: unknown, opts: WriteOptions = {}): Promise<boolean> {
+    this.check(sessionId, key);
+    const owner = await this.ownerOf(sessionId);
+    if (owner !== null && owner !== scope.tenantId) {
+      const taken = await this.db.query(
+        `SELECT 1 FROM ${TABLE} WHERE session_id = ? AND state_key = ? AND item_index = 0`,
+        [sessionId, key],
+      );
+      if (taken.length) return false;
+      throw notFound();
+    }
+    try {
+      await this.db.query(`INSERT INTO ${TABLE} (${COLS}) VALUES (?, ?, 0, ?, ?, ?, ?)`, [
+        sessionId, key, scope.tenantId, opts.userId ?? null, encodeValue(value), opts.expiresAt ?? null,
+      ]);
+      return true;
+    } catch (err) {
+      if (errno(err) === ER_DUP_ENTRY) return false;
+      throw err;
+    }
+  }
+
+  async get<T>(scope: StoreScope, sessionId: string, key: string): Promise<T | null> {
+    this.check(sessionId, key);
+    const rows: Array<{ state_data: string }> = await this.db.query(
+      `SELECT state_data FROM ${TABLE} WHERE session_id = ? AND state_key = ? AND item_index = 0 AND tenant_id = ?`,
+      [sessionId, key, scope.tenantId],
+    );
+    return rows.length ? decodeValue<T>(rows[0].state_data) : null;
+  }
+
+  async append(scope: StoreScope, sessionId: string, key: string, item: unknown, opts: AppendOptions = {}): Promise<number> {
+    this.check(sessionId, key);
+    const data = encodeValue(item);
+    for (let attempt = 1; ; attempt++) {
+      const { owner, maxIndex } = await this.ownerAndMax(sessionId, key);
+      if (owner !== null && owner !== scope.tenantId) throw notFound();
+      const index = opts.index ?? maxIndex + 1;
+      if (opts.index !== undefined && (!Number.isInteger(index) || index < 1)) {
+        throw new LoomError(LoomErrorCode.VALIDATION_FAILED, 'list index must be a positive integer');
+      }
+      try {
+        await this.insertItem(scope, sessionId, key, index, data, opts);
+        return index;
+      } catch (err) {
+        const code = errno(err);
+        if (opts.index !== undefined && code === ER_DUP_ENTRY) {
+          throw new LoomError(LoomErrorCode.CONFLICT, `index ${index} of ${key} is taken`);
+        }
+        if ((code !== ER_DUP_ENTRY && code !== ER_LOCK_DEADLOCK) || attempt >= MAX_APPEND_ATTEMPTS) throw err;
+      }
+    }
+  }
+
+  async getList<T>(scope: StoreScope, sessionId: string, key: string, range: ListRange = {}): Promise<ListItem<T>[]> {
+    this.check(sessionId, key);
+    const where = 'session_id = ? AND state_key = ? AND tenant_id = ? AND item_index > ?';
+    const params: unknown[] = [sessionId, key, scope.tenantId, Math.max(range.afterIndex ?? 0, 0)];
+    let rows: Array<{ item_index: number; state_data: string }>;
+    if (range.last !== undefined) {
+      rows = await this.db.query(
+        `SELECT item_index, state_data FROM ${TABLE} WHERE ${where} ORDER BY item_index DESC LIMIT ?`,
+        [...params, Math.max(range.last, 0)],
+      );
+      rows.reverse();
+      if (range.limit !== undefined) rows = rows.slice(0, Math.max(range.limit, 0));
+    } else {
+      const limit = range.limit !== undefined ? ` LIMIT ${Math.max(Math.floor(range.limit), 0)}` : '';
+      rows = await this.db.query(`SELECT item_index, state_data FROM ${TABLE} WHERE ${where} ORDER BY item_index${limit}`, params);
+    }
+    return rows.map((r) => ({ index: Number(r.item_index), value: decodeValue<T>(r.state_data) }));
+  }
+
+  async listLength(scope: StoreScope, sessionId: string, key: string): Promise<number> {
+    this.check(sessionId, key);
+    const rows: Array<{ n: number | null }> = await this.db.query(
+      `SELECT MAX(item_index) AS n FROM ${TABLE} WHERE session_id = ? AND state_key = ? AND tenant_id = ? AND item_index > 0`,
+      [sessionId, key, scope.tenantId],
+    );
+    return Number(rows[0]?.n ?? 0);
+  }
+
+  async exists(scope: StoreScope, sessionId: string): Promise<boolean> {
+    assertId(sessionId, 'session id');
+    const rows = await this.db.query(`SELECT 1 FROM ${TABLE} WHERE session_id = ? AND tenant_id = ? LIMIT 1`, [
+      sessionId,
+      scope.tenantId,
+    ]);
+    return rows.length > 0;
+  }
+
+  async listSessionKeys(scope: StoreScope, sessionId: string): Promise<string[]> {
+    assertId(sessionId, 'session id');
+    const rows: Array<{ state_key: string }> = await this.db.query(
+      `SELECT state_key FROM ${TABLE} WHERE session_id = ? AND tenant_id = ? AND state_key <> '${FENCE_KEY}' GROUP BY state_key`,
+      [sessionId, scope.tenantId],
+    );
+    return rows.map((r) => r.state_key).sort();
+  }
+
+  async deleteKey(scope: StoreScope, sessionId: string, key: string): Promise<void> {
+    this.check(sessionId, key);
+    await this.db.query(`DELETE FROM ${TABLE} WHERE session_id = ? AND state_key = ? AND tenant_id = ?`, [
+      sessionId,
+      key,
+      scope.tenantId,
+    ]);
+  }
+
+  async delete(scope: StoreScope, sessionId: string): Promise<void> {
+    assertId(sessionId, 'session id');
+    await this.db.query(`DELETE FROM ${TABLE} WHERE session_id = ? AND tenant_id = ?`, [sessionId, scope.tenantId]);
+  }
+
+  async listSessions(
+    scope: StoreScope,
+    key: string,
+    page: { limit: number; before?: { updatedAt: Date; sessionId: string }; userId?: string },
+  ): Promise<SessionSummary[]> {
+    assertStateKey(key);
+    const where = ['tenant_id = ?', 'state_key = ?', 'item_index = 0'];
+    const params: unknown[] = [scope.tenantId, key];
+    if (page.userId !== undefined) {
+      where.push('user_id = ?');
+      params.push(page.userId);
+    }
+    if (page.before) {
+      where.push('(updated_at < ? OR (updated_at = ? AND session_id < ?))');
+      params.push(page.before.updatedAt, page.before.updatedAt, page.before.sessionId);
+    }
+    const rows: Array<{ session_id: string; user_id: string | null; updated_at: Date }> = await this.db.query(
+      `SELECT session_id, user_id, updated_at FROM ${TABLE} WHERE ${where.join(' AND ')} ` +
+        `ORDER BY updated_at DESC, session_id DESC LIMIT ${Math.max(1, Math.min(Math.floor(page.limit), 1000))}`,
+      params,
+    );
+    return rows.map((r) => ({ sessionId: r.session_id, userId: r.user_id, updatedAt: new Date(r.updated_at) }));
+  }
+
+  async nextFence(scope: StoreScope, sessionId: string): Promise<number> {
+    assertId(sessionId, 'session id');
+    await this.assertWritable(scope, sessionId);
+    const res: WriteResult = await this.db.query(
+      `INSERT INTO ${TABLE} (${COLS}) VALUES (?, '${FENCE_KEY}', 0, ?, NULL, LAST_INSERT_ID(1), NULL) ` +
+        'ON DUPLICATE KEY UPDATE state_data = LAST_INSERT_ID(CAST(state_data AS UNSIGNED) + 1)',
+      [sessionId, scope.tenantId],
+    );
+    return Number(res.insertId);
+  }
+
+  /** Removes rows whose durable expiry has passed, in bounded batches; returns how many went. */
+  async sweepExpired(now = new Date(), batch = 1000): Promise<number> {
+    const res: WriteResult = await this.db.query(
+      `DELETE FROM ${TABLE} WHERE expires_at IS NOT NULL AND expires_at < ? LIMIT ${Math.floor(batch)}`,
+      [now],
+    );
+    return res.affectedRows;
+  }
+
+  async close(): Promise<void> {
+    if (this.db.isInitialized) await this.db.destroy();
+  }
+
+  private check(sessionId: string, key: string): void {
+    assertId(sessionId, 'session id');
+    assertStateKey(key);
+  }
+
+  private async insertItem(
+    scope: StoreScope,
+    sessionId: string,
+    key: string,
+    index: number,
+    data: string,
+    opts: AppendOptions,
+  ): Promise<void> {
+    const params = [sessionId, key, index, scope.tenantId, opts.userId ?? null, data, opts.expiresAt ?? null];
+    if (opts.fence === undefined) {
+      await this.db.query(`INSERT INTO ${TABLE} (${COLS}) VALUES (?, ?, ?, ?, ?, ?, ?)`, params);
+      return;
+    }
+    const res: WriteResult = await this.db.query(
+      `INSERT INTO ${TABLE} (${COLS}) SELECT ?, ?, ?, ?, ?, ?, ? FROM ${TABLE} f ` +
+        `WHERE f.session_id = ? AND f.state_key = '${FENCE_KEY}' AND f.item_index = 0 AND f.state_data = ?`,
+      [...params, sessionId, String(opts.fence)],
+    );
+    if (res.affectedRows === 0) throw stale();
+  }
+
+  private async ownerAndMax(sessionId: string, key: string): Promise<{ owner: string | null; maxIndex: number }> {
+    const rows: Array<{ owner: string | null; max_index: number | null }> = await this.db.query(
+      `SELECT (SELECT tenant_id FROM ${TABLE} WHERE session_id = ? LIMIT 1) AS owner, ` +
+        `(SELECT MAX(item_index) FROM ${TABLE} WHERE session_id = ? AND state_key = ?) AS max_index`,
+      [sessionId, sessionId, key],
+    );
+    return { owner: rows[0]?.owner ?? null, maxIndex: Number(rows[0]?.max_index ?? 0) };
+  }
+
+  private async ownerOf(sessionId: string): Promise<string | null> {
+    const rows: Array<{ tenant_id: string }> = await this.db.query(
+      `SELECT tenant_id FROM ${TABLE} WHERE session_id = ? LIMIT 1`,
+      [sessionId],
+    );
+    return rows.length ? rows[0].tenant_id : null;
+  }
+
+  private async assertWritable(scope: StoreScope, sessionId: string): Promise<void> {
+    const owner = await this.ownerOf(sessionId);
+    if (owner !== null && owner !== scope.tenantId) throw notFound();
+  }
+}
+
+function errno(err: unknown): number | undefined {
+  const e = err as { errno?: number; driverError?: { errno?: number } };
+  return e?.driverError?.errno ?? e?.errno;
+}
+
+function notFound(): LoomError {
+  return new LoomError(LoomErrorCode.NOT_FOUND, 'session not found');
+}
+
+function stale(): LoomError {
+  return new LoomError(LoomErrorCode.STALE_FENCING_TOKEN, 'the fencing token is stale: another holder took the lock');
+}

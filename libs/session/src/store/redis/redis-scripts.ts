@@ -1,0 +1,144 @@
+/**
+ * Lua scripts of the Redis backend. Every key a script touches carries the session's hash tag,
+ * so each runs on one Redis Cluster slot. Common KEYS: [1] _meta hash (tenant, user, u:<key> =
+ * updatedAt ms), [2] _keys set, [3] the state key, [4] _fence counter.
+ * Return codes below 0: -1 another tenant owns the session, -2 stale fence, -3 index taken.
+ */
+const PRELUDE = `
+local function extend(k, ttl)
+  if ttl <= 0 then return end
+  local cur = redis.call('PTTL', k)
+  if cur >= 0 and cur < ttl then redis.call('PEXPIRE', k, ttl) end
+  if cur == -1 and redis.call('HGET', KEYS[1], 'fresh') == '1' then redis.call('PEXPIRE', k, ttl) end
+end
+local owner = redis.call('HGET', KEYS[1], 'tenant')
+`;
+
+/** Writes shared by save and append: owner check, fence check, bookkeeping. ARGV[1] tenant, [2] state key, [4] ttl ms, [5] user, [6] now ms, [7] fence. */
+const WRITE_GUARD = `
+if owner and owner ~= ARGV[1] then return -1 end
+if ARGV[7] ~= '' and redis.call('GET', KEYS[4]) ~= ARGV[7] then return -2 end
+local ttl = tonumber(ARGV[4])
+if not owner then
+  redis.call('HSET', KEYS[1], 'tenant', ARGV[1], 'fresh', '1')
+end
+if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'user', ARGV[5]) end
+redis.call('HSET', KEYS[1], 'u:' .. ARGV[2], ARGV[6])
+redis.call('SADD', KEYS[2], ARGV[2])
+`;
+
+const BOOKKEEPING_TTL = `
+if ttl > 0 then
+  extend(KEYS[1], ttl); extend(KEYS[2], ttl); extend(KEYS[4], ttl)
+  if redis.call('PTTL', KEYS[3]) < ttl then redis.call('PEXPIRE', KEYS[3], ttl) end
+end
+redis.call('HDEL', KEYS[1], 'fresh')
+`;
+
+/** ARGV[3] JSON value. */
+export const SAVE = `${PRELUDE}${WRITE_GUARD}
+redis.call('SET', KEYS[3], ARGV[3])
+${BOOKKEEPING_TTL}
+return 0`;
+
+/** Sets only when absent anywhere; 1 created, 0 exists. */
+export const CREATE = `${PRELUDE}
+if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
+${WRITE_GUARD}
+redis.call('SET', KEYS[3], ARGV[3])
+${BOOKKEEPING_TTL}
+return 1`;
+
+/**
+ * Appends to a ZSET scored by index; member "<index>|<json>". ARGV[8] explicit index or ''.
+ * ARGV[9] '1' = the list is authoritative (standalone: a new list is complete, marked by the
+ * sentinel member '!' at score 0); '0' = cache mode (no sentinel: only a full refill marks it).
+ */
+export const APPEND = `${PRELUDE}${WRITE_GUARD}
+local idx
+if ARGV[8] ~= '' then
+  idx = tonumber(ARGV[8])
+  if redis.call('ZCOUNT', KEYS[3], idx, idx) > 0 then return -3 end
+else
+  local top = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
+  idx = (top[2] and tonumber(top[2]) or 0) + 1
+end
+if ARGV[9] == '1' and redis.call('EXISTS', KEYS[3]) == 0 then redis.call('ZADD', KEYS[3], 0, '!') end
+redis.call('ZADD', KEYS[3], idx, idx .. '|' .. ARGV[3])
+${BOOKKEEPING_TTL}
+return idx`;
+
+/** Refills a whole list from the durable store: ARGV[3..] are members, marked complete. */
+export const FILL_LIST = `${PRELUDE}
+if owner and owner ~= ARGV[1] then return -1 end
+if not owner then redis.call('HSET', KEYS[1], 'tenant', ARGV[1], 'fresh', '1') end
+redis.call('SADD', KEYS[2], ARGV[2])
+local ttl = tonumber(ARGV[4])
+redis.call('ZADD', KEYS[3], 0, '!')
+for i = 5, #ARGV, 2 do redis.call('ZADD', KEYS[3], tonumber(ARGV[i]), ARGV[i + 1]) end
+${BOOKKEEPING_TTL}
+return 0`;
+
+/** Value of one key for its owner; ARGV[2] sliding ttl ms (0: none). Returns false when absent/foreign. */
+export const GET = `${PRELUDE}
+if owner ~= ARGV[1] then return false end
+local v = redis.call('GET', KEYS[3])
+local slide = tonumber(ARGV[2])
+if v and slide > 0 then redis.call('PEXPIRE', KEYS[3], slide); redis.call('PEXPIRE', KEYS[1], slide); redis.call('PEXPIRE', KEYS[2], slide) end
+return v`;
+
+/**
+ * A range of a list for its owner: ARGV[2] after index, ARGV[3] last N (-1 none), ARGV[4] limit (-1 none),
+ * ARGV[5] '1' = treat a gap in the indexes as a miss (cache mode).
+ * Returns { complete(0/1), members… }; complete is 0 when the list is not known whole (cache miss).
+ */
+export const GET_LIST = `${PRELUDE}
+if owner ~= ARGV[1] then return {0} end
+local complete = 0
+if redis.call('ZSCORE', KEYS[3], '!') then
+  -- indexes are contiguous from 1: a gap means a hot write was missed, so it is a miss
+  complete = 1
+  local top = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
+  if ARGV[5] == '1' and tonumber(top[2]) ~= redis.call('ZCARD', KEYS[3]) - 1 then complete = 0 end
+end
+local after = '(' .. ARGV[2]
+local items
+if tonumber(ARGV[3]) >= 0 then
+  items = redis.call('ZREVRANGEBYSCORE', KEYS[3], '+inf', after, 'LIMIT', 0, tonumber(ARGV[3]))
+  local n = #items
+  for i = 1, math.floor(n / 2) do items[i], items[n - i + 1] = items[n - i + 1], items[i] end
+  if tonumber(ARGV[4]) >= 0 then
+    local cut = {}
+    for i = 1, math.min(#items, tonumber(ARGV[4])) do cut[i] = items[i] end
+    items = cut
+  end
+elseif tonumber(ARGV[4]) >= 0 then
+  items = redis.call('ZRANGEBYSCORE', KEYS[3], after, '+inf', 'LIMIT', 0, tonumber(ARGV[4]))
+else
+  items = redis.call('ZRANGEBYSCORE', KEYS[3], after, '+inf')
+end
+table.insert(items, 1, complete)
+return items`;
+
+/** Last index of a list for its owner, or -1 when the list is not known whole (ARGV[2] '1': cache mode). */
+export const LIST_LENGTH = `${PRELUDE}
+if owner ~= ARGV[1] then return ARGV[2] == '1' and -1 or 0 end
+if redis.call('EXISTS', KEYS[3]) == 0 then return ARGV[2] == '1' and -1 or 0 end
+if not redis.call('ZSCORE', KEYS[3], '!') then return -1 end
+local top = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
+local last = top[2] and tonumber(top[2]) or 0
+if ARGV[2] == '1' and last ~= redis.call('ZCARD', KEYS[3]) - 1 then return -1 end
+return last`;
+
+/** Deletes the listed state keys (KEYS[3..]) of a session owned by ARGV[1]; ARGV[2..] their names. */
+export const DELETE_KEYS = `${PRELUDE}
+if owner ~= ARGV[1] then return 0 end
+for i = 3, #KEYS do redis.call('DEL', KEYS[i]) end
+for i = 2, #ARGV do redis.call('SREM', KEYS[2], ARGV[i]); redis.call('HDEL', KEYS[1], 'u:' .. ARGV[i]) end
+return 1`;
+
+/** The next fencing token for the session's owner (-1 for another tenant). */
+export const NEXT_FENCE = `${PRELUDE}
+if owner and owner ~= ARGV[1] then return -1 end
+if not owner then redis.call('HSET', KEYS[1], 'tenant', ARGV[1]) end
+return redis.call('INCR', KEYS[4])`;

@@ -1,0 +1,229 @@
+import Redis from 'ioredis';
+import { LoomError, LoomErrorCode } from '../../errors/session-error';
+import { assertId, assertStateKey } from '../../ids';
+import { decodeValue, encodeValue } from '../codec';
+import {
+  AppendOptions,
+  ListItem,
+  ListRange,
+  SessionStore,
+  SessionSummary,
+  StoreScope,
+  WriteOptions,
+} from '../session-store';
+import { RedisKeys } from './redis-keys';
+import * as scripts from './redis-scripts';
+
+type Script = (keys: string[], args: Array<string | number>) => Promise<unknown>;
+
+/**
+ * The Redis backend. Standalone, lists are authoritative; as the hot tier of the tiered store
+ * (`authoritative: false`) a list is trusted only when a full refill marked it complete.
+ * Every read and write is one Lua script that checks the session's owner.
+ */
+export class RedisSessionStore implements SessionStore {
+  readonly kind = 'redis';
+  readonly keys: RedisKeys;
+  private readonly run: Record<keyof typeof scripts, Script>;
+
+  constructor(
+    private readonly redis: Redis,
+    prefix: string,
+    private readonly opts: { authoritative?: boolean; ownsConnection?: boolean } = {},
+  ) {
+    this.keys = new RedisKeys(prefix);
+    const run = {} as Record<keyof typeof scripts, Script>;
+    for (const [name, lua] of Object.entries(scripts)) {
+      const command = `loom${name}`;
+      if (!(command in redis)) redis.defineCommand(command, { lua });
+      run[name as keyof typeof scripts] = (keys, args) =>
+        (redis as any)[command](keys.length, ...keys, ...args) as Promise<unknown>;
+    }
+    this.run = run;
+  }
+
+  async save(scope: StoreScope, sid: string, key: string, value: unknown, opts: WriteOptions = {}): Promise<void> {
+    this.check(sid, key);
+    const res = await this.run.SAVE(this.writeKeys(sid, this.keys.value(sid, key)), this.writeArgs(scope, key, encodeValue(value), opts));
+    fail(res);
+    await this.touchIndex(scope, sid, key, opts.userId);
+  }
+
+  async create(scope: StoreScope, sid: string, key: string, value: unknown, opts: WriteOptions = {}): Promise<boolean> {
+    this.check(sid, key);
+    const res = await this.run.CREATE(this.writeKeys(sid, this.keys.value(sid, key)), this.writeArgs(scope, key, encodeValue(value), opts));
+    fail(res);
+    if (res === 1) await this.touchIndex(scope, sid, key, opts.userId);
+    return res === 1;
+  }
+
+  async get<T>(scope: StoreScope, sid: string, key: string, slideTtlSeconds = 0): Promise<T | null> {
+    this.check(sid, key);
+    const raw = (await this.run.GET(this.writeKeys(sid, this.keys.value(sid, key)), [scope.tenantId, slideTtlSeconds * 1000])) as string | null;
+    return raw === null ? null : decodeValue<T>(raw);
+  }
+
+  async append(scope: StoreScope, sid: string, key: string, item: unknown, opts: AppendOptions = {}): Promise<number> {
+    this.check(sid, key);
+    const args = [...this.writeArgs(scope, key, encodeValue(item), opts), opts.index ?? '', this.cacheMode ? '0' : '1'];
+    const res = await this.run.APPEND(this.writeKeys(sid, this.keys.list(sid, key)), args);
+    fail(res);
+    return Number(res);
+  }
+
+  async getList<T>(scope: StoreScope, sid: string, key: string, range: ListRange = {}): Promise<ListItem<T>[]> {
+    return (await this.getListIfComplete<T>(scope, sid, key, range)) ?? [];
+  }
+
+  /** The range, or null when the list is not known whole here (a cache miss). */
+  async getListIfComplete<T>(scope: StoreScope, sid: string, key: string, range: ListRange = {}): Promise<ListItem<T>[] | null> {
+    this.check(sid, key);
+    const res = (await this.run.GET_LIST(this.writeKeys(sid, this.keys.list(sid, key)), [
+      scope.tenantId,
+      Math.max(range.afterIndex ?? 0, 0),
+      range.last ?? -1,
+      range.limit ?? -1,
+      this.cacheMode ? '1' : '0',
+    ])) as Array<string | number>;
+    if (Number(res[0]) !== 1) return null;
+    return res.slice(1).map((m) => {
+      const member = String(m);
+      const bar = member.indexOf('|');
+      return { index: Number(member.slice(0, bar)), value: decodeValue<T>(member.slice(bar + 1)) };
+    });
+  }
+
+  /** Replaces the cached list by the durable one and marks it complete. */
+  async fillList(scope: StoreScope, sid: string, key: string, items: ListItem[], ttlSeconds = 0): Promise<void> {
+    this.check(sid, key);
+    const args: Array<string | number> = [scope.tenantId, key, '', ttlSeconds * 1000];
+    for (const item of items) args.push(item.index, `${item.index}|${encodeValue(item.value)}`);
+    fail(await this.run.FILL_LIST(this.writeKeys(sid, this.keys.list(sid, key)), args));
+  }
+
+  async listLength(scope: StoreScope, sid: string, key: string): Promise<number> {
+    return Math.max(await this.listLengthIfComplete(scope, sid, key), 0);
+  }
+
+  /** The last index, or -1 when the list is not known whole here. */
+  async listLengthIfComplete(scope: StoreScope, sid: string, key: string): Promise<number> {
+    this.check(sid, key);
+    return Number(
+      await this.run.LIST_LENGTH(this.writeKeys(sid, this.keys.list(sid, key)), [scope.tenantId, this.cacheMode ? '1' : '0']),
+    );
+  }
+
+  async exists(scope: StoreScope, sid: string): Promise<boolean> {
+    assertId(sid, 'session id');
+    const [owner, count] = await this.redis.multi().hget(this.keys.meta(sid), 'tenant').scard(this.keys.keys(sid)).exec().then((r) => r!.map((x) => x[1]));
+    return owner === scope.tenantId && Number(count) > 0;
+  }
+
+  async listSessionKeys(scope: StoreScope, sid: string): Promise<string[]> {
+    assertId(sid, 'session id');
+    if ((await this.redis.hget(this.keys.meta(sid), 'tenant')) !== scope.tenantId) return [];
+    return (await this.redis.smembers(this.keys.keys(sid))).sort();
+  }
+
+  async deleteKey(scope: StoreScope, sid: string, key: string): Promise<void> {
+    this.check(sid, key);
+    await this.dropFromIndex(scope, sid, [key], await this.redis.hget(this.keys.meta(sid), 'user'));
+    await this.run.DELETE_KEYS([this.keys.meta(sid), this.keys.keys(sid), this.keys.value(sid, key), this.keys.list(sid, key)], [scope.tenantId, key]);
+  }
+
+  async delete(scope: StoreScope, sid: string): Promise<void> {
+    assertId(sid, 'session id');
+    const [owner, user] = await this.redis.hmget(this.keys.meta(sid), 'tenant', 'user');
+    if (owner !== scope.tenantId) return;
+    const stateKeys = await this.redis.smembers(this.keys.keys(sid));
+    await this.dropFromIndex(scope, sid, stateKeys, user);
+    const targets = stateKeys.flatMap((k) => [this.keys.value(sid, k), this.keys.list(sid, k)]);
+    await this.run.DELETE_KEYS([this.keys.meta(sid), this.keys.keys(sid), ...targets, this.keys.fence(sid)], [scope.tenantId, ...stateKeys]);
+    await this.redis.del(this.keys.meta(sid), this.keys.keys(sid));
+  }
+
+  /** Drops cached state without an owner check (cache invalidation; the durable store decides). */
+  async purge(sid: string, key?: string): Promise<void> {
+    assertId(sid, 'session id');
+    if (key !== undefined) {
+      assertStateKey(key);
+      await this.redis.del(this.keys.value(sid, key), this.keys.list(sid, key));
+      return;
+    }
+    const stateKeys = await this.redis.smembers(this.keys.keys(sid));
+    const targets = stateKeys.flatMap((k) => [this.keys.value(sid, k), this.keys.list(sid, k)]);
+    await this.redis.del(this.keys.meta(sid), this.keys.keys(sid), this.keys.fence(sid), ...targets);
+  }
+
+  async listSessions(scope: StoreScope, key: string, page: { limit: number; before?: { updatedAt: Date; sessionId: string }; userId?: string }): Promise<SessionSummary[]> {
+    assertStateKey(key);
+    const max = page.before ? `(${page.before.updatedAt.getTime() + 1}` : '+inf';
+    const raw = await this.redis.zrevrangebyscore(this.keys.index(scope.tenantId, key, page.userId), max, '-inf', 'WITHSCORES', 'LIMIT', 0, page.limit + 50);
+    const out: SessionSummary[] = [];
+    for (let i = 0; i < raw.length && out.length < page.limit; i += 2) {
+      const summary = { sessionId: raw[i], userId: page.userId ?? null, updatedAt: new Date(Number(raw[i + 1])) };
+      if (page.before && !isBefore(summary, page.before)) continue;
+      out.push(summary);
+    }
+    return out;
+  }
+
+  async nextFence(scope: StoreScope, sid: string): Promise<number> {
+    assertId(sid, 'session id');
+    const res = await this.run.NEXT_FENCE(this.writeKeys(sid, this.keys.fence(sid)), [scope.tenantId]);
+    fail(res);
+    return Number(res);
+  }
+
+  async close(): Promise<void> {
+    if (this.opts.ownsConnection !== false) this.redis.disconnect();
+  }
+
+  private get cacheMode(): boolean {
+    return this.opts.authoritative === false;
+  }
+
+  private check(sid: string, key: string): void {
+    assertId(sid, 'session id');
+    assertStateKey(key);
+  }
+
+  private writeKeys(sid: string, target: string): string[] {
+    return [this.keys.meta(sid), this.keys.keys(sid), target, this.keys.fence(sid)];
+  }
+
+  private writeArgs(scope: StoreScope, key: string, json: string, opts: WriteOptions): Array<string | number> {
+    return [scope.tenantId, key, json, (opts.ttlSeconds ?? 0) * 1000, opts.userId ?? '', Date.now(), opts.fence ?? ''];
+  }
+
+  private async touchIndex(scope: StoreScope, sid: string, key: string, userId?: string): Promise<void> {
+    if (this.cacheMode) return;
+    const now = Date.now();
+    const pipe = this.redis.pipeline().zadd(this.keys.index(scope.tenantId, key), now, sid);
+    const user = userId ?? (await this.redis.hget(this.keys.meta(sid), 'user'));
+    if (user) pipe.zadd(this.keys.index(scope.tenantId, key, user), now, sid);
+    await pipe.exec();
+  }
+
+  private async dropFromIndex(scope: StoreScope, sid: string, stateKeys: string[], user: string | null): Promise<void> {
+    if (this.cacheMode || stateKeys.length === 0) return;
+    if ((await this.redis.hget(this.keys.meta(sid), 'tenant')) !== scope.tenantId) return;
+    const pipe = this.redis.pipeline();
+    for (const k of stateKeys) {
+      pipe.zrem(this.keys.index(scope.tenantId, k), sid);
+      if (user) pipe.zrem(this.keys.index(scope.tenantId, k, user), sid);
+    }
+    await pipe.exec();
+  }
+}
+
+function isBefore(s: SessionSummary, cursor: { updatedAt: Date; sessionId: string }): boolean {
+  const d = s.updatedAt.getTime() - cursor.updatedAt.getTime();
+  return d < 0 || (d === 0 && s.sessionId < cursor.sessionId);
+}
+
+function fail(res: unknown): void {
+  if (res === -1) throw new LoomError(LoomErrorCode.NOT_FOUND, 'session not found');
+  if (res === -2) throw new LoomError(LoomErrorCode.STALE_FENCING_TOKEN, 'the fencing token is stale: another holder took the lock');
+  if (res === -3) throw new LoomError(LoomErrorCode.CONFLICT, 'that list index is taken');
+}

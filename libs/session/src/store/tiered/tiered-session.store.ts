@@ -1,0 +1,204 @@
+import { LRUCache } from 'lru-cache';
+import { LoomError, LoomErrorCode } from '../../errors/session-error';
+import { assertId, assertStateKey } from '../../ids';
+import { RedisSessionStore } from '../redis/redis-session.store';
+import {
+  AppendOptions,
+  ListItem,
+  ListRange,
+  SessionStore,
+  SessionSummary,
+  StoreScope,
+  WriteOptions,
+} from '../session-store';
+import { DEFAULT_GUARD, HotTierGuard, HotTierGuardOptions } from './hot-tier-guard';
+
+export interface TtlRule {
+  ttlSeconds: number;
+  /** Reads extend the TTL (the conversation layer: 7 days sliding). */
+  sliding: boolean;
+}
+
+export interface TieredOptions {
+  /** Hot TTL per state key (seed 000: conversation 7 d sliding, task 24 h, agent 1 h). */
+  ttlFor: (stateKey: string) => TtlRule;
+  lruMax?: number;
+  /** How long a process trusts its own LRU copy of a single value (ms). */
+  lruTtlMs?: number;
+  guard?: HotTierGuardOptions;
+  /** Keys whose hot copy could not be updated, invalidated once Redis answers again. */
+  maxPendingInvalidations?: number;
+  onHotError?: (err: unknown) => void;
+}
+
+interface Pending {
+  scope: StoreScope;
+  sid: string;
+  key: string;
+}
+
+/**
+ * LRU → Redis → MySQL. Writes commit to the durable store first, then update Redis; reads fill
+ * every tier above the one that answered, so an expiry, FLUSHALL or restart of Redis loses
+ * nothing. While Redis fails, a breaker sends every call to MySQL at once.
+ */
+export class TieredSessionStore implements SessionStore {
+  readonly kind = 'tiered';
+  readonly guard: HotTierGuard;
+  private readonly lru: LRUCache<string, { value: unknown }>;
+  private readonly pending = new Map<string, Pending>();
+
+  constructor(
+    readonly durable: SessionStore,
+    readonly hot: RedisSessionStore,
+    private readonly opts: TieredOptions,
+  ) {
+    this.guard = new HotTierGuard(opts.guard ?? DEFAULT_GUARD);
+    this.lru = new LRUCache({ max: opts.lruMax ?? 10_000, ttl: opts.lruTtlMs ?? 1000 });
+  }
+
+  async save(scope: StoreScope, sid: string, key: string, value: unknown, opts: WriteOptions = {}): Promise<void> {
+    await this.durable.save(scope, sid, key, value, opts);
+    this.lru.set(this.lruKey(scope, sid, key), { value: structuredClone(value) });
+    await this.hotWrite(scope, sid, key, () =>
+      this.hot.save(scope, sid, key, value, { userId: opts.userId, ttlSeconds: this.opts.ttlFor(key).ttlSeconds }),
+    );
+  }
+
+  async create(scope: StoreScope, sid: string, key: string, value: unknown, opts: WriteOptions = {}): Promise<boolean> {
+    const created = await this.durable.create(scope, sid, key, value, opts);
+    if (created) {
+      await this.hotWrite(scope, sid, key, () =>
+        this.hot.save(scope, sid, key, value, { userId: opts.userId, ttlSeconds: this.opts.ttlFor(key).ttlSeconds }),
+      );
+    }
+    return created;
+  }
+
+  /** `consistent` skips this process's LRU (read-modify-write under a lock must see the latest). */
+  async get<T>(scope: StoreScope, sid: string, key: string, consistent = false): Promise<T | null> {
+    assertId(sid, 'session id');
+    assertStateKey(key);
+    const lruKey = this.lruKey(scope, sid, key);
+    const local = consistent ? undefined : this.lru.get(lruKey);
+    if (local) return structuredClone(local.value) as T;
+    const rule = this.opts.ttlFor(key);
+    const hot = await this.hotRead(() => this.hot.get<T>(scope, sid, key, rule.sliding ? rule.ttlSeconds : 0));
+    if (hot.ok && hot.value !== null) {
+      this.lru.set(lruKey, { value: structuredClone(hot.value) });
+      return hot.value;
+    }
+    const value = await this.durable.get<T>(scope, sid, key);
+    if (value !== null) {
+      this.lru.set(lruKey, { value: structuredClone(value) });
+      if (hot.ok) await this.hotWrite(scope, sid, key, () => this.hot.save(scope, sid, key, value, { ttlSeconds: rule.ttlSeconds }));
+    }
+    return value;
+  }
+
+  async append(scope: StoreScope, sid: string, key: string, item: unknown, opts: AppendOptions = {}): Promise<number> {
+    const index = await this.durable.append(scope, sid, key, item, opts);
+    await this.hotWrite(scope, sid, key, () =>
+      this.hot.append(scope, sid, key, item, { index, ttlSeconds: this.opts.ttlFor(key).ttlSeconds }).catch((err) => {
+        if (!LoomError.is(err, LoomErrorCode.CONFLICT)) throw err; // already cached by a refill
+        return index;
+      }),
+    );
+    return index;
+  }
+
+  async getList<T>(scope: StoreScope, sid: string, key: string, range: ListRange = {}): Promise<ListItem<T>[]> {
+    assertId(sid, 'session id');
+    assertStateKey(key);
+    const hot = await this.hotRead(() => this.hot.getListIfComplete<T>(scope, sid, key, range));
+    if (hot.ok && hot.value !== null) return hot.value;
+    if (!hot.ok) return this.durable.getList<T>(scope, sid, key, range);
+    const all = await this.durable.getList<T>(scope, sid, key);
+    if (all.length > 0 || (await this.durable.exists(scope, sid))) {
+      await this.hotWrite(scope, sid, key, () => this.hot.fillList(scope, sid, key, all, this.opts.ttlFor(key).ttlSeconds));
+    }
+    return applyRange(all, range);
+  }
+
+  async listLength(scope: StoreScope, sid: string, key: string): Promise<number> {
+    const hot = await this.hotRead(() => this.hot.listLengthIfComplete(scope, sid, key));
+    if (hot.ok && hot.value >= 0) return hot.value;
+    return this.durable.listLength(scope, sid, key);
+  }
+
+  exists(scope: StoreScope, sid: string): Promise<boolean> {
+    return this.durable.exists(scope, sid);
+  }
+
+  listSessionKeys(scope: StoreScope, sid: string): Promise<string[]> {
+    return this.durable.listSessionKeys(scope, sid);
+  }
+
+  async deleteKey(scope: StoreScope, sid: string, key: string): Promise<void> {
+    await this.durable.deleteKey(scope, sid, key);
+    this.lru.delete(this.lruKey(scope, sid, key));
+    await this.hotWrite(scope, sid, key, () => this.hot.deleteKey(scope, sid, key));
+  }
+
+  async delete(scope: StoreScope, sid: string): Promise<void> {
+    await this.durable.delete(scope, sid);
+    for (const k of this.lru.keys()) if (k.startsWith(this.lruKey(scope, sid, ''))) this.lru.delete(k);
+    await this.hotWrite(scope, sid, '*', () => this.hot.delete(scope, sid));
+  }
+
+  listSessions(
+    scope: StoreScope,
+    key: string,
+    page: { limit: number; before?: { updatedAt: Date; sessionId: string }; userId?: string },
+  ): Promise<SessionSummary[]> {
+    return this.durable.listSessions(scope, key, page);
+  }
+
+  nextFence(scope: StoreScope, sid: string): Promise<number> {
+    return this.durable.nextFence(scope, sid);
+  }
+
+  async close(): Promise<void> {
+    await Promise.all([this.durable.close(), this.hot.close()]);
+  }
+
+  private lruKey(scope: StoreScope, sid: string, key: string): string {
+    return `${scope.tenantId}\u0000${sid}\u0000${key}`;
+  }
+
+  private async hotRead<T>(fn: () => Promise<T>): Promise<{ ok: true; value: T } | { ok: false }> {
+    const res = await this.guard.attempt(fn);
+    if (res.ok) await this.flushInvalidations();
+    else this.opts.onHotError?.(res.error);
+    return res.ok ? res : { ok: false };
+  }
+
+  /** A hot write that fails leaves a possibly stale copy: remember it and drop it once Redis answers. */
+  private async hotWrite(scope: StoreScope, sid: string, key: string, fn: () => Promise<unknown>): Promise<void> {
+    const res = await this.guard.attempt(fn);
+    if (res.ok) {
+      await this.flushInvalidations();
+      return;
+    }
+    this.opts.onHotError?.(res.error);
+    if (this.pending.size < (this.opts.maxPendingInvalidations ?? 10_000)) {
+      this.pending.set(`${scope.tenantId}\u0000${sid}\u0000${key}`, { scope, sid, key });
+    }
+  }
+
+  private async flushInvalidations(): Promise<void> {
+    if (this.pending.size === 0) return;
+    for (const [id, { sid, key }] of [...this.pending]) {
+      const res = await this.guard.attempt(() => this.hot.purge(sid, key === '*' ? undefined : key));
+      if (!res.ok) return;
+      this.pending.delete(id);
+    }
+  }
+}
+
+function applyRange<T>(items: ListItem<T>[], range: ListRange): ListItem<T>[] {
+  let out = items.filter((i) => i.index > (range.afterIndex ?? 0));
+  if (range.last !== undefined) out = out.slice(Math.max(out.length - range.last, 0));
+  if (range.limit !== undefined) out = out.slice(0, Math.max(range.limit, 0));
+  return out;
+}
