@@ -127,7 +127,10 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
   }
 
   private connection(type: 'cmd' | 'reader'): Redis {
-    const redis = createConnection(this.options.redisUrl, `loom-rpc-client-${type}`);
+    const redis = createConnection(
+      this.options.redisUrl,
+      `loom-rpc-client-${type}-${this.clientId}`,
+    );
     let failing = false;
     redis.on('error', (err: Error) => {
       if (!failing) this.logger.warn(`Redis ${type} connection: ${err.message}`);

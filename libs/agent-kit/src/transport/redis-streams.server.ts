@@ -140,7 +140,8 @@ export class RedisStreamsServer
   }
 
   private connection(type: 'cmd' | 'reader'): Redis {
-    const redis = createConnection(this.options.redisUrl, `loom-rpc-${type}-${this.consumer}`);
+    const name = `loom-rpc-${type}-${this.consumer}`.replace(/[^\w.:-]/g, '_');
+    const redis = createConnection(this.options.redisUrl, name);
     let failing = false;
     redis.on('error', (err: Error) => {
       if (!failing) this.logger.warn(`Redis ${type} connection: ${err.message}`);

@@ -1,0 +1,299 @@
+import { Controller, INestMicroservice, Module } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { Ctx, MessagePattern, Payload, RpcException } from '@nestjs/microservices';
+import { TEST_REDIS_URL, createTestPrefix } from '@loom/testing';
+import Redis from 'ioredis';
+import { lastValueFrom } from 'rxjs';
+import {
+  CONSUMER_GROUP,
+  RedisStreamsClient,
+  RedisStreamsClientOptions,
+  RedisStreamsContext,
+  RedisStreamsOptions,
+  RedisStreamsServer,
+  deadLetterStreamKey,
+  requestStreamKey,
+} from './index';
+
+const PATTERN = 'agent.echo.execute';
+
+type Behavior = (data: any, ctx: RedisStreamsContext, server: string) => unknown;
+interface Call {
+  server: string;
+  data: any;
+  delivery: number;
+}
+
+let behavior: Behavior = (data, ctx, server) => ({ echo: data, server });
+let calls: Call[] = [];
+const hanging: (() => void)[] = [];
+/** A handler that never returns (until the suite ends). */
+const hang = (): Promise<never> => new Promise<never>((resolve) => hanging.push(resolve as any));
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+function echoModule(server: string): new () => object {
+  @Controller()
+  class EchoController {
+    @MessagePattern(PATTERN)
+    handle(@Payload() data: any, @Ctx() ctx: RedisStreamsContext): unknown {
+      calls.push({ server, data, delivery: ctx.getDeliveryCount() });
+      return behavior(data, ctx, server);
+    }
+  }
+  @Module({ controllers: [EchoController] })
+  class EchoModule {}
+  return EchoModule;
+}
+
+async function waitFor(what: string, cond: () => boolean | Promise<boolean>, ms = 8000) {
+  const end = Date.now() + ms;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error(`Timed out waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+describe('Redis Streams transport', () => {
+  const { prefix, cleanup } = createTestPrefix('loomrpc');
+  const redis = new Redis(TEST_REDIS_URL);
+  let keyPrefix = prefix;
+  let testNo = 0;
+  let apps: INestMicroservice[] = [];
+  let clients: RedisStreamsClient[] = [];
+  const requestKey = (): string => requestStreamKey(keyPrefix, PATTERN);
+
+  async function startServer(name: string, opts: Partial<RedisStreamsOptions> = {}) {
+    const strategy = new RedisStreamsServer({
+      redisUrl: TEST_REDIS_URL,
+      keyPrefix,
+      consumerName: `${name}-${process.pid}`,
+      blockMs: 200,
+      ...opts,
+    });
+    const app = await NestFactory.createMicroservice(echoModule(name), { strategy, logger: false });
+    await app.listen();
+    apps.push(app);
+    return app;
+  }
+
+  async function startClient(opts: Partial<RedisStreamsClientOptions> = {}) {
+    const client = new RedisStreamsClient({ redisUrl: TEST_REDIS_URL, keyPrefix, ...opts });
+    await client.connect();
+    clients.push(client);
+    return client;
+  }
+
+  const call = (client: RedisStreamsClient, data: unknown): Promise<any> =>
+    lastValueFrom(client.send(PATTERN, data));
+
+  async function pendingCount(): Promise<number> {
+    const [count] = (await redis.xpending(requestKey(), CONSUMER_GROUP)) as [number];
+    return count;
+  }
+
+  beforeEach(() => {
+    keyPrefix = `${prefix}t${++testNo}:`; // every test starts with empty streams
+    behavior = (data, _ctx, server) => ({ echo: data, server });
+    calls = [];
+  });
+
+  afterEach(async () => {
+    await Promise.all(clients.map((c) => c.close()));
+    await Promise.all(apps.map((a) => a.close()));
+    apps = [];
+    clients = [];
+  });
+
+  afterAll(async () => {
+    hanging.splice(0).forEach((release) => release());
+    await cleanup();
+    await redis.quit();
+  });
+
+  it('round-trips a request and delivers an RpcException payload as is', async () => {
+    await startServer('A');
+    const client = await startClient();
+    behavior = (data, ctx, server) => {
+      if (data.fail) throw new RpcException({ code: 'X', message: 'nope' });
+      return { echo: data, server, delivery: ctx.getDeliveryCount(), pattern: ctx.getPattern() };
+    };
+
+    await expect(call(client, { n: 1 })).resolves.toEqual({
+      echo: { n: 1 },
+      server: 'A',
+      delivery: 1,
+      pattern: PATTERN,
+    });
+    await expect(call(client, { fail: true })).rejects.toEqual({ code: 'X', message: 'nope' });
+    expect(calls).toHaveLength(2);
+    expect(await redis.xlen(requestKey())).toBe(0); // acked and deleted
+    expect(await pendingCount()).toBe(0);
+  });
+
+  it('spreads 200 requests over two servers, each handled exactly once', async () => {
+    behavior = async (data, _ctx, server) => {
+      await sleep(5);
+      return { echo: data, server };
+    };
+    await startServer('A', { concurrency: 4 });
+    await startServer('B', { concurrency: 4 });
+    const client = await startClient();
+
+    const replies = await Promise.all(Array.from({ length: 200 }, (_, i) => call(client, { i })));
+
+    expect(replies.map((r) => r.echo.i)).toEqual(Array.from({ length: 200 }, (_, i) => i));
+    expect(calls).toHaveLength(200);
+    expect(new Set(calls.map((c) => c.data.i)).size).toBe(200);
+    const byA = calls.filter((c) => c.server === 'A').length;
+    expect(byA).toBeGreaterThan(0);
+    expect(200 - byA).toBeGreaterThan(0);
+    expect(replies.filter((r) => r.server === 'A')).toHaveLength(byA);
+    expect(calls.every((c) => c.delivery === 1)).toBe(true);
+  });
+
+  it('answers a request sent while no server ran once a server starts', async () => {
+    const client = await startClient({ timeoutMs: 15000 });
+    const reply = call(client, { early: true });
+    await waitFor('the request in its stream', async () => (await redis.xlen(requestKey())) === 1);
+
+    await startServer('late');
+
+    await expect(reply).resolves.toEqual({ echo: { early: true }, server: 'late' });
+    expect(calls).toHaveLength(1);
+  });
+
+  it('reclaims a request from a server that stopped mid-handler', async () => {
+    behavior = (data, ctx, server) => (server === 'A' ? hang() : { echo: data, server });
+    const a = await startServer('A', { claimIdleMs: 500 });
+    const client = await startClient({ timeoutMs: 15000 });
+    const reply = call(client, { job: 1 });
+    await waitFor('A to start the handler', () => calls.length === 1);
+
+    await a.close(); // dies without acking
+    await startServer('B', { claimIdleMs: 500 });
+
+    await expect(reply).resolves.toEqual({ echo: { job: 1 }, server: 'B' });
+    expect(calls.map((c) => [c.server, c.delivery])).toEqual([
+      ['A', 1],
+      ['B', 2],
+    ]);
+    expect(await pendingCount()).toBe(0);
+  });
+
+  it('dead-letters a request whose handler kills every consumer, and tells the caller', async () => {
+    behavior = () => hang();
+    const opts = { claimIdleMs: 500, maxDeliveries: 2 };
+    const client = await startClient({ timeoutMs: 20000 });
+    const reply = call(client, { poison: true });
+    reply.catch(() => undefined);
+
+    for (const name of ['S1', 'S2']) {
+      const server = await startServer(name, opts);
+      const before = calls.length;
+      await waitFor(`${name} to take the request`, () => calls.length === before + 1);
+      await server.close(); // the consumer "crashes" while the handler hangs
+    }
+    await startServer('S3', opts);
+
+    await expect(reply).rejects.toEqual({
+      code: 'DEAD_LETTERED',
+      message: expect.stringContaining('delivered 3 times'),
+    });
+    expect(calls.map((c) => [c.server, c.delivery])).toEqual([
+      ['S1', 1],
+      ['S2', 2],
+    ]);
+    const dead = await redis.xrange(deadLetterStreamKey(keyPrefix, PATTERN), '-', '+');
+    expect(dead).toHaveLength(1);
+    const fields = Object.fromEntries(
+      dead[0][1].flatMap((v, i, all) => (i % 2 ? [] : [[v, all[i + 1]]])),
+    );
+    expect(JSON.parse(fields.data)).toEqual({ poison: true });
+    expect(fields.reason).toContain('delivered 3 times');
+    expect(fields.replyTo).toBe(clients[0].replyKey);
+    expect(await redis.xlen(requestKey())).toBe(0);
+    expect(await pendingCount()).toBe(0);
+  });
+
+  it('fails a call with TIMEOUT at its deadline when nobody answers; the stale request is skipped', async () => {
+    const client = await startClient({ timeoutMs: 300 });
+    const started = Date.now();
+
+    await expect(call(client, { lonely: true })).rejects.toEqual({
+      code: 'TIMEOUT',
+      message: expect.any(String),
+    });
+    const elapsed = Date.now() - started;
+    expect(elapsed).toBeGreaterThanOrEqual(290);
+    expect(elapsed).toBeLessThan(1000);
+
+    await startServer('late');
+    await waitFor('the expired request to be dropped', async () => {
+      return (await redis.xlen(requestKey())) === 0;
+    });
+    expect(calls).toHaveLength(0);
+  });
+
+  it('routes replies only to the client that asked', async () => {
+    await startServer('A');
+    const one = await startClient();
+    const two = await startClient();
+
+    const [fromOne, fromTwo] = await Promise.all([
+      Promise.all(Array.from({ length: 20 }, (_, i) => call(one, { client: 1, i }))),
+      Promise.all(Array.from({ length: 20 }, (_, i) => call(two, { client: 2, i }))),
+    ]);
+
+    expect(fromOne.every((r, i) => r.echo.client === 1 && r.echo.i === i)).toBe(true);
+    expect(fromTwo.every((r, i) => r.echo.client === 2 && r.echo.i === i)).toBe(true);
+    expect(await redis.xlen(one.replyKey)).toBe(20);
+    expect(await redis.xlen(two.replyKey)).toBe(20);
+  });
+
+  it('duplicateDeliveryForTests runs each handler twice but answers once', async () => {
+    await startServer('A', { duplicateDeliveryForTests: true });
+    const client = await startClient();
+
+    const replies = await Promise.all([1, 2, 3].map((n) => call(client, { n })));
+
+    expect(replies).toEqual([1, 2, 3].map((n) => ({ echo: { n }, server: 'A' })));
+    expect(calls.map((c) => c.data.n).sort()).toEqual([1, 1, 2, 2, 3, 3]);
+    expect(await redis.xlen(client.replyKey)).toBe(3);
+  });
+
+  it('re-creates its consumer group when the stream vanishes (e.g. after FLUSHALL)', async () => {
+    await startServer('A');
+    const client = await startClient({ timeoutMs: 15000 });
+    await expect(call(client, { before: true })).resolves.toMatchObject({ server: 'A' });
+
+    await redis.del(requestKey()); // group and stream gone, as after FLUSHALL
+
+    await expect(call(client, { after: true })).resolves.toEqual({
+      echo: { after: true },
+      server: 'A',
+    });
+    expect(calls).toHaveLength(2);
+  });
+
+  it('keeps serving after its Redis connections are dropped', async () => {
+    const consumerName = `drop-${process.pid}-${testNo}`;
+    await startServer('A', { consumerName });
+    const client = await startClient({ timeoutMs: 15000 });
+    await expect(call(client, { n: 1 })).resolves.toMatchObject({ server: 'A' });
+
+    const names = ['cmd', 'reader'].flatMap((type) => [
+      `loom-rpc-${type}-${consumerName}`,
+      `loom-rpc-client-${type}-${client.clientId}`,
+    ]);
+    const list = (await redis.client('LIST')) as string;
+    const ours = list
+      .split('\n')
+      .filter((line) => names.includes(/ name=(\S*)/.exec(line)?.[1] ?? ''))
+      .map((line) => /\bid=(\d+)/.exec(line)![1]);
+    expect(ours).toHaveLength(4);
+    for (const id of ours) await redis.client('KILL', 'ID', id);
+
+    await expect(call(client, { n: 2 })).resolves.toEqual({ echo: { n: 2 }, server: 'A' });
+    expect(calls).toHaveLength(2);
+  });
+});
