@@ -1,0 +1,25 @@
+import { LlmError } from './llm.types';
+
+const REDACTIONS: Array<[RegExp, string]> = [
+  [/(api[ _-]?key[^:]{0,20}:\s*)\S+/gi, '$1***'],
+  [/\bsk-[\w*.-]{4,}/g, 'sk-***'],
+  [/(Bearer\s+)\S+/gi, '$1***'],
+];
+
+/** `text` with the given secrets and anything that looks like an API key masked. */
+export function redactSecrets(text: string, secrets: readonly string[]): string {
+  let safe = text;
+  for (const secret of secrets) if (secret) safe = safe.split(secret).join('***');
+  for (const [pattern, replacement] of REDACTIONS) safe = safe.replace(pattern, replacement);
+  return safe;
+}
+
+/** A provider failure as an LlmError that names the purpose and HTTP status but no credential. */
+export function toLlmError(purpose: string, error: unknown, secrets: readonly string[]): LlmError {
+  const status = (error as { status?: unknown } | null)?.status;
+  const httpStatus = typeof status === 'number' ? status : undefined;
+  const raw = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+  const detail = redactSecrets(raw, secrets);
+  const statusText = httpStatus ? ` (HTTP ${httpStatus})` : '';
+  return new LlmError(`LLM ${purpose} request failed${statusText}: ${detail}`, httpStatus);
+}

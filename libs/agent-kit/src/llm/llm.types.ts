@@ -1,0 +1,73 @@
+export interface LlmMessage {
+  role: 'system' | 'user' | 'assistant';
+  content: string;
+}
+
+export type LlmPurpose = 'plan' | 'answer' | 'research' | 'summarize' | 'title';
+
+export interface LlmHistoryMessage {
+  seq: number;
+  role: 'user' | 'assistant';
+  content: string;
+  agentType?: string | null;
+}
+
+/** Structured facts the prompt was built from; the offline model answers from these. */
+export interface LlmContext {
+  /** e.g. 'labor-law' */
+  agentType?: string;
+  /** e.g. '劳动法专家' */
+  role?: string;
+  /** The current user message. */
+  question: string;
+  history: LlmHistoryMessage[];
+  /** Summary of older turns. */
+  summary?: string | null;
+  /** Task-shared data written by other agents. */
+  shared?: Record<string, { value: unknown; writer: string }>;
+  language?: 'zh' | 'en';
+}
+
+export interface LlmRequest {
+  purpose: LlmPurpose;
+  messages: LlmMessage[];
+  context?: LlmContext;
+  maxTokens?: number;
+  temperature?: number;
+}
+
+export interface LlmUsage {
+  promptTokens: number;
+  completionTokens: number;
+}
+
+export interface LlmResult {
+  text: string;
+  usage: LlmUsage;
+  model: string;
+}
+
+export interface LlmStream {
+  deltas: AsyncIterable<string>;
+  result: Promise<LlmResult>;
+}
+
+export interface LlmClient {
+  readonly provider: 'offline' | 'openai';
+  complete(req: LlmRequest): Promise<LlmResult>;
+  /** Yields text deltas; resolves `usage` when the stream ends. */
+  stream(req: LlmRequest): LlmStream;
+}
+
+export const LLM_CLIENT = Symbol('LLM_CLIENT');
+
+/** A failed model call; the message never carries credentials. */
+export class LlmError extends Error {
+  constructor(
+    message: string,
+    readonly status?: number,
+  ) {
+    super(message);
+    this.name = 'LlmError';
+  }
+}
