@@ -296,4 +296,39 @@ describe('Redis Streams transport', () => {
     await expect(call(client, { n: 2 })).resolves.toEqual({ echo: { n: 2 }, server: 'A' });
     expect(calls).toHaveLength(2);
   });
+
+  it('never runs more handlers at once than its concurrency', async () => {
+    let running = 0;
+    let maxRunning = 0;
+    behavior = async (data, _ctx, server) => {
+      maxRunning = Math.max(maxRunning, ++running);
+      await sleep(10);
+      running--;
+      return { echo: data, server };
+    };
+    await startServer('A', { concurrency: 3 });
+    const client = await startClient();
+
+    const replies = await Promise.all(Array.from({ length: 30 }, (_, i) => call(client, { i })));
+
+    expect(replies).toHaveLength(30);
+    expect(calls).toHaveLength(30);
+    expect(maxRunning).toBe(3);
+  });
+
+  it('lets a running handler finish and answer when the server closes', async () => {
+    behavior = async (data, _ctx, server) => {
+      await sleep(100);
+      return { echo: data, server };
+    };
+    const a = await startServer('A');
+    const client = await startClient({ timeoutMs: 15000 });
+    const reply = call(client, { graceful: true });
+    await waitFor('the handler to start', () => calls.length === 1);
+
+    await a.close();
+
+    await expect(reply).resolves.toEqual({ echo: { graceful: true }, server: 'A' });
+    expect(await redis.xlen(requestKey())).toBe(0);
+  });
 });

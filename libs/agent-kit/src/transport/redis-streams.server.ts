@@ -76,6 +76,9 @@ export class RedisStreamsServer
   private readonly inFlight = new Map<string, InFlight>(); // `${key} ${entryId}`
   private active = 0;
   private slotWaiters: (() => void)[] = [];
+  private backlog: (() => void)[] = []; // delivered beyond the concurrency limit, not started yet
+  private onIdle?: () => void;
+  private closed = false;
   private pendingListeners: { event: string; callback: (...args: any[]) => void }[] = [];
 
   constructor(private readonly options: RedisStreamsOptions) {
@@ -92,6 +95,7 @@ export class RedisStreamsServer
   /** Creates the consumer groups, then starts the read and reclaim loops. */
   listen(callback: (...optionalParams: unknown[]) => any): void {
     this.stop = new AbortController();
+    this.closed = false;
     this.streams = new Map(
       [...this.messageHandlers.keys()].map((p) => [requestStreamKey(this.options.keyPrefix, p), p]),
     );
@@ -110,12 +114,23 @@ export class RedisStreamsServer
     );
   }
 
-  /** Stops the loops and closes the connections; unfinished requests stay pending for others. */
+  /**
+   * Stops reading, lets running handlers finish for up to min(claimIdleMs / 2, 10 s), then
+   * closes the connections. Requests still unanswered stay pending and are reclaimed by others.
+   */
   async close(): Promise<void> {
     this.stop.abort();
     this.slotWaiters.splice(0).forEach((wake) => wake());
     this.reader?.disconnect(); // interrupts the blocking XREADGROUP
     await Promise.allSettled(this.loops);
+    this.backlog = [];
+    if (this.active > 0) {
+      const idle = new Promise<void>((resolve) => (this.onIdle = resolve));
+      await Promise.race([idle, sleep(Math.min(this.claimIdleMs / 2, 10000))]);
+      this.onIdle = undefined;
+    }
+    this.closed = true;
+    this.inFlight.clear(); // late finishers drop their replies; their entries stay pending
     const cmd = this.cmd;
     if (cmd?.status === 'ready') await cmd.quit().catch(() => cmd.disconnect());
     else cmd?.disconnect();
@@ -186,7 +201,7 @@ export class RedisStreamsServer
         if (this.stop.signal.aborted) break;
         const reply = await this.reader!.call(
           'XREADGROUP',
-          ...['GROUP', CONSUMER_GROUP, this.consumer, 'COUNT', this.concurrency - this.active],
+          ...['GROUP', CONSUMER_GROUP, this.consumer, 'COUNT', this.freeSlots()],
           ...['BLOCK', this.blockMs, 'STREAMS', ...keys, ...keys.map(() => '>')],
         );
         for (const [key, entries] of (reply ?? []) as [string, [string, unknown][]][]) {
@@ -239,7 +254,7 @@ export class RedisStreamsServer
 
   /** Takes over entries idle longer than claimIdleMs (their consumer is presumed dead). */
   private async reclaim(key: string, pattern: string): Promise<void> {
-    const free = this.concurrency - this.active;
+    const free = this.freeSlots();
     if (free <= 0) return;
     const [, claimed] = (await this.cmd!.call(
       ...['XAUTOCLAIM', key, CONSUMER_GROUP, this.consumer, this.claimIdleMs, '0-0'],
@@ -273,39 +288,50 @@ export class RedisStreamsServer
     });
   }
 
+  private freeSlots(): number {
+    return Math.max(0, this.concurrency - this.active - this.backlog.length);
+  }
+
   private waitForSlot(): Promise<void> {
-    if (this.active < this.concurrency) return Promise.resolve();
+    if (this.freeSlots() > 0) return Promise.resolve();
     return new Promise((resolve) => this.slotWaiters.push(resolve));
   }
 
-  /** Runs one entry in the background, holding a concurrency slot until it ends or expires. */
+  /**
+   * Runs one entry in the background, holding a concurrency slot until it ends or its deadline
+   * passes (a hung handler does not block the server forever); queues it while no slot is free.
+   */
   private dispatch(entry: Entry): void {
     const flightKey = `${entry.key} ${entry.entryId}`;
     const deadline = Number(entry.fields.deadline ?? Infinity);
     const flight: InFlight = { key: entry.key, entryId: entry.entryId, deadline, abandoned: false };
-    this.inFlight.set(flightKey, flight);
-    this.active++;
-    let released = false;
-    const release = (): void => {
-      if (released) return;
-      released = true;
-      this.active--;
-      this.slotWaiters.shift()?.();
+    this.inFlight.set(flightKey, flight); // heartbeated from now on, queued or running
+    const start = (): void => {
+      this.active++;
+      let released = false;
+      const release = (): void => {
+        if (released) return;
+        released = true;
+        this.active--;
+        const next = this.backlog.shift() ?? this.slotWaiters.shift();
+        next?.();
+        if (this.active === 0) this.onIdle?.();
+      };
+      const delay = Math.min(Math.max(0, deadline - Date.now()), 2 ** 31 - 1);
+      const timer = Number.isFinite(deadline) ? setTimeout(release, delay).unref() : undefined;
+      this.settle(this.process(entry, flight), entry).finally(() => {
+        clearTimeout(timer);
+        if (this.inFlight.get(flightKey) === flight) this.inFlight.delete(flightKey);
+        release();
+      });
     };
-    // A handler that hangs past its deadline no longer blocks the server.
-    const timer = Number.isFinite(deadline)
-      ? setTimeout(release, Math.max(0, deadline - Date.now())).unref()
-      : undefined;
-    this.settle(this.process(entry, flight), entry).finally(() => {
-      clearTimeout(timer);
-      if (this.inFlight.get(flightKey) === flight) this.inFlight.delete(flightKey);
-      release();
-    });
+    if (this.active < this.concurrency) start();
+    else this.backlog.push(start);
   }
 
   private settle(work: Promise<void>, entry: Entry): Promise<void> {
     return work.catch((err) => {
-      if (!this.stop.signal.aborted) {
+      if (!this.closed) {
         this.logger.error(`Entry ${entry.entryId} of ${entry.pattern}: ${errorMessage(err)}`);
       }
     });
@@ -332,7 +358,7 @@ export class RedisStreamsServer
       await this.runHandler(handler, data, ctx, async () => undefined);
     }
     await this.runHandler(handler, data, ctx, (packet) =>
-      flight.abandoned || this.stop.signal.aborted
+      flight.abandoned || this.closed
         ? Promise.resolve()
         : this.reply(entry, packet, !!packet.isDisposed),
     );
