@@ -1,3 +1,4 @@
+import { assertStateKey } from '../../ids';
 import type {
   AppendOptions,
   ListItem,
@@ -7,20 +8,13 @@ import type {
   StoreScope,
   WriteOptions,
 } from '../session-store';
-import { assertStateKey } from '../../ids';
 import * as rules from './store-rules';
-
-interface KeyMeta {
-  updatedAt: Date;
-  userId: string | null;
-}
 
 interface MemorySession {
   tenantId: string;
   fence: number;
-  values: Map<string, unknown>;
+  values: Map<string, { value: unknown; updatedAt: Date; userId: string | null }>;
   lists: Map<string, { items: Map<number, unknown>; last: number }>;
-  keys: Map<string, KeyMeta>;
 }
 
 /**
@@ -32,14 +26,26 @@ export class MemorySessionStore implements SessionStore {
   readonly kind = 'memory';
   private readonly sessions = new Map<string, MemorySession>();
 
-  async save(scope: StoreScope, sessionId: string, key: string, value: unknown, opts: WriteOptions = {}): Promise<void> {
+  async save(
+    scope: StoreScope,
+    sessionId: string,
+    key: string,
+    value: unknown,
+    opts: WriteOptions = {},
+  ): Promise<void> {
     const copy = this.checkWrite(scope, sessionId, key, value, opts);
     const session = this.claim(scope, sessionId);
-    session.values.set(key, copy);
-    this.touch(session, key, opts);
+    const userId = opts.userId ?? session.values.get(key)?.userId ?? null;
+    session.values.set(key, { value: copy, updatedAt: new Date(), userId });
   }
 
-  async create(scope: StoreScope, sessionId: string, key: string, value: unknown, opts: WriteOptions = {}): Promise<boolean> {
+  async create(
+    scope: StoreScope,
+    sessionId: string,
+    key: string,
+    value: unknown,
+    opts: WriteOptions = {},
+  ): Promise<boolean> {
     rules.assertTarget(scope, sessionId, key);
     if (this.sessions.get(sessionId)?.values.has(key)) return false;
     await this.save(scope, sessionId, key, value, opts);
@@ -47,11 +53,17 @@ export class MemorySessionStore implements SessionStore {
   }
 
   async get<T>(scope: StoreScope, sessionId: string, key: string): Promise<T | null> {
-    const session = this.readable(scope, sessionId, key);
-    return session?.values.has(key) ? structuredClone(session.values.get(key) as T) : null;
+    const entry = this.readable(scope, sessionId, key)?.values.get(key);
+    return entry ? structuredClone(entry.value as T) : null;
   }
 
-  async append(scope: StoreScope, sessionId: string, key: string, item: unknown, opts: AppendOptions = {}): Promise<number> {
+  async append(
+    scope: StoreScope,
+    sessionId: string,
+    key: string,
+    item: unknown,
+    opts: AppendOptions = {},
+  ): Promise<number> {
     const copy = this.checkWrite(scope, sessionId, key, item, opts);
     const list = this.sessions.get(sessionId)?.lists.get(key);
     const index = opts.index ?? (list?.last ?? 0) + 1;
@@ -61,15 +73,21 @@ export class MemorySessionStore implements SessionStore {
     target.items.set(index, copy);
     target.last = Math.max(target.last, index);
     session.lists.set(key, target);
-    this.touch(session, key, opts);
     return index;
   }
 
-  async getList<T>(scope: StoreScope, sessionId: string, key: string, range?: ListRange): Promise<ListItem<T>[]> {
-    const items = this.readable(scope, sessionId, key)?.lists.get(key)?.items ?? new Map<number, unknown>();
-    const sorted = [...items.entries()].sort(([a], [b]) => a - b);
-    const picked = rules.applyRange(sorted.map(([index, value]) => ({ index, value })), range);
-    return picked.map(({ index, value }) => ({ index, value: structuredClone(value as T) }));
+  async getList<T>(
+    scope: StoreScope,
+    sessionId: string,
+    key: string,
+    range?: ListRange,
+  ): Promise<ListItem<T>[]> {
+    const items =
+      this.readable(scope, sessionId, key)?.lists.get(key)?.items ?? new Map<number, unknown>();
+    const sorted = [...items].sort(([a], [b]) => a - b).map(([index, value]) => ({ index, value }));
+    return rules
+      .applyRange(sorted, range)
+      .map(({ index, value }) => ({ index, value: structuredClone(value as T) }));
   }
 
   /** The last index of the list (equal to its length while indexes are contiguous); 0 when absent. */
@@ -78,18 +96,17 @@ export class MemorySessionStore implements SessionStore {
   }
 
   async exists(scope: StoreScope, sessionId: string): Promise<boolean> {
-    return (this.readable(scope, sessionId)?.keys.size ?? 0) > 0;
+    return this.keysOf(this.readable(scope, sessionId)).length > 0;
   }
 
   async listSessionKeys(scope: StoreScope, sessionId: string): Promise<string[]> {
-    return [...(this.readable(scope, sessionId)?.keys.keys() ?? [])].sort();
+    return this.keysOf(this.readable(scope, sessionId)).sort();
   }
 
   async deleteKey(scope: StoreScope, sessionId: string, key: string): Promise<void> {
     const session = this.readable(scope, sessionId, key);
     session?.values.delete(key);
     session?.lists.delete(key);
-    session?.keys.delete(key);
   }
 
   /** Removes the session with its owner and fencing counter (another tenant's session: no-op). */
@@ -97,14 +114,19 @@ export class MemorySessionStore implements SessionStore {
     if (this.readable(scope, sessionId)) this.sessions.delete(sessionId);
   }
 
-  async listSessions(scope: StoreScope, key: string, page: rules.SessionPage): Promise<SessionSummary[]> {
+  async listSessions(
+    scope: StoreScope,
+    key: string,
+    page: rules.SessionPage,
+  ): Promise<SessionSummary[]> {
     rules.assertScope(scope);
     assertStateKey(key);
     rules.assertPage(page);
     const rows: SessionSummary[] = [];
     for (const [sessionId, session] of this.sessions) {
-      const meta = session.tenantId === scope.tenantId ? session.keys.get(key) : undefined;
-      if (meta) rows.push({ sessionId, userId: meta.userId, updatedAt: new Date(meta.updatedAt) });
+      const entry = session.tenantId === scope.tenantId ? session.values.get(key) : undefined;
+      if (entry)
+        rows.push({ sessionId, userId: entry.userId, updatedAt: new Date(entry.updatedAt) });
     }
     return rules.pageSessions(rows, page);
   }
@@ -119,7 +141,13 @@ export class MemorySessionStore implements SessionStore {
   }
 
   // Validates a write, checks owner and fence; returns the copy of the value to store.
-  private checkWrite(scope: StoreScope, sessionId: string, key: string | undefined, value: unknown, opts: AppendOptions): unknown {
+  private checkWrite(
+    scope: StoreScope,
+    sessionId: string,
+    key: string | undefined,
+    value: unknown,
+    opts: AppendOptions,
+  ): unknown {
     rules.assertTarget(scope, sessionId, key);
     rules.assertWriteOptions(opts);
     const session = this.sessions.get(sessionId);
@@ -133,15 +161,10 @@ export class MemorySessionStore implements SessionStore {
   private claim(scope: StoreScope, sessionId: string): MemorySession {
     let session = this.sessions.get(sessionId);
     if (!session) {
-      session = { tenantId: scope.tenantId, fence: 0, values: new Map(), lists: new Map(), keys: new Map() };
+      session = { tenantId: scope.tenantId, fence: 0, values: new Map(), lists: new Map() };
       this.sessions.set(sessionId, session);
     }
     return session;
-  }
-
-  private touch(session: MemorySession, key: string, opts: WriteOptions): void {
-    const userId = opts.userId ?? session.keys.get(key)?.userId ?? null;
-    session.keys.set(key, { updatedAt: new Date(), userId });
   }
 
   // Validates the ids, then returns the session if the scope's tenant owns it.
@@ -149,5 +172,9 @@ export class MemorySessionStore implements SessionStore {
     rules.assertTarget(scope, sessionId, key);
     const session = this.sessions.get(sessionId);
     return session?.tenantId === scope.tenantId ? session : undefined;
+  }
+
+  private keysOf(session: MemorySession | undefined): string[] {
+    return session ? [...new Set([...session.values.keys(), ...session.lists.keys()])] : [];
   }
 }

@@ -1,6 +1,13 @@
 import { LoomError, LoomErrorCode } from '../../errors/session-error';
-import { assertId, assertStateKey } from '../../ids';
-import type { AppendOptions, ListItem, ListRange, SessionStore, SessionSummary, StoreScope } from '../session-store';
+import { assertId, assertPrincipal, assertStateKey } from '../../ids';
+import type {
+  AppendOptions,
+  ListItem,
+  ListRange,
+  SessionStore,
+  SessionSummary,
+  StoreScope,
+} from '../session-store';
 
 /**
  * Rules shared by the in-process backends (memory, JSON files): validation, fencing, list ranges
@@ -14,9 +21,9 @@ function invalid(message: string): LoomError {
   return new LoomError(LoomErrorCode.VALIDATION_FAILED, message);
 }
 
-/** Validates the tenant id of a scope; INVALID_ID otherwise. */
+/** Validates the tenant id of a scope (a principal id); INVALID_ID otherwise. */
 export function assertScope(scope: StoreScope): void {
-  assertId(scope?.tenantId, 'tenantId');
+  assertPrincipal(scope?.tenantId, 'tenantId');
 }
 
 /** Validates the tenant, the session id and (when given) the state key; INVALID_ID otherwise. */
@@ -28,8 +35,9 @@ export function assertTarget(scope: StoreScope, sessionId: unknown, key?: unknow
 
 /** Validates the options of a write (the ids in them, the fence, an explicit list index). */
 export function assertWriteOptions(opts: AppendOptions): void {
-  if (opts.userId !== undefined) assertId(opts.userId, 'userId');
-  if (opts.fence !== undefined && !Number.isSafeInteger(opts.fence)) throw invalid('fence must be an integer');
+  if (opts.userId !== undefined) assertPrincipal(opts.userId, 'userId');
+  if (opts.fence !== undefined && !Number.isSafeInteger(opts.fence))
+    throw invalid('fence must be an integer');
   if (opts.index !== undefined && !(isCount(opts.index) && opts.index >= 1)) {
     throw invalid('index must be an integer >= 1');
   }
@@ -38,7 +46,7 @@ export function assertWriteOptions(opts: AppendOptions): void {
 /** Validates a listSessions page (limit, cursor, user filter). */
 export function assertPage(page: SessionPage): void {
   if (!isCount(page?.limit)) throw invalid('limit must be an integer >= 0');
-  if (page.userId !== undefined) assertId(page.userId, 'userId');
+  if (page.userId !== undefined) assertPrincipal(page.userId, 'userId');
   if (page.before !== undefined) {
     assertId(page.before.sessionId, 'before.sessionId');
     if (!(page.before.updatedAt instanceof Date) || isNaN(page.before.updatedAt.getTime())) {

@@ -1,0 +1,123 @@
+import { mkdtemp, readFile, readdir, rm, stat, writeFile } from 'fs/promises';
+import { tmpdir } from 'os';
+import { join } from 'path';
+import { LoomErrorCode } from '../../errors/session-error';
+import { isValidId, newId } from '../../ids';
+import { runSessionStoreContract } from '../session-store.contract';
+import { FileSessionStore } from './file-session.store';
+
+const SESSION_FILE = /^(_meta\.json|[A-Za-z0-9_.:-]+\.jsonl?)$/;
+
+/** Every path under `root`, relative, directories ending in '/'. */
+async function tree(root: string): Promise<string[]> {
+  const entries = await readdir(root, { recursive: true, withFileTypes: true });
+  return entries
+    .map(
+      (e) =>
+        join(e.parentPath ?? e.path, e.name).slice(root.length + 1) + (e.isDirectory() ? '/' : ''),
+    )
+    .sort();
+}
+
+/** Fails unless `parent` holds only `base/`, and base only session directories of session files. */
+async function expectOnlyLegitSessions(parent: string): Promise<void> {
+  const strays = (await tree(parent)).filter((path) => {
+    const parts = path.split('/').filter(Boolean);
+    if (parts[0] !== 'base') return true;
+    if (parts.length === 1) return false;
+    if (!isValidId(parts[1])) return true;
+    if (parts.length === 2) return !path.endsWith('/');
+    return parts.length !== 3 || path.endsWith('/') || !SESSION_FILE.test(parts[2]);
+  });
+  expect(strays).toEqual([]);
+}
+
+let parent = '';
+const base = (): string => join(parent, 'base');
+
+runSessionStoreContract('file', async () => {
+  parent = await mkdtemp(join(tmpdir(), 'loom-file-store-'));
+  const store = new FileSessionStore(base());
+  return { store, cleanup: () => store.close() }; // the directory is checked and removed below
+});
+
+describe('FileSessionStore on disk', () => {
+  const scope = { tenantId: newId('t') };
+  afterAll(() => rm(parent, { recursive: true, force: true }));
+
+  it('left nothing but legit session directories after the contract (invalid ids included)', async () => {
+    await expectOnlyLegitSessions(parent);
+    expect((await tree(base())).filter((p) => p.endsWith('/')).length).toBeGreaterThan(10);
+  });
+
+  it('writes nothing anywhere for path-traversal ids and keys', async () => {
+    const store = new FileSessionStore(base());
+    const before = await tree(parent);
+    const sid = newId('c');
+    const invalid = { code: LoomErrorCode.INVALID_ID };
+    for (const bad of ['../x', '..', 'a/b', '/tmp/x', 'x\u0000y', `../${newId('c')}`]) {
+      await expect(store.save(scope, bad, 'state', 1)).rejects.toMatchObject(invalid);
+      await expect(store.nextFence(scope, bad)).rejects.toMatchObject(invalid);
+      await expect(store.append(scope, sid, bad, 1)).rejects.toMatchObject(invalid);
+      await expect(store.save(scope, sid, bad, 1)).rejects.toMatchObject(invalid);
+    }
+    for (const bad of ['../x', 'a/b', 'x\u0000y']) {
+      await expect(store.nextFence({ tenantId: bad }, sid)).rejects.toMatchObject(invalid);
+    }
+    await expect(store.save(scope, sid, '_meta', 1)).rejects.toMatchObject(invalid);
+    expect(await tree(parent)).toEqual(before);
+  });
+
+  it('lays a session out as {key}.json, {key}.jsonl and _meta.json', async () => {
+    const store = new FileSessionStore(base());
+    const sid = newId('c');
+    const userId = newId('a');
+    await store.save(scope, sid, 'plan', { step: '一' }, { userId });
+    await store.append(scope, sid, 'memory:messages', 'hi');
+    await store.append(scope, sid, 'memory:messages', { text: '你好' });
+    const dir = join(base(), sid);
+    expect((await readdir(dir)).sort()).toEqual([
+      '_meta.json',
+      'memory:messages.jsonl',
+      'plan.json',
+    ]);
+    expect(JSON.parse(await readFile(join(dir, 'plan.json'), 'utf8'))).toEqual({ step: '一' });
+    expect(await readFile(join(dir, 'memory:messages.jsonl'), 'utf8')).toBe(
+      '{"index":1,"value":"hi"}\n{"index":2,"value":{"text":"你好"}}\n',
+    );
+    const meta = JSON.parse(await readFile(join(dir, '_meta.json'), 'utf8'));
+    expect(meta).toEqual({
+      tenantId: scope.tenantId,
+      fence: 0,
+      values: { plan: { updatedAt: expect.any(String), userId } },
+      lists: ['memory:messages'],
+    });
+    expect((await stat(join(dir, 'plan.json'))).mode & 0o077).toBe(0);
+  });
+
+  it('ignores a torn last line and appends after the last whole one', async () => {
+    const store = new FileSessionStore(base());
+    const sid = newId('c');
+    await store.save(scope, sid, 'state', 1);
+    const file = join(base(), sid, 'log.jsonl');
+    await writeFile(file, '{"index":1,"value":"a"}\n{"index":2,"value":"b"}\n{"index":3,"val');
+    expect(await store.getList(scope, sid, 'log')).toEqual([
+      { index: 1, value: 'a' },
+      { index: 2, value: 'b' },
+    ]);
+    expect(await store.listLength(scope, sid, 'log')).toBe(2);
+    expect(await store.append(scope, sid, 'log', 'c')).toBe(3);
+    expect((await store.getList(scope, sid, 'log')).map((i) => i.value)).toEqual(['a', 'b', 'c']);
+    expect((await readFile(file, 'utf8')).split('\n')).toHaveLength(4);
+  });
+
+  it('shares one write chain between two stores on the same directory', async () => {
+    const [one, two] = [new FileSessionStore(base()), new FileSessionStore(`${base()}/`)];
+    const sid = newId('c');
+    const indexes = await Promise.all(
+      Array.from({ length: 20 }, (_, n) => (n % 2 ? one : two).append(scope, sid, 'log', n)),
+    );
+    expect([...indexes].sort((a, b) => a - b)).toEqual(Array.from({ length: 20 }, (_, n) => n + 1));
+    await Promise.all([one.close(), two.close()]);
+  });
+});

@@ -1,0 +1,202 @@
+import { rm } from 'fs/promises';
+import { resolve, sep } from 'path';
+import { LoomError, LoomErrorCode } from '../../errors/session-error';
+import { assertStateKey } from '../../ids';
+import * as rules from '../memory/store-rules';
+import type {
+  AppendOptions,
+  ListItem,
+  ListRange,
+  SessionStore,
+  SessionSummary,
+  StoreScope,
+  WriteOptions,
+} from '../session-store';
+import * as files from './session-files';
+import { appendItem, forgetLists, readList } from './list-file';
+import { drain, serialised } from './session-lock';
+
+/**
+ * The Session API on the file system (the embedded profile), one directory per session:
+ *   <base>/<sessionId>/_meta.json   owner tenant, fencing counter, updatedAt/userId per value, lists
+ *   <base>/<sessionId>/<key>.json   a single value, replaced atomically (temp file + rename)
+ *   <base>/<sessionId>/<key>.jsonl  a list, one `{"index":n,"value":…}` line per item, appended
+ *
+ * For ONE process only: writes to a session are serialised by an in-process promise chain, and the
+ * next list index is cached in process. Several processes sharing a directory would corrupt lists.
+ * A crash may lose the last appended lines; a torn last line is ignored, and cut off before the
+ * next append. ttlSeconds and expiresAt are not applied. The state key `_meta` is reserved.
+ */
+export class FileSessionStore implements SessionStore {
+  readonly kind = 'file';
+  private readonly base: string;
+
+  constructor(baseDir: string) {
+    this.base = resolve(baseDir);
+  }
+
+  async save(
+    scope: StoreScope,
+    sessionId: string,
+    key: string,
+    value: unknown,
+    opts: WriteOptions = {},
+  ): Promise<void> {
+    await this.writeValue(scope, sessionId, key, value, opts, false);
+  }
+
+  async create(
+    scope: StoreScope,
+    sessionId: string,
+    key: string,
+    value: unknown,
+    opts: WriteOptions = {},
+  ): Promise<boolean> {
+    return this.writeValue(scope, sessionId, key, value, opts, true);
+  }
+
+  async get<T>(scope: StoreScope, sessionId: string, key: string): Promise<T | null> {
+    const { dir, value: file } = this.locate(scope, sessionId, key);
+    if (!(await files.ownedMeta(scope.tenantId, dir))) return null;
+    const text = await files.readText(file);
+    return text === null ? null : (JSON.parse(text) as T);
+  }
+
+  async append(
+    scope: StoreScope,
+    sessionId: string,
+    key: string,
+    item: unknown,
+    opts: AppendOptions = {},
+  ): Promise<number> {
+    const { dir, list: file } = this.locate(scope, sessionId, key, opts);
+    const text = rules.toJson(item);
+    return serialised(dir, async () => {
+      const meta = await files.claimMeta(scope.tenantId, dir, opts.fence);
+      if (!meta.lists.has(key)) {
+        await files.writeMeta(dir, { ...meta, lists: new Set([...meta.lists, key]) });
+      }
+      return appendItem(file, text, opts.index);
+    });
+  }
+
+  async getList<T>(
+    scope: StoreScope,
+    sessionId: string,
+    key: string,
+    range?: ListRange,
+  ): Promise<ListItem<T>[]> {
+    const { dir, list: file } = this.locate(scope, sessionId, key);
+    const items = (await files.ownedMeta(scope.tenantId, dir)) ? (await readList(file)).items : [];
+    return rules.applyRange(items as ListItem<T>[], range);
+  }
+
+  /** The last index of the list (equal to its length while indexes are contiguous); 0 when absent. */
+  async listLength(scope: StoreScope, sessionId: string, key: string): Promise<number> {
+    const { dir, list: file } = this.locate(scope, sessionId, key);
+    if (!(await files.ownedMeta(scope.tenantId, dir))) return 0;
+    return (await readList(file)).items.at(-1)?.index ?? 0;
+  }
+
+  async exists(scope: StoreScope, sessionId: string): Promise<boolean> {
+    return (await this.listSessionKeys(scope, sessionId)).length > 0;
+  }
+
+  async listSessionKeys(scope: StoreScope, sessionId: string): Promise<string[]> {
+    const meta = await files.ownedMeta(scope.tenantId, this.locate(scope, sessionId).dir);
+    return meta ? [...new Set([...meta.values.keys(), ...meta.lists])].sort() : [];
+  }
+
+  async deleteKey(scope: StoreScope, sessionId: string, key: string): Promise<void> {
+    const { dir, value, list } = this.locate(scope, sessionId, key);
+    await serialised(dir, async () => {
+      const meta = await files.ownedMeta(scope.tenantId, dir);
+      if (!meta) return;
+      await Promise.all([rm(value, { force: true }), rm(list, { force: true })]);
+      forgetLists(list);
+      meta.values.delete(key);
+      meta.lists.delete(key);
+      await files.writeMeta(dir, meta);
+    });
+  }
+
+  /** Removes the session directory with its owner and fencing counter (another tenant's: no-op). */
+  async delete(scope: StoreScope, sessionId: string): Promise<void> {
+    const { dir } = this.locate(scope, sessionId);
+    await serialised(dir, async () => {
+      if (!(await files.ownedMeta(scope.tenantId, dir))) return;
+      await rm(dir, { recursive: true, force: true });
+      forgetLists(dir, true);
+    });
+  }
+
+  async listSessions(
+    scope: StoreScope,
+    key: string,
+    page: rules.SessionPage,
+  ): Promise<SessionSummary[]> {
+    rules.assertScope(scope);
+    assertStateKey(key);
+    rules.assertPage(page);
+    const rows = (await files.readAllMetas(this.base)).flatMap(({ sessionId, meta }) => {
+      const entry = meta.tenantId === scope.tenantId ? meta.values.get(key) : undefined;
+      return entry ? [{ sessionId, ...entry }] : [];
+    });
+    return rules.pageSessions(rows, page);
+  }
+
+  async nextFence(scope: StoreScope, sessionId: string): Promise<number> {
+    const { dir } = this.locate(scope, sessionId);
+    return serialised(dir, async () => {
+      const meta = await files.claimMeta(scope.tenantId, dir, undefined);
+      meta.fence += 1;
+      await files.writeMeta(dir, meta);
+      return meta.fence;
+    });
+  }
+
+  /** Waits for the writes under way; there is nothing else to release. */
+  async close(): Promise<void> {
+    await drain(this.base + sep);
+  }
+
+  private async writeValue(
+    scope: StoreScope,
+    sessionId: string,
+    key: string,
+    value: unknown,
+    opts: WriteOptions,
+    onlyIfAbsent: boolean,
+  ): Promise<boolean> {
+    const { dir, value: file } = this.locate(scope, sessionId, key, opts);
+    const text = rules.toJson(value);
+    return serialised(dir, async () => {
+      if (onlyIfAbsent && (await files.fileExists(file))) return false;
+      const meta = await files.claimMeta(scope.tenantId, dir, opts.fence);
+      await files.writeAtomic(file, text);
+      const userId = opts.userId ?? meta.values.get(key)?.userId ?? null;
+      meta.values.set(key, { updatedAt: new Date(), userId });
+      await files.writeMeta(dir, meta);
+      return true;
+    });
+  }
+
+  // Validates every id before any path is built; then each path is checked to stay inside base.
+  private locate(scope: StoreScope, sessionId: string, key?: string, opts: AppendOptions = {}) {
+    rules.assertTarget(scope, sessionId, key);
+    rules.assertWriteOptions(opts);
+    if (key === files.META_KEY) {
+      throw new LoomError(
+        LoomErrorCode.INVALID_ID,
+        `state key ${key} is reserved by the file store`,
+      );
+    }
+    const dir = files.childPath(this.base, sessionId);
+    const name = key ?? files.META_KEY;
+    return {
+      dir,
+      value: files.childPath(dir, `${name}.json`),
+      list: files.childPath(dir, `${name}.jsonl`),
+    };
+  }
+}

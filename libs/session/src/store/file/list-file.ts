@@ -1,0 +1,75 @@
+import { appendFile, truncate } from 'fs/promises';
+import { sep } from 'path';
+import { indexTaken } from '../memory/store-rules';
+import type { ListItem } from '../session-store';
+import { readText } from './session-files';
+
+/** Last index per list file: read from the file once, then kept current under the session's chain. */
+const lastIndexes = new Map<string, number>();
+
+/**
+ * Items of a `.jsonl` list sorted by index. A last line without its newline (a write cut short by a
+ * crash) is not an item: `torn` says there is one, `complete` is the byte length of the whole lines.
+ */
+export async function readList(
+  path: string,
+): Promise<{ items: ListItem[]; torn: boolean; complete: number }> {
+  const text = (await readText(path)) ?? '';
+  const end = text.lastIndexOf('\n') + 1;
+  const items = new Map<number, unknown>();
+  for (const line of text.slice(0, end).split('\n')) {
+    if (!line) continue;
+    try {
+      const { index, value } = JSON.parse(line) as ListItem;
+      if (Number.isSafeInteger(index) && !items.has(index)) items.set(index, value);
+    } catch {
+      // a corrupt line holds no item; the others stay readable
+    }
+  }
+  const sorted = [...items].sort(([a], [b]) => a - b).map(([index, value]) => ({ index, value }));
+  return {
+    items: sorted,
+    torn: end < text.length,
+    complete: Buffer.byteLength(text.slice(0, end)),
+  };
+}
+
+/**
+ * Appends one `{"index":n,"value":…}` line (`json` is the value's JSON) at `explicit` (CONFLICT if
+ * taken) or at the last index + 1, and returns the index. Only under the session's write chain.
+ */
+export async function appendItem(path: string, json: string, explicit?: number): Promise<number> {
+  const last = await lastIndex(path);
+  const index = explicit ?? last + 1;
+  if (index <= last && (await readList(path)).items.some((item) => item.index === index)) {
+    throw indexTaken(index);
+  }
+  try {
+    await appendFile(path, `{"index":${index},"value":${json}}\n`, {
+      encoding: 'utf8',
+      mode: 0o600,
+    });
+  } catch (err) {
+    lastIndexes.delete(path); // the file may end in a torn line now: re-read and repair it next time
+    throw err;
+  }
+  lastIndexes.set(path, Math.max(last, index));
+  return index;
+}
+
+/** Drops what is cached about a list file, or about every list of a session directory. */
+export function forgetLists(path: string, wholeDirectory = false): void {
+  lastIndexes.delete(path);
+  if (!wholeDirectory) return;
+  for (const file of lastIndexes.keys()) if (file.startsWith(path + sep)) lastIndexes.delete(file);
+}
+
+async function lastIndex(path: string): Promise<number> {
+  const cached = lastIndexes.get(path);
+  if (cached !== undefined) return cached;
+  const { items, torn, complete } = await readList(path);
+  if (torn) await truncate(path, complete); // the next line must not be glued to a torn one
+  const last = items.at(-1)?.index ?? 0;
+  lastIndexes.set(path, last);
+  return last;
+}

@@ -1,0 +1,147 @@
+import { randomBytes } from 'crypto';
+import { mkdir, open, readdir, readFile, rename, rm, stat } from 'fs/promises';
+import { dirname, resolve } from 'path';
+import { LoomError, LoomErrorCode } from '../../errors/session-error';
+import { isValidId } from '../../ids';
+import { checkFence, sessionNotFound } from '../memory/store-rules';
+
+/** `_meta.json` of a session: owner, fencing counter, updatedAt/userId per value, list keys. */
+export interface SessionMeta {
+  tenantId: string;
+  fence: number;
+  values: Map<string, { updatedAt: Date; userId: string | null }>;
+  lists: Set<string>;
+}
+
+interface StoredMeta {
+  tenantId: string;
+  fence: number;
+  values: Record<string, { updatedAt: string; userId: string | null }>;
+  lists: string[];
+}
+
+/** The meta file's name; a state key of this name would overwrite it, so it is reserved. */
+export const META_KEY = '_meta';
+
+const isMissing = (err: unknown): boolean => (err as NodeJS.ErrnoException)?.code === 'ENOENT';
+
+/**
+ * `parent/name`, after checking that it resolves to a direct child of `parent`. The names are
+ * validated ids and keys already; this is defence in depth against a future pattern change.
+ */
+export function childPath(parent: string, name: string): string {
+  const path = resolve(parent, name);
+  if (dirname(path) !== parent) {
+    throw new LoomError(LoomErrorCode.INVALID_ID, 'path escapes its directory');
+  }
+  return path;
+}
+
+/** Reads a file as UTF-8, or null when it does not exist. */
+export async function readText(path: string): Promise<string | null> {
+  try {
+    return await readFile(path, 'utf8');
+  } catch (err) {
+    if (isMissing(err)) return null;
+    throw err;
+  }
+}
+
+export async function fileExists(path: string): Promise<boolean> {
+  try {
+    await stat(path);
+    return true;
+  } catch (err) {
+    if (isMissing(err)) return false;
+    throw err;
+  }
+}
+
+/** Replaces a file atomically: a synced temporary file in the same directory, then a rename. */
+export async function writeAtomic(path: string, text: string): Promise<void> {
+  const tmp = `${path}.${randomBytes(6).toString('hex')}.tmp`;
+  try {
+    const file = await open(tmp, 'wx', 0o600);
+    try {
+      await file.writeFile(text, 'utf8');
+      await file.sync();
+    } finally {
+      await file.close();
+    }
+    await rename(tmp, path);
+  } catch (err) {
+    await rm(tmp, { force: true });
+    throw err;
+  }
+}
+
+export async function readMeta(dir: string): Promise<SessionMeta | null> {
+  const text = await readText(childPath(dir, `${META_KEY}.json`));
+  if (text === null) return null;
+  const raw = JSON.parse(text) as StoredMeta;
+  const values = Object.entries(raw.values).map(
+    ([key, v]) => [key, { updatedAt: new Date(v.updatedAt), userId: v.userId }] as const,
+  );
+  return {
+    tenantId: raw.tenantId,
+    fence: raw.fence,
+    values: new Map(values),
+    lists: new Set(raw.lists),
+  };
+}
+
+export async function writeMeta(dir: string, meta: SessionMeta): Promise<void> {
+  await mkdir(dir, { recursive: true, mode: 0o700 });
+  const values = Object.fromEntries(
+    [...meta.values].map(([key, v]) => [
+      key,
+      { updatedAt: v.updatedAt.toISOString(), userId: v.userId },
+    ]),
+  );
+  const stored: StoredMeta = {
+    tenantId: meta.tenantId,
+    fence: meta.fence,
+    values,
+    lists: [...meta.lists],
+  };
+  await writeAtomic(childPath(dir, `${META_KEY}.json`), JSON.stringify(stored));
+}
+
+/** The meta of the session in `dir` if `tenantId` owns it, else null. */
+export async function ownedMeta(tenantId: string, dir: string): Promise<SessionMeta | null> {
+  const meta = await readMeta(dir);
+  return meta?.tenantId === tenantId ? meta : null;
+}
+
+/**
+ * Checks owner (NOT_FOUND) and fence (STALE_FENCING_TOKEN) of a write and returns the meta; a new
+ * session is created first, owned by `tenantId`. Only under the session's write chain.
+ */
+export async function claimMeta(
+  tenantId: string,
+  dir: string,
+  fence?: number,
+): Promise<SessionMeta> {
+  const meta = await readMeta(dir);
+  if (meta && meta.tenantId !== tenantId) throw sessionNotFound();
+  checkFence(meta?.fence ?? 0, fence);
+  if (meta) return meta;
+  const fresh: SessionMeta = { tenantId, fence: 0, values: new Map(), lists: new Set() };
+  await writeMeta(dir, fresh);
+  return fresh;
+}
+
+/** The metas of every session directory under `base` (unreadable ones skipped). */
+export async function readAllMetas(
+  base: string,
+): Promise<Array<{ sessionId: string; meta: SessionMeta }>> {
+  const entries = await readdir(base, { withFileTypes: true }).catch(
+    (err: NodeJS.ErrnoException) => {
+      if (err.code === 'ENOENT') return [];
+      throw err;
+    },
+  );
+  const ids = entries.filter((e) => e.isDirectory() && isValidId(e.name)).map((e) => e.name);
+  const metas = await Promise.all(ids.map((id) => readMeta(childPath(base, id)).catch(() => null)));
+  return ids.flatMap((sessionId, i) => (metas[i] ? [{ sessionId, meta: metas[i] }] : []));
+}

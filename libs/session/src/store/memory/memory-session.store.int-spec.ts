@@ -1,0 +1,7 @@
+import { runSessionStoreContract } from '../session-store.contract';
+import { MemorySessionStore } from './memory-session.store';
+
+runSessionStoreContract('memory', async () => {
+  const store = new MemorySessionStore();
+  return { store, cleanup: () => store.close() };
+});
