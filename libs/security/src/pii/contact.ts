@@ -1,0 +1,76 @@
+import { isIPv6 } from 'net';
+import { ipv4Valid, nanpValid } from './checksums';
+import { afterVersionKeyword, looksLikeAmount } from './context';
+import type { Detector, PiiSpan } from './types';
+
+// Bounded quantifiers everywhere: local part ≤ 64, labels ≤ 63, at most 8 labels.
+// The second look-behind leaves the password of scheme://user:password@host to the credential detector.
+const EMAIL =
+  /(?<![\w.%+-])(?<!:\/\/[^\s/@:]{0,64}:)[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.){1,8}[A-Za-z]{2,24}(?![A-Za-z0-9-]|\.[A-Za-z0-9])/g;
+
+// "+" then digit groups joined by single separators; one optional "(area)" right after the country code.
+const INTL_PHONE = /(?<![\w+])\+\d{1,15}(?:[ .-]?\(\d{1,5}\))?(?:[ .-]\d{1,8}){0,6}/g;
+const US_PHONE =
+  /(?<![\w+.-])(?:\+?1[ .-]?)?(?:\((\d{3})\)[ .-]?|(\d{3})[ .-])(\d{3})[ .-]\d{4}(?![\w]|[.-]\d)/g;
+
+const OCTET = '(?:25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)';
+// Not inside a longer dotted run: 1.2.3.4.5 and v1.2.3.4 stay untouched.
+const IPV4 = new RegExp(`(?<![\\w.])${OCTET}(?:\\.${OCTET}){3}(?![\\w]|\\.\\d)`, 'g');
+const IPV6_CANDIDATE =
+  /(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:(?:\d{1,3}\.){3}\d{1,3}|[0-9A-Fa-f]{1,4})?(?![\w:]|\.\d)/g;
+
+function detectEmail(text: string): PiiSpan[] {
+  return [...text.matchAll(EMAIL)].map((m) => ({
+    type: 'EMAIL' as const,
+    start: m.index ?? 0,
+    end: (m.index ?? 0) + m[0].length,
+  }));
+}
+
+function detectPhone(text: string): PiiSpan[] {
+  const spans: PiiSpan[] = [];
+  for (const m of text.matchAll(INTL_PHONE)) {
+    const start = m.index ?? 0;
+    let value = m[0];
+    // Drop trailing groups until the number fits E.164 (≤ 15 digits).
+    while (value.replace(/\D/g, '').length > 15 && /[ .-]\d+$/.test(value)) {
+      value = value.replace(/[ .-]\d+$/, '');
+    }
+    const digits = value.replace(/\D/g, '').length;
+    const grouped = /[ .()-]/.test(value);
+    const next = text.slice(start + value.length, start + value.length + 2);
+    if (digits > 15 || digits < (grouped ? 8 : 10) || /^(?:[A-Za-z_]|[.-]?\d)/.test(next)) continue;
+    if (looksLikeAmount(text, start, start + value.length)) continue;
+    spans.push({ type: 'PHONE', start, end: start + value.length });
+  }
+  for (const m of text.matchAll(US_PHONE)) {
+    if (!nanpValid(m[1] ?? m[2], m[3])) continue;
+    spans.push({ type: 'PHONE', start: m.index ?? 0, end: (m.index ?? 0) + m[0].length });
+  }
+  return spans;
+}
+
+function detectIp(text: string): PiiSpan[] {
+  const spans: PiiSpan[] = [];
+  for (const m of text.matchAll(IPV4)) {
+    const start = m.index ?? 0;
+    if (ipv4Valid(m[0]) && !afterVersionKeyword(text, start)) {
+      spans.push({ type: 'IP', start, end: start + m[0].length });
+    }
+  }
+  for (const m of text.matchAll(IPV6_CANDIDATE)) {
+    const start = m.index ?? 0;
+    if (/[0-9A-Fa-f]/.test(m[0]) && isIPv6(m[0]))
+      spans.push({ type: 'IP', start, end: start + m[0].length });
+  }
+  return spans;
+}
+
+/** Email addresses (RFC 5321 shapes with a real TLD). */
+export const emailDetector: Detector = { types: ['EMAIL'], detect: detectEmail };
+
+/** International "+CC …" numbers (8-15 digits) and NANP numbers written (415) 555-2671 / 415-555-2671. */
+export const phoneDetector: Detector = { types: ['PHONE'], detect: detectPhone };
+
+/** IPv4 dotted quads (0-255, no leading zeros, not versions) and IPv6 addresses validated by node:net. */
+export const ipDetector: Detector = { types: ['IP'], detect: detectIp };

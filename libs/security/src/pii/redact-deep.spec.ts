@@ -1,0 +1,109 @@
+import { redactDeep, sensitiveKeyType } from './redact';
+
+describe('redactDeep', () => {
+  it('redacts every string in nested objects and arrays without touching the input', () => {
+    const input = {
+      msg: 'login from 10.0.0.5',
+      user: { email: 'a@b.com', phones: ['13800138000', 'none'] },
+      count: 3,
+      ok: true,
+      nothing: null,
+    };
+    const copy = JSON.parse(JSON.stringify(input));
+    expect(redactDeep(input)).toEqual({
+      msg: 'login from [REDACTED_IP]',
+      user: { email: '[REDACTED_EMAIL]', phones: ['[REDACTED_PHONE]', 'none'] },
+      count: 3,
+      ok: true,
+      nothing: null,
+    });
+    expect(input).toEqual(copy);
+  });
+
+  it('replaces values under secret-looking keys whole', () => {
+    expect(
+      redactDeep({
+        password: 'x',
+        dbPassword: 1234,
+        apiKey: 'short',
+        'x-api-key': 'k',
+        authorization: 'Basic abc',
+        maxTokens: 4096,
+      }),
+    ).toEqual({
+      password: '[REDACTED_PASSWORD]',
+      dbPassword: '[REDACTED_PASSWORD]',
+      apiKey: '[REDACTED_API_KEY]',
+      'x-api-key': '[REDACTED_API_KEY]',
+      authorization: '[REDACTED_API_KEY]',
+      maxTokens: 4096,
+    });
+    expect(sensitiveKeyType('access_token')).toBe('API_KEY');
+    expect(sensitiveKeyType('tokens')).toBeNull();
+  });
+
+  it('respects the types option for keys and strings', () => {
+    expect(
+      redactDeep({ password: 'x', note: 'a@b.com 13800138000' }, { types: ['EMAIL'] }),
+    ).toEqual({
+      password: 'x',
+      note: '[REDACTED_EMAIL] 13800138000',
+    });
+  });
+
+  it('marks cycles and keeps shared (acyclic) references', () => {
+    const shared = { ip: '8.8.8.8' };
+    const root: Record<string, unknown> = { a: shared, b: shared };
+    root.self = root;
+    const list: unknown[] = ['a@b.com'];
+    list.push(list);
+    expect(redactDeep(root)).toEqual({
+      a: { ip: '[REDACTED_IP]' },
+      b: { ip: '[REDACTED_IP]' },
+      self: '[Circular]',
+    });
+    expect(redactDeep(list)).toEqual(['[REDACTED_EMAIL]', '[Circular]']);
+  });
+
+  it('bounds the depth', () => {
+    let deep: Record<string, unknown> = { leaf: 'a@b.com' };
+    for (let i = 0; i < 50; i++) deep = { next: deep };
+    let out = redactDeep(deep, { maxDepth: 3 }) as Record<string, unknown>;
+    for (let i = 0; i < 3; i++) out = out.next as Record<string, unknown>;
+    expect(out).toBe('[Truncated]');
+    expect(JSON.stringify(redactDeep(deep))).not.toContain('a@b.com');
+  });
+
+  it('never throws: throwing getters, proxies and odd values', () => {
+    const getter = Object.defineProperty({ ok: 'a@b.com' }, 'bad', {
+      enumerable: true,
+      get() {
+        throw new Error('boom');
+      },
+    });
+    expect(redactDeep(getter)).toEqual({ ok: '[REDACTED_EMAIL]', bad: '[Unreadable]' });
+    const hostile = new Proxy(
+      {},
+      {
+        ownKeys() {
+          throw new Error('no keys');
+        },
+      },
+    );
+    expect(redactDeep(hostile)).toBe('[Unreadable]');
+    expect(redactDeep(undefined)).toBeUndefined();
+    expect(redactDeep(42)).toBe(42);
+    expect(redactDeep(10n)).toBe(10n);
+  });
+
+  it('redacts Error messages and leaves other class instances alone', () => {
+    const out = redactDeep({ err: new Error('no user a@b.com') }) as unknown as {
+      err: Record<string, unknown>;
+    };
+    expect(out.err.name).toBe('Error');
+    expect(out.err.message).toBe('no user [REDACTED_EMAIL]');
+    expect(String(out.err.stack)).not.toContain('a@b.com');
+    const when = new Date(0);
+    expect(redactDeep({ when }).when).toBe(when);
+  });
+});

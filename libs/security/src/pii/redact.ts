@@ -1,0 +1,138 @@
+import { DETECTORS } from './detectors';
+import { placeholder, TYPE_PRIORITY, type PiiSpan, type PiiType } from './types';
+
+export interface RedactOptions {
+  /** Only these types are detected and replaced; default: all. */
+  types?: readonly PiiType[];
+}
+
+export interface RedactDeepOptions extends RedactOptions {
+  /** Nesting below this depth is replaced by "[Truncated]"; default 10. */
+  maxDepth?: number;
+}
+
+function better(a: PiiSpan, b: PiiSpan): boolean {
+  const la = a.end - a.start;
+  const lb = b.end - b.start;
+  return la !== lb ? la > lb : TYPE_PRIORITY[a.type] < TYPE_PRIORITY[b.type];
+}
+
+/** Sorts candidate spans and keeps a non-overlapping subset: of two overlapping spans the longer wins, then the more specific type. */
+export function resolveSpans(candidates: readonly PiiSpan[]): PiiSpan[] {
+  const sorted = candidates
+    .filter((s) => s.end > s.start)
+    .sort(
+      (a, b) => a.start - b.start || b.end - a.end || TYPE_PRIORITY[a.type] - TYPE_PRIORITY[b.type],
+    );
+  const kept: PiiSpan[] = [];
+  for (const span of sorted) {
+    const last = kept[kept.length - 1];
+    if (!last || span.start >= last.end) kept.push(span);
+    else if (better(span, last)) kept[kept.length - 1] = span;
+  }
+  return kept;
+}
+
+/** Finds PII in `text`: non-overlapping spans sorted by start offset. */
+export function detectPii(text: string, opts: RedactOptions = {}): PiiSpan[] {
+  if (typeof text !== 'string' || text.length === 0) return [];
+  const wanted = opts.types ? new Set(opts.types) : null;
+  const candidates: PiiSpan[] = [];
+  for (const detector of DETECTORS) {
+    if (wanted && !detector.types.some((t) => wanted.has(t))) continue;
+    for (const span of detector.detect(text)) {
+      if (!wanted || wanted.has(span.type)) candidates.push(span);
+    }
+  }
+  return resolveSpans(candidates);
+}
+
+/** Replaces every detected span by `[REDACTED_<TYPE>]`; text without PII comes back unchanged. */
+export function redactPii(text: string, opts: RedactOptions = {}): string {
+  const spans = detectPii(text, opts);
+  if (spans.length === 0) return text;
+  let out = '';
+  let pos = 0;
+  for (const span of spans) {
+    out += text.slice(pos, span.start) + placeholder(span.type);
+    pos = span.end;
+  }
+  return out + text.slice(pos);
+}
+
+const PASSWORD_KEY = /(?:password|passwd|pwd|passphrase|passcode)$/;
+const SECRET_KEY =
+  /(?:secret|apikey|token|privatekey|secretkey|credential|credentials)$|^(?:authorization|cookie|setcookie)$/;
+
+/** The type a whole value is redacted as because of its key (`password`, `apiKey`, `x-api-key` …), or null. */
+export function sensitiveKeyType(key: string): PiiType | null {
+  const k = key.toLowerCase().replace(/[^a-z0-9]/g, '');
+  if (PASSWORD_KEY.test(k)) return 'PASSWORD';
+  if (SECRET_KEY.test(k)) return 'API_KEY';
+  return null;
+}
+
+function isPlainObject(value: object): boolean {
+  const proto = Object.getPrototypeOf(value);
+  return proto === Object.prototype || proto === null;
+}
+
+function walk(
+  value: unknown,
+  depth: number,
+  ancestors: Set<object>,
+  opts: RedactDeepOptions,
+): unknown {
+  if (typeof value === 'string') return redactPii(value, opts);
+  if (value === null || typeof value !== 'object') return value;
+  if (ancestors.has(value)) return '[Circular]';
+  const isArray = Array.isArray(value);
+  const isError = value instanceof Error;
+  if (!isArray && !isError && !isPlainObject(value)) return value;
+  if (depth >= (opts.maxDepth ?? 10)) return '[Truncated]';
+  ancestors.add(value);
+  try {
+    if (isArray) return value.map((item) => walk(item, depth + 1, ancestors, opts));
+    const out: Record<string, unknown> = {};
+    if (isError) {
+      out.name = value.name;
+      out.message = walk(value.message, depth + 1, ancestors, opts);
+      if (value.stack !== undefined) out.stack = walk(value.stack, depth + 1, ancestors, opts);
+    }
+    for (const key of Object.keys(value)) {
+      let item: unknown;
+      try {
+        item = (value as Record<string, unknown>)[key];
+      } catch {
+        out[key] = '[Unreadable]';
+        continue;
+      }
+      const keyType = sensitiveKeyType(key);
+      const keyed = keyType && (!opts.types || opts.types.includes(keyType));
+      if (keyed && (typeof item === 'string' || typeof item === 'number') && item !== '') {
+        out[key] = placeholder(keyType);
+      } else {
+        out[key] = walk(item, depth + 1, ancestors, opts);
+      }
+    }
+    return out;
+  } catch {
+    return '[Unreadable]';
+  } finally {
+    ancestors.delete(value);
+  }
+}
+
+/**
+ * Deep copy of `value` with every string redacted, for log objects. Walks plain objects and
+ * arrays (Errors become `{ name, message, stack, … }`); values under password/secret/token-like
+ * keys are replaced whole. Cycles become "[Circular]", nesting past `maxDepth` "[Truncated]",
+ * throwing getters "[Unreadable]"; other class instances are returned as they are. Never throws.
+ */
+export function redactDeep<T>(value: T, opts: RedactDeepOptions = {}): T {
+  try {
+    return walk(value, 0, new Set(), opts) as T;
+  } catch {
+    return '[Unreadable]' as unknown as T;
+  }
+}

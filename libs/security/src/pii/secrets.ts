@@ -1,0 +1,91 @@
+import type { Detector, PiiSpan } from './types';
+
+// Provider token shapes; each is anchored so it cannot start inside a longer identifier.
+const TOKEN_SHAPES: readonly RegExp[] = [
+  /(?<![\w-])sk-[A-Za-z0-9_-]{20,}/g, // OpenAI / Anthropic, including sk-proj-…
+  /(?<![\w-])[rs]k_(?:live|test)_[A-Za-z0-9]{16,}/g, // Stripe secret / restricted keys
+  /(?<![\w-])gh[pousr]_[A-Za-z0-9]{36,}/g, // GitHub tokens
+  /(?<![\w-])github_pat_[A-Za-z0-9_]{22,}/g,
+  /(?<![\w-])xox[abposr]-[A-Za-z0-9-]{10,}/g, // Slack
+  /(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])/g, // AWS access key id
+  /(?<![\w-])AIza[0-9A-Za-z_-]{35}(?![\w-])/g, // Google API key
+  /(?<![\w-])eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}/g, // JWT
+];
+const TOKEN_CHARS = '[A-Za-z0-9._~+/-]';
+const BEARER = new RegExp(`\\bBearer[ \\t]{1,4}(${TOKEN_CHARS}{16,}=*)`, 'dgi');
+const KEYED_SECRET = new RegExp(
+  '(?:api[_ -]?key|apikey|api[_-]?secret|access[_-]?token|auth[_-]?token|refresh[_-]?token|' +
+    `secret[_-]?key|client[_-]?secret|private[_-]?key|token|secret)["']?[ \\t]{0,4}[:=：][ \\t]{0,4}["']?(${TOKEN_CHARS}{20,}=*)`,
+  'dgi',
+);
+
+const BASIC_AUTH = /\bBasic[ \t]{1,4}([A-Za-z0-9+/]{12,}={0,2})(?![\w+/=])/dg;
+// scheme://user:password@host — the password part only.
+const URL_CREDENTIALS = /\b[A-Za-z][A-Za-z0-9+.-]{1,20}:\/\/[^\s:/@]{0,64}:([^\s/@]{1,128})@/dg;
+
+const PASSWORD_KEY =
+  /(?<![A-Za-z])(?:pass(?:word|wd|phrase|code)|pwd|密码|口令)["']?(?:[ \t]{0,4}([:=：]|是|为|\bis\b)[ \t]{0,4}|[ \t]{1,4})/gi;
+const PASSWORD_MAX = 128;
+
+// Trailing sentence punctuation is not part of a token.
+function trimEnd(text: string, start: number, end: number): number {
+  while (end > start && '.,;:)]}\'"'.includes(text[end - 1])) end--;
+  return end;
+}
+
+function detectApiKey(text: string): PiiSpan[] {
+  const spans: PiiSpan[] = [];
+  for (const re of TOKEN_SHAPES) {
+    for (const m of text.matchAll(re)) {
+      const start = m.index ?? 0;
+      if (!/\d/.test(m[0])) continue; // real keys are random; kebab-case words are not
+      spans.push({ type: 'API_KEY', start, end: trimEnd(text, start, start + m[0].length) });
+    }
+  }
+  for (const re of [BEARER, KEYED_SECRET, BASIC_AUTH]) {
+    for (const m of text.matchAll(re)) {
+      const [start, end] = m.indices?.[1] ?? [0, 0];
+      if (re === BASIC_AUTH && !/[\d=]/.test(m[1])) continue;
+      spans.push({ type: 'API_KEY', start, end: trimEnd(text, start, end) });
+    }
+  }
+  return spans;
+}
+
+// The password value after the keyword at `from`, or null when it does not look like one.
+function passwordValue(text: string, from: number, strong: boolean): [number, number] | null {
+  const quote = text[from];
+  if (quote === '"' || quote === "'" || quote === '`') {
+    const close = text.indexOf(quote, from + 1);
+    if (close > from + 1 && close - from <= PASSWORD_MAX) return [from + 1, close];
+    return null;
+  }
+  let end = from;
+  while (end < text.length && end - from < PASSWORD_MAX && /[!-~]/.test(text[end])) end++;
+  end = trimEnd(text, from, end);
+  if (end === from) return null;
+  const value = text.slice(from, end);
+  // After a bare space or "is" the value must look like a secret, not a word ("password reset").
+  if (!strong && (value.length < 4 || !/[\d!@#$%^&*_+=?~]/.test(value))) return null;
+  return [from, end];
+}
+
+function detectPassword(text: string): PiiSpan[] {
+  const spans: PiiSpan[] = [];
+  for (const m of text.matchAll(PASSWORD_KEY)) {
+    const strong = m[1] !== undefined && m[1].toLowerCase() !== 'is';
+    const range = passwordValue(text, (m.index ?? 0) + m[0].length, strong);
+    if (range) spans.push({ type: 'PASSWORD', start: range[0], end: range[1] });
+  }
+  for (const m of text.matchAll(URL_CREDENTIALS)) {
+    const [start, end] = m.indices?.[1] ?? [0, 0];
+    spans.push({ type: 'PASSWORD', start, end });
+  }
+  return spans;
+}
+
+/** Provider API keys, JWTs, Bearer/Basic credentials and `api_key=…`-style assignments (the value only). */
+export const apiKeyDetector: Detector = { types: ['API_KEY'], detect: detectApiKey };
+
+/** The value after password / passwd / pwd / 密码 and ":", "=", "是", "is" or a space; the password in scheme://user:password@host. */
+export const passwordDetector: Detector = { types: ['PASSWORD'], detect: detectPassword };
