@@ -26,7 +26,10 @@ export const STATE_KEY_PATTERN = /^[A-Za-z0-9_.:-]{1,160}$/;
 
 export function assertStateKey(value: unknown): string {
   if (typeof value !== 'string' || !STATE_KEY_PATTERN.test(value) || value.includes('..')) {
-    throw new LoomError(LoomErrorCode.INVALID_ID, `state key must match ${STATE_KEY_PATTERN.source}`);
+    throw new LoomError(
+      LoomErrorCode.INVALID_ID,
+      `state key must match ${STATE_KEY_PATTERN.source}`,
+    );
   }
   return value;
 }

@@ -23,7 +23,11 @@ export interface SessionOptions {
 
 export const SESSION_OPTIONS = Symbol('SESSION_OPTIONS');
 
-export const DEFAULT_TTL = { conversationSeconds: 7 * 86400, taskSeconds: 86400, agentSeconds: 3600 };
+export const DEFAULT_TTL = {
+  conversationSeconds: 7 * 86400,
+  taskSeconds: 86400,
+  agentSeconds: 3600,
+};
 
 /** Seed 000's layered TTLs: the conversation slides on read, tasks and agents do not. */
 export function ttlRules(ttl: SessionOptions['ttl']): (stateKey: string) => TtlRule {

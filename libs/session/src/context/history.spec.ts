@@ -13,7 +13,9 @@ const msg = (seq: number, content: string): ConversationMessage => ({
 });
 
 describe('history', () => {
-  const log = Array.from({ length: 10 }, (_, i) => msg(i + 1, `message number ${i + 1} `.repeat(i + 1)));
+  const log = Array.from({ length: 10 }, (_, i) =>
+    msg(i + 1, `message number ${i + 1} `.repeat(i + 1)),
+  );
 
   it('keeps the last N turns in order', () => {
     expect(recentTurns(log, 2).map((m) => m.seq)).toEqual([7, 8, 9, 10]);

@@ -32,7 +32,11 @@ export class ConversationLock {
   ) {}
 
   /** Waits up to `waitMs` for the lock; LOCK_TIMEOUT after that. */
-  async acquire(scope: StoreScope, sessionId: string, waitMs = this.opts.waitMs): Promise<LockHandle> {
+  async acquire(
+    scope: StoreScope,
+    sessionId: string,
+    waitMs = this.opts.waitMs,
+  ): Promise<LockHandle> {
     assertId(sessionId, 'session id');
     const token = randomBytes(16).toString('hex');
     const key = this.keys.lock(sessionId);
@@ -47,7 +51,11 @@ export class ConversationLock {
         redisUp = false;
         break;
       }
-      if (Date.now() >= deadline) throw new LoomError(LoomErrorCode.LOCK_TIMEOUT, 'the conversation is busy with another turn');
+      if (Date.now() >= deadline)
+        throw new LoomError(
+          LoomErrorCode.LOCK_TIMEOUT,
+          'the conversation is busy with another turn',
+        );
       await sleep(delay + Math.random() * delay);
       delay = Math.min(delay * 2, 100);
     }

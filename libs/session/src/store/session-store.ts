@@ -50,14 +50,37 @@ export interface SessionSummary {
 export interface SessionStore {
   readonly kind: string;
   /** Sets a single value (item_index 0), replacing any previous one. */
-  save(scope: StoreScope, sessionId: string, key: string, value: unknown, opts?: WriteOptions): Promise<void>;
+  save(
+    scope: StoreScope,
+    sessionId: string,
+    key: string,
+    value: unknown,
+    opts?: WriteOptions,
+  ): Promise<void>;
   /** Sets a single value only if the key is absent in the whole store; false when it exists (for any tenant). */
-  create(scope: StoreScope, sessionId: string, key: string, value: unknown, opts?: WriteOptions): Promise<boolean>;
+  create(
+    scope: StoreScope,
+    sessionId: string,
+    key: string,
+    value: unknown,
+    opts?: WriteOptions,
+  ): Promise<boolean>;
   get<T>(scope: StoreScope, sessionId: string, key: string): Promise<T | null>;
   /** Appends one item to a list; returns its index (contiguous from 1). One write, whatever the list's length. */
-  append(scope: StoreScope, sessionId: string, key: string, item: unknown, opts?: AppendOptions): Promise<number>;
+  append(
+    scope: StoreScope,
+    sessionId: string,
+    key: string,
+    item: unknown,
+    opts?: AppendOptions,
+  ): Promise<number>;
   /** Items of a list in index order. */
-  getList<T>(scope: StoreScope, sessionId: string, key: string, range?: ListRange): Promise<ListItem<T>[]>;
+  getList<T>(
+    scope: StoreScope,
+    sessionId: string,
+    key: string,
+    range?: ListRange,
+  ): Promise<ListItem<T>[]>;
   /** Number of items and the last index of a list (0 when empty). */
   listLength(scope: StoreScope, sessionId: string, key: string): Promise<number>;
   exists(scope: StoreScope, sessionId: string): Promise<boolean>;
@@ -67,8 +90,12 @@ export interface SessionStore {
   deleteKey(scope: StoreScope, sessionId: string, key: string): Promise<void>;
   /** Removes a whole session. */
   delete(scope: StoreScope, sessionId: string): Promise<void>;
-  /** The tenant's sessions that hold `key`, newest first. */
-  listSessions(scope: StoreScope, key: string, page: { limit: number; before?: { updatedAt: Date; sessionId: string }; userId?: string }): Promise<SessionSummary[]>;
+  /** The tenant's sessions that hold the single value `key`, newest write of it first. */
+  listSessions(
+    scope: StoreScope,
+    key: string,
+    page: { limit: number; before?: { updatedAt: Date; sessionId: string }; userId?: string },
+  ): Promise<SessionSummary[]>;
   /** Issues the next fencing token of a session (strictly increasing, durable). */
   nextFence(scope: StoreScope, sessionId: string): Promise<number>;
   close(): Promise<void>;

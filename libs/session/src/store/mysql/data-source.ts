@@ -13,7 +13,8 @@ export interface MysqlOptions {
 
 function databaseName(url: string): string {
   const name = decodeURIComponent(new URL(url).pathname.replace(/^\//, ''));
-  if (!/^[A-Za-z0-9_$-]{1,64}$/.test(name)) throw new Error(`MYSQL_URL names no valid database: "${name}"`);
+  if (!/^[A-Za-z0-9_$-]{1,64}$/.test(name))
+    throw new Error(`MYSQL_URL names no valid database: "${name}"`);
   return name;
 }
 

@@ -1,6 +1,6 @@
 import { DataSource } from 'typeorm';
 import { LoomError, LoomErrorCode } from '../../errors/session-error';
-import { assertId, assertStateKey } from '../../ids';
+import { assertId, assertPrincipal, assertStateKey } from '../../ids';
 import {
   AppendOptions,
   ListItem,
@@ -34,15 +34,33 @@ export class MysqlSessionStore implements SessionStore {
 
   constructor(private readonly db: DataSource) {}
 
-  async save(scope: StoreScope, sessionId: string, key: string, value: unknown, opts: WriteOptions = {}): Promise<void> {
+  async save(
+    scope: StoreScope,
+    sessionId: string,
+    key: string,
+    value: unknown,
+    opts: WriteOptions = {},
+  ): Promise<void> {
+    assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sessionId, key);
     await this.assertWritable(scope, sessionId);
-    const params = [sessionId, key, 0, scope.tenantId, opts.userId ?? null, encodeValue(value), opts.expiresAt ?? null];
+    const params = [
+      sessionId,
+      key,
+      0,
+      scope.tenantId,
+      opts.userId ?? null,
+      encodeValue(value),
+      opts.expiresAt ?? null,
+    ];
     const upsert =
       'ON DUPLICATE KEY UPDATE state_data = VALUES(state_data), expires_at = VALUES(expires_at), ' +
-      'user_id = COALESCE(VALUES(user_id), user_id), updated_at = CURRENT_TIMESTAMP(3)';
+      `user_id = COALESCE(VALUES(user_id), ${TABLE}.user_id), updated_at = CURRENT_TIMESTAMP(3)`;
     if (opts.fence === undefined) {
-      await this.db.query(`INSERT INTO ${TABLE} (${COLS}) VALUES (?, ?, ?, ?, ?, ?, ?) ${upsert}`, params);
+      await this.db.query(
+        `INSERT INTO ${TABLE} (${COLS}) VALUES (?, ?, ?, ?, ?, ?, ?) ${upsert}`,
+        params,
+      );
       return;
     }
     const res: WriteResult = await this.db.query(
@@ -53,7 +71,14 @@ export class MysqlSessionStore implements SessionStore {
     if (res.affectedRows === 0) throw stale();
   }
 
-  async create(scope: StoreScope, sessionId: string, key: string, value: unknown, opts: WriteOptions = {}): Promise<boolean> {
+  async create(
+    scope: StoreScope,
+    sessionId: string,
+    key: string,
+    value: unknown,
+    opts: WriteOptions = {},
+  ): Promise<boolean> {
+    assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sessionId, key);
     const owner = await this.ownerOf(sessionId);
     if (owner !== null && owner !== scope.tenantId) {
@@ -64,10 +89,25 @@ export class MysqlSessionStore implements SessionStore {
       if (taken.length) return false;
       throw notFound();
     }
+    const params = [
+      sessionId,
+      key,
+      scope.tenantId,
+      opts.userId ?? null,
+      encodeValue(value),
+      opts.expiresAt ?? null,
+    ];
     try {
-      await this.db.query(`INSERT INTO ${TABLE} (${COLS}) VALUES (?, ?, 0, ?, ?, ?, ?)`, [
-        sessionId, key, scope.tenantId, opts.userId ?? null, encodeValue(value), opts.expiresAt ?? null,
-      ]);
+      if (opts.fence === undefined) {
+        await this.db.query(`INSERT INTO ${TABLE} (${COLS}) VALUES (?, ?, 0, ?, ?, ?, ?)`, params);
+        return true;
+      }
+      const res: WriteResult = await this.db.query(
+        `INSERT INTO ${TABLE} (${COLS}) SELECT ?, ?, 0, ?, ?, ?, ? FROM ${TABLE} f ` +
+          `WHERE f.session_id = ? AND f.state_key = '${FENCE_KEY}' AND f.item_index = 0 AND f.state_data = ?`,
+        [...params, sessionId, String(opts.fence)],
+      );
+      if (res.affectedRows === 0) throw stale();
       return true;
     } catch (err) {
       if (errno(err) === ER_DUP_ENTRY) return false;
@@ -76,6 +116,7 @@ export class MysqlSessionStore implements SessionStore {
   }
 
   async get<T>(scope: StoreScope, sessionId: string, key: string): Promise<T | null> {
+    assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sessionId, key);
     const rows: Array<{ state_data: string }> = await this.db.query(
       `SELECT state_data FROM ${TABLE} WHERE session_id = ? AND state_key = ? AND item_index = 0 AND tenant_id = ?`,
@@ -84,7 +125,14 @@ export class MysqlSessionStore implements SessionStore {
     return rows.length ? decodeValue<T>(rows[0].state_data) : null;
   }
 
-  async append(scope: StoreScope, sessionId: string, key: string, item: unknown, opts: AppendOptions = {}): Promise<number> {
+  async append(
+    scope: StoreScope,
+    sessionId: string,
+    key: string,
+    item: unknown,
+    opts: AppendOptions = {},
+  ): Promise<number> {
+    assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sessionId, key);
     const data = encodeValue(item);
     for (let attempt = 1; ; attempt++) {
@@ -92,7 +140,10 @@ export class MysqlSessionStore implements SessionStore {
       if (owner !== null && owner !== scope.tenantId) throw notFound();
       const index = opts.index ?? maxIndex + 1;
       if (opts.index !== undefined && (!Number.isInteger(index) || index < 1)) {
-        throw new LoomError(LoomErrorCode.VALIDATION_FAILED, 'list index must be a positive integer');
+        throw new LoomError(
+          LoomErrorCode.VALIDATION_FAILED,
+          'list index must be a positive integer',
+        );
       }
       try {
         await this.insertItem(scope, sessionId, key, index, data, opts);
@@ -102,12 +153,19 @@ export class MysqlSessionStore implements SessionStore {
         if (opts.index !== undefined && code === ER_DUP_ENTRY) {
           throw new LoomError(LoomErrorCode.CONFLICT, `index ${index} of ${key} is taken`);
         }
-        if ((code !== ER_DUP_ENTRY && code !== ER_LOCK_DEADLOCK) || attempt >= MAX_APPEND_ATTEMPTS) throw err;
+        if ((code !== ER_DUP_ENTRY && code !== ER_LOCK_DEADLOCK) || attempt >= MAX_APPEND_ATTEMPTS)
+          throw err;
       }
     }
   }
 
-  async getList<T>(scope: StoreScope, sessionId: string, key: string, range: ListRange = {}): Promise<ListItem<T>[]> {
+  async getList<T>(
+    scope: StoreScope,
+    sessionId: string,
+    key: string,
+    range: ListRange = {},
+  ): Promise<ListItem<T>[]> {
+    assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sessionId, key);
     const where = 'session_id = ? AND state_key = ? AND tenant_id = ? AND item_index > ?';
     const params: unknown[] = [sessionId, key, scope.tenantId, Math.max(range.afterIndex ?? 0, 0)];
@@ -120,13 +178,18 @@ export class MysqlSessionStore implements SessionStore {
       rows.reverse();
       if (range.limit !== undefined) rows = rows.slice(0, Math.max(range.limit, 0));
     } else {
-      const limit = range.limit !== undefined ? ` LIMIT ${Math.max(Math.floor(range.limit), 0)}` : '';
-      rows = await this.db.query(`SELECT item_index, state_data FROM ${TABLE} WHERE ${where} ORDER BY item_index${limit}`, params);
+      const limit =
+        range.limit !== undefined ? ` LIMIT ${Math.max(Math.floor(range.limit), 0)}` : '';
+      rows = await this.db.query(
+        `SELECT item_index, state_data FROM ${TABLE} WHERE ${where} ORDER BY item_index${limit}`,
+        params,
+      );
     }
     return rows.map((r) => ({ index: Number(r.item_index), value: decodeValue<T>(r.state_data) }));
   }
 
   async listLength(scope: StoreScope, sessionId: string, key: string): Promise<number> {
+    assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sessionId, key);
     const rows: Array<{ n: number | null }> = await this.db.query(
       `SELECT MAX(item_index) AS n FROM ${TABLE} WHERE session_id = ? AND state_key = ? AND tenant_id = ? AND item_index > 0`,
@@ -136,15 +199,17 @@ export class MysqlSessionStore implements SessionStore {
   }
 
   async exists(scope: StoreScope, sessionId: string): Promise<boolean> {
+    assertPrincipal(scope.tenantId, 'tenant id');
     assertId(sessionId, 'session id');
-    const rows = await this.db.query(`SELECT 1 FROM ${TABLE} WHERE session_id = ? AND tenant_id = ? LIMIT 1`, [
-      sessionId,
-      scope.tenantId,
-    ]);
+    const rows = await this.db.query(
+      `SELECT 1 FROM ${TABLE} WHERE session_id = ? AND tenant_id = ? LIMIT 1`,
+      [sessionId, scope.tenantId],
+    );
     return rows.length > 0;
   }
 
   async listSessionKeys(scope: StoreScope, sessionId: string): Promise<string[]> {
+    assertPrincipal(scope.tenantId, 'tenant id');
     assertId(sessionId, 'session id');
     const rows: Array<{ state_key: string }> = await this.db.query(
       `SELECT state_key FROM ${TABLE} WHERE session_id = ? AND tenant_id = ? AND state_key <> '${FENCE_KEY}' GROUP BY state_key`,
@@ -154,17 +219,21 @@ export class MysqlSessionStore implements SessionStore {
   }
 
   async deleteKey(scope: StoreScope, sessionId: string, key: string): Promise<void> {
+    assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sessionId, key);
-    await this.db.query(`DELETE FROM ${TABLE} WHERE session_id = ? AND state_key = ? AND tenant_id = ?`, [
-      sessionId,
-      key,
-      scope.tenantId,
-    ]);
+    await this.db.query(
+      `DELETE FROM ${TABLE} WHERE session_id = ? AND state_key = ? AND tenant_id = ?`,
+      [sessionId, key, scope.tenantId],
+    );
   }
 
   async delete(scope: StoreScope, sessionId: string): Promise<void> {
+    assertPrincipal(scope.tenantId, 'tenant id');
     assertId(sessionId, 'session id');
-    await this.db.query(`DELETE FROM ${TABLE} WHERE session_id = ? AND tenant_id = ?`, [sessionId, scope.tenantId]);
+    await this.db.query(`DELETE FROM ${TABLE} WHERE session_id = ? AND tenant_id = ?`, [
+      sessionId,
+      scope.tenantId,
+    ]);
   }
 
   async listSessions(
@@ -172,7 +241,9 @@ export class MysqlSessionStore implements SessionStore {
     key: string,
     page: { limit: number; before?: { updatedAt: Date; sessionId: string }; userId?: string },
   ): Promise<SessionSummary[]> {
+    assertPrincipal(scope.tenantId, 'tenant id');
     assertStateKey(key);
+    if (page.before) assertId(page.before.sessionId, 'cursor session id');
     const where = ['tenant_id = ?', 'state_key = ?', 'item_index = 0'];
     const params: unknown[] = [scope.tenantId, key];
     if (page.userId !== undefined) {
@@ -183,15 +254,21 @@ export class MysqlSessionStore implements SessionStore {
       where.push('(updated_at < ? OR (updated_at = ? AND session_id < ?))');
       params.push(page.before.updatedAt, page.before.updatedAt, page.before.sessionId);
     }
-    const rows: Array<{ session_id: string; user_id: string | null; updated_at: Date }> = await this.db.query(
-      `SELECT session_id, user_id, updated_at FROM ${TABLE} WHERE ${where.join(' AND ')} ` +
-        `ORDER BY updated_at DESC, session_id DESC LIMIT ${Math.max(1, Math.min(Math.floor(page.limit), 1000))}`,
-      params,
-    );
-    return rows.map((r) => ({ sessionId: r.session_id, userId: r.user_id, updatedAt: new Date(r.updated_at) }));
+    const rows: Array<{ session_id: string; user_id: string | null; updated_at: Date }> =
+      await this.db.query(
+        `SELECT session_id, user_id, updated_at FROM ${TABLE} WHERE ${where.join(' AND ')} ` +
+          `ORDER BY updated_at DESC, session_id DESC LIMIT ${Math.max(1, Math.min(Math.floor(page.limit), 1000))}`,
+        params,
+      );
+    return rows.map((r) => ({
+      sessionId: r.session_id,
+      userId: r.user_id,
+      updatedAt: new Date(r.updated_at),
+    }));
   }
 
   async nextFence(scope: StoreScope, sessionId: string): Promise<number> {
+    assertPrincipal(scope.tenantId, 'tenant id');
     assertId(sessionId, 'session id');
     await this.assertWritable(scope, sessionId);
     const res: WriteResult = await this.db.query(
@@ -228,7 +305,15 @@ export class MysqlSessionStore implements SessionStore {
     data: string,
     opts: AppendOptions,
   ): Promise<void> {
-    const params = [sessionId, key, index, scope.tenantId, opts.userId ?? null, data, opts.expiresAt ?? null];
+    const params = [
+      sessionId,
+      key,
+      index,
+      scope.tenantId,
+      opts.userId ?? null,
+      data,
+      opts.expiresAt ?? null,
+    ];
     if (opts.fence === undefined) {
       await this.db.query(`INSERT INTO ${TABLE} (${COLS}) VALUES (?, ?, ?, ?, ?, ?, ?)`, params);
       return;
@@ -241,7 +326,10 @@ export class MysqlSessionStore implements SessionStore {
     if (res.affectedRows === 0) throw stale();
   }
 
-  private async ownerAndMax(sessionId: string, key: string): Promise<{ owner: string | null; maxIndex: number }> {
+  private async ownerAndMax(
+    sessionId: string,
+    key: string,
+  ): Promise<{ owner: string | null; maxIndex: number }> {
     const rows: Array<{ owner: string | null; max_index: number | null }> = await this.db.query(
       `SELECT (SELECT tenant_id FROM ${TABLE} WHERE session_id = ? LIMIT 1) AS owner, ` +
         `(SELECT MAX(item_index) FROM ${TABLE} WHERE session_id = ? AND state_key = ?) AS max_index`,
@@ -274,5 +362,8 @@ function notFound(): LoomError {
 }
 
 function stale(): LoomError {
-  return new LoomError(LoomErrorCode.STALE_FENCING_TOKEN, 'the fencing token is stale: another holder took the lock');
+  return new LoomError(
+    LoomErrorCode.STALE_FENCING_TOKEN,
+    'the fencing token is stale: another holder took the lock',
+  );
 }

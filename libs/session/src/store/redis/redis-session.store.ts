@@ -1,6 +1,6 @@
 import Redis from 'ioredis';
 import { LoomError, LoomErrorCode } from '../../errors/session-error';
-import { assertId, assertStateKey } from '../../ids';
+import { assertId, assertPrincipal, assertStateKey } from '../../ids';
 import { decodeValue, encodeValue } from '../codec';
 import {
   AppendOptions,
@@ -42,41 +42,93 @@ export class RedisSessionStore implements SessionStore {
     this.run = run;
   }
 
-  async save(scope: StoreScope, sid: string, key: string, value: unknown, opts: WriteOptions = {}): Promise<void> {
+  async save(
+    scope: StoreScope,
+    sid: string,
+    key: string,
+    value: unknown,
+    opts: WriteOptions = {},
+  ): Promise<void> {
+    assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
-    const res = await this.run.SAVE(this.writeKeys(sid, this.keys.value(sid, key)), this.writeArgs(scope, key, encodeValue(value), opts));
+    const res = await this.run.SAVE(
+      this.writeKeys(sid, this.keys.value(sid, key)),
+      this.writeArgs(scope, key, encodeValue(value), opts),
+    );
     fail(res);
     await this.touchIndex(scope, sid, key, opts.userId);
   }
 
-  async create(scope: StoreScope, sid: string, key: string, value: unknown, opts: WriteOptions = {}): Promise<boolean> {
+  async create(
+    scope: StoreScope,
+    sid: string,
+    key: string,
+    value: unknown,
+    opts: WriteOptions = {},
+  ): Promise<boolean> {
+    assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
-    const res = await this.run.CREATE(this.writeKeys(sid, this.keys.value(sid, key)), this.writeArgs(scope, key, encodeValue(value), opts));
+    const res = await this.run.CREATE(
+      this.writeKeys(sid, this.keys.value(sid, key)),
+      this.writeArgs(scope, key, encodeValue(value), opts),
+    );
     fail(res);
     if (res === 1) await this.touchIndex(scope, sid, key, opts.userId);
     return res === 1;
   }
 
-  async get<T>(scope: StoreScope, sid: string, key: string, slideTtlSeconds = 0): Promise<T | null> {
+  async get<T>(
+    scope: StoreScope,
+    sid: string,
+    key: string,
+    slideTtlSeconds = 0,
+  ): Promise<T | null> {
+    assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
-    const raw = (await this.run.GET(this.writeKeys(sid, this.keys.value(sid, key)), [scope.tenantId, slideTtlSeconds * 1000])) as string | null;
+    const raw = (await this.run.GET(this.writeKeys(sid, this.keys.value(sid, key)), [
+      scope.tenantId,
+      slideTtlSeconds * 1000,
+    ])) as string | null;
     return raw === null ? null : decodeValue<T>(raw);
   }
 
-  async append(scope: StoreScope, sid: string, key: string, item: unknown, opts: AppendOptions = {}): Promise<number> {
+  async append(
+    scope: StoreScope,
+    sid: string,
+    key: string,
+    item: unknown,
+    opts: AppendOptions = {},
+  ): Promise<number> {
+    assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
-    const args = [...this.writeArgs(scope, key, encodeValue(item), opts), opts.index ?? '', this.cacheMode ? '0' : '1'];
+    const args = [
+      ...this.writeArgs(scope, key, encodeValue(item), opts),
+      opts.index ?? '',
+      this.cacheMode ? '0' : '1',
+    ];
     const res = await this.run.APPEND(this.writeKeys(sid, this.keys.list(sid, key)), args);
     fail(res);
     return Number(res);
   }
 
-  async getList<T>(scope: StoreScope, sid: string, key: string, range: ListRange = {}): Promise<ListItem<T>[]> {
+  async getList<T>(
+    scope: StoreScope,
+    sid: string,
+    key: string,
+    range: ListRange = {},
+  ): Promise<ListItem<T>[]> {
+    assertPrincipal(scope.tenantId, 'tenant id');
     return (await this.getListIfComplete<T>(scope, sid, key, range)) ?? [];
   }
 
   /** The range, or null when the list is not known whole here (a cache miss). */
-  async getListIfComplete<T>(scope: StoreScope, sid: string, key: string, range: ListRange = {}): Promise<ListItem<T>[] | null> {
+  async getListIfComplete<T>(
+    scope: StoreScope,
+    sid: string,
+    key: string,
+    range: ListRange = {},
+  ): Promise<ListItem<T>[] | null> {
+    assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
     const res = (await this.run.GET_LIST(this.writeKeys(sid, this.keys.list(sid, key)), [
       scope.tenantId,
@@ -94,7 +146,14 @@ export class RedisSessionStore implements SessionStore {
   }
 
   /** Replaces the cached list by the durable one and marks it complete. */
-  async fillList(scope: StoreScope, sid: string, key: string, items: ListItem[], ttlSeconds = 0): Promise<void> {
+  async fillList(
+    scope: StoreScope,
+    sid: string,
+    key: string,
+    items: ListItem[],
+    ttlSeconds = 0,
+  ): Promise<void> {
+    assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
     const args: Array<string | number> = [scope.tenantId, key, '', ttlSeconds * 1000];
     for (const item of items) args.push(item.index, `${item.index}|${encodeValue(item.value)}`);
@@ -102,43 +161,68 @@ export class RedisSessionStore implements SessionStore {
   }
 
   async listLength(scope: StoreScope, sid: string, key: string): Promise<number> {
+    assertPrincipal(scope.tenantId, 'tenant id');
     return Math.max(await this.listLengthIfComplete(scope, sid, key), 0);
   }
 
   /** The last index, or -1 when the list is not known whole here. */
   async listLengthIfComplete(scope: StoreScope, sid: string, key: string): Promise<number> {
+    assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
     return Number(
-      await this.run.LIST_LENGTH(this.writeKeys(sid, this.keys.list(sid, key)), [scope.tenantId, this.cacheMode ? '1' : '0']),
+      await this.run.LIST_LENGTH(this.writeKeys(sid, this.keys.list(sid, key)), [
+        scope.tenantId,
+        this.cacheMode ? '1' : '0',
+      ]),
     );
   }
 
   async exists(scope: StoreScope, sid: string): Promise<boolean> {
+    assertPrincipal(scope.tenantId, 'tenant id');
     assertId(sid, 'session id');
-    const [owner, count] = await this.redis.multi().hget(this.keys.meta(sid), 'tenant').scard(this.keys.keys(sid)).exec().then((r) => r!.map((x) => x[1]));
+    const [owner, count] = await this.redis
+      .multi()
+      .hget(this.keys.meta(sid), 'tenant')
+      .scard(this.keys.keys(sid))
+      .exec()
+      .then((r) => r!.map((x) => x[1]));
     return owner === scope.tenantId && Number(count) > 0;
   }
 
   async listSessionKeys(scope: StoreScope, sid: string): Promise<string[]> {
+    assertPrincipal(scope.tenantId, 'tenant id');
     assertId(sid, 'session id');
     if ((await this.redis.hget(this.keys.meta(sid), 'tenant')) !== scope.tenantId) return [];
     return (await this.redis.smembers(this.keys.keys(sid))).sort();
   }
 
   async deleteKey(scope: StoreScope, sid: string, key: string): Promise<void> {
+    assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
     await this.dropFromIndex(scope, sid, [key], await this.redis.hget(this.keys.meta(sid), 'user'));
-    await this.run.DELETE_KEYS([this.keys.meta(sid), this.keys.keys(sid), this.keys.value(sid, key), this.keys.list(sid, key)], [scope.tenantId, key]);
+    await this.run.DELETE_KEYS(
+      [
+        this.keys.meta(sid),
+        this.keys.keys(sid),
+        this.keys.value(sid, key),
+        this.keys.list(sid, key),
+      ],
+      [scope.tenantId, key],
+    );
   }
 
   async delete(scope: StoreScope, sid: string): Promise<void> {
+    assertPrincipal(scope.tenantId, 'tenant id');
     assertId(sid, 'session id');
     const [owner, user] = await this.redis.hmget(this.keys.meta(sid), 'tenant', 'user');
     if (owner !== scope.tenantId) return;
     const stateKeys = await this.redis.smembers(this.keys.keys(sid));
     await this.dropFromIndex(scope, sid, stateKeys, user);
     const targets = stateKeys.flatMap((k) => [this.keys.value(sid, k), this.keys.list(sid, k)]);
-    await this.run.DELETE_KEYS([this.keys.meta(sid), this.keys.keys(sid), ...targets, this.keys.fence(sid)], [scope.tenantId, ...stateKeys]);
+    await this.run.DELETE_KEYS(
+      [this.keys.meta(sid), this.keys.keys(sid), ...targets, this.keys.fence(sid)],
+      [scope.tenantId, ...stateKeys],
+    );
     await this.redis.del(this.keys.meta(sid), this.keys.keys(sid));
   }
 
@@ -152,25 +236,57 @@ export class RedisSessionStore implements SessionStore {
     }
     const stateKeys = await this.redis.smembers(this.keys.keys(sid));
     const targets = stateKeys.flatMap((k) => [this.keys.value(sid, k), this.keys.list(sid, k)]);
-    await this.redis.del(this.keys.meta(sid), this.keys.keys(sid), this.keys.fence(sid), ...targets);
+    await this.redis.del(
+      this.keys.meta(sid),
+      this.keys.keys(sid),
+      this.keys.fence(sid),
+      ...targets,
+    );
   }
 
-  async listSessions(scope: StoreScope, key: string, page: { limit: number; before?: { updatedAt: Date; sessionId: string }; userId?: string }): Promise<SessionSummary[]> {
+  async listSessions(
+    scope: StoreScope,
+    key: string,
+    page: { limit: number; before?: { updatedAt: Date; sessionId: string }; userId?: string },
+  ): Promise<SessionSummary[]> {
+    assertPrincipal(scope.tenantId, 'tenant id');
     assertStateKey(key);
+    if (page.before) assertId(page.before.sessionId, 'cursor session id');
     const max = page.before ? `(${page.before.updatedAt.getTime() + 1}` : '+inf';
-    const raw = await this.redis.zrevrangebyscore(this.keys.index(scope.tenantId, key, page.userId), max, '-inf', 'WITHSCORES', 'LIMIT', 0, page.limit + 50);
+    const raw = await this.redis.zrevrangebyscore(
+      this.keys.index(scope.tenantId, key, page.userId),
+      max,
+      '-inf',
+      'WITHSCORES',
+      'LIMIT',
+      0,
+      page.limit + 50,
+    );
     const out: SessionSummary[] = [];
     for (let i = 0; i < raw.length && out.length < page.limit; i += 2) {
-      const summary = { sessionId: raw[i], userId: page.userId ?? null, updatedAt: new Date(Number(raw[i + 1])) };
+      const summary = {
+        sessionId: raw[i],
+        userId: page.userId ?? null,
+        updatedAt: new Date(Number(raw[i + 1])),
+      };
       if (page.before && !isBefore(summary, page.before)) continue;
       out.push(summary);
     }
+    const users = out.length
+      ? await this.redis
+          .pipeline(out.map((o) => ['hget', this.keys.meta(o.sessionId), 'user']))
+          .exec()
+      : [];
+    out.forEach((o, i) => (o.userId = (users?.[i]?.[1] as string | null) ?? null));
     return out;
   }
 
   async nextFence(scope: StoreScope, sid: string): Promise<number> {
+    assertPrincipal(scope.tenantId, 'tenant id');
     assertId(sid, 'session id');
-    const res = await this.run.NEXT_FENCE(this.writeKeys(sid, this.keys.fence(sid)), [scope.tenantId]);
+    const res = await this.run.NEXT_FENCE(this.writeKeys(sid, this.keys.fence(sid)), [
+      scope.tenantId,
+    ]);
     fail(res);
     return Number(res);
   }
@@ -192,11 +308,29 @@ export class RedisSessionStore implements SessionStore {
     return [this.keys.meta(sid), this.keys.keys(sid), target, this.keys.fence(sid)];
   }
 
-  private writeArgs(scope: StoreScope, key: string, json: string, opts: WriteOptions): Array<string | number> {
-    return [scope.tenantId, key, json, (opts.ttlSeconds ?? 0) * 1000, opts.userId ?? '', Date.now(), opts.fence ?? ''];
+  private writeArgs(
+    scope: StoreScope,
+    key: string,
+    json: string,
+    opts: WriteOptions,
+  ): Array<string | number> {
+    return [
+      scope.tenantId,
+      key,
+      json,
+      (opts.ttlSeconds ?? 0) * 1000,
+      opts.userId ?? '',
+      Date.now(),
+      opts.fence ?? '',
+    ];
   }
 
-  private async touchIndex(scope: StoreScope, sid: string, key: string, userId?: string): Promise<void> {
+  private async touchIndex(
+    scope: StoreScope,
+    sid: string,
+    key: string,
+    userId?: string,
+  ): Promise<void> {
     if (this.cacheMode) return;
     const now = Date.now();
     const pipe = this.redis.pipeline().zadd(this.keys.index(scope.tenantId, key), now, sid);
@@ -205,7 +339,12 @@ export class RedisSessionStore implements SessionStore {
     await pipe.exec();
   }
 
-  private async dropFromIndex(scope: StoreScope, sid: string, stateKeys: string[], user: string | null): Promise<void> {
+  private async dropFromIndex(
+    scope: StoreScope,
+    sid: string,
+    stateKeys: string[],
+    user: string | null,
+  ): Promise<void> {
     if (this.cacheMode || stateKeys.length === 0) return;
     if ((await this.redis.hget(this.keys.meta(sid), 'tenant')) !== scope.tenantId) return;
     const pipe = this.redis.pipeline();
@@ -224,6 +363,10 @@ function isBefore(s: SessionSummary, cursor: { updatedAt: Date; sessionId: strin
 
 function fail(res: unknown): void {
   if (res === -1) throw new LoomError(LoomErrorCode.NOT_FOUND, 'session not found');
-  if (res === -2) throw new LoomError(LoomErrorCode.STALE_FENCING_TOKEN, 'the fencing token is stale: another holder took the lock');
+  if (res === -2)
+    throw new LoomError(
+      LoomErrorCode.STALE_FENCING_TOKEN,
+      'the fencing token is stale: another holder took the lock',
+    );
   if (res === -3) throw new LoomError(LoomErrorCode.CONFLICT, 'that list index is taken');
 }

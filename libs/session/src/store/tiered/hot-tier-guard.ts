@@ -20,7 +20,11 @@ export interface HotTierGuardOptions {
   halfOpenAfterMs: number;
 }
 
-export const DEFAULT_GUARD: HotTierGuardOptions = { callTimeoutMs: 250, failureThreshold: 3, halfOpenAfterMs: 2000 };
+export const DEFAULT_GUARD: HotTierGuardOptions = {
+  callTimeoutMs: 250,
+  failureThreshold: 3,
+  halfOpenAfterMs: 2000,
+};
 
 /**
  * Wraps every Redis call of the tiered store: a time-out bounds each call and a circuit breaker
@@ -44,11 +48,14 @@ export class HotTierGuard {
   }
 
   /** Runs `fn` against the hot tier; `undefined` when it failed, timed out or the breaker is open. */
-  async attempt<T>(fn: () => Promise<T>): Promise<{ ok: true; value: T } | { ok: false; error: unknown }> {
+  async attempt<T>(
+    fn: () => Promise<T>,
+  ): Promise<{ ok: true; value: T } | { ok: false; error: unknown }> {
     try {
       return { ok: true, value: await this.policy.execute(fn) };
     } catch (error) {
-      if (error instanceof BrokenCircuitError || error instanceof TaskCancelledError) return { ok: false, error };
+      if (error instanceof BrokenCircuitError || error instanceof TaskCancelledError)
+        return { ok: false, error };
       return { ok: false, error };
     }
   }

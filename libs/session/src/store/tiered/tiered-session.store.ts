@@ -57,19 +57,37 @@ export class TieredSessionStore implements SessionStore {
     this.lru = new LRUCache({ max: opts.lruMax ?? 10_000, ttl: opts.lruTtlMs ?? 1000 });
   }
 
-  async save(scope: StoreScope, sid: string, key: string, value: unknown, opts: WriteOptions = {}): Promise<void> {
+  async save(
+    scope: StoreScope,
+    sid: string,
+    key: string,
+    value: unknown,
+    opts: WriteOptions = {},
+  ): Promise<void> {
     await this.durable.save(scope, sid, key, value, opts);
     this.lru.set(this.lruKey(scope, sid, key), { value: structuredClone(value) });
     await this.hotWrite(scope, sid, key, () =>
-      this.hot.save(scope, sid, key, value, { userId: opts.userId, ttlSeconds: this.opts.ttlFor(key).ttlSeconds }),
+      this.hot.save(scope, sid, key, value, {
+        userId: opts.userId,
+        ttlSeconds: this.opts.ttlFor(key).ttlSeconds,
+      }),
     );
   }
 
-  async create(scope: StoreScope, sid: string, key: string, value: unknown, opts: WriteOptions = {}): Promise<boolean> {
+  async create(
+    scope: StoreScope,
+    sid: string,
+    key: string,
+    value: unknown,
+    opts: WriteOptions = {},
+  ): Promise<boolean> {
     const created = await this.durable.create(scope, sid, key, value, opts);
     if (created) {
       await this.hotWrite(scope, sid, key, () =>
-        this.hot.save(scope, sid, key, value, { userId: opts.userId, ttlSeconds: this.opts.ttlFor(key).ttlSeconds }),
+        this.hot.save(scope, sid, key, value, {
+          userId: opts.userId,
+          ttlSeconds: this.opts.ttlFor(key).ttlSeconds,
+        }),
       );
     }
     return created;
@@ -83,7 +101,9 @@ export class TieredSessionStore implements SessionStore {
     const local = consistent ? undefined : this.lru.get(lruKey);
     if (local) return structuredClone(local.value) as T;
     const rule = this.opts.ttlFor(key);
-    const hot = await this.hotRead(() => this.hot.get<T>(scope, sid, key, rule.sliding ? rule.ttlSeconds : 0));
+    const hot = await this.hotRead(() =>
+      this.hot.get<T>(scope, sid, key, rule.sliding ? rule.ttlSeconds : 0),
+    );
     if (hot.ok && hot.value !== null) {
       this.lru.set(lruKey, { value: structuredClone(hot.value) });
       return hot.value;
@@ -91,23 +111,39 @@ export class TieredSessionStore implements SessionStore {
     const value = await this.durable.get<T>(scope, sid, key);
     if (value !== null) {
       this.lru.set(lruKey, { value: structuredClone(value) });
-      if (hot.ok) await this.hotWrite(scope, sid, key, () => this.hot.save(scope, sid, key, value, { ttlSeconds: rule.ttlSeconds }));
+      if (hot.ok)
+        await this.hotWrite(scope, sid, key, () =>
+          this.hot.save(scope, sid, key, value, { ttlSeconds: rule.ttlSeconds }),
+        );
     }
     return value;
   }
 
-  async append(scope: StoreScope, sid: string, key: string, item: unknown, opts: AppendOptions = {}): Promise<number> {
+  async append(
+    scope: StoreScope,
+    sid: string,
+    key: string,
+    item: unknown,
+    opts: AppendOptions = {},
+  ): Promise<number> {
     const index = await this.durable.append(scope, sid, key, item, opts);
     await this.hotWrite(scope, sid, key, () =>
-      this.hot.append(scope, sid, key, item, { index, ttlSeconds: this.opts.ttlFor(key).ttlSeconds }).catch((err) => {
-        if (!LoomError.is(err, LoomErrorCode.CONFLICT)) throw err; // already cached by a refill
-        return index;
-      }),
+      this.hot
+        .append(scope, sid, key, item, { index, ttlSeconds: this.opts.ttlFor(key).ttlSeconds })
+        .catch((err) => {
+          if (!LoomError.is(err, LoomErrorCode.CONFLICT)) throw err; // already cached by a refill
+          return index;
+        }),
     );
     return index;
   }
 
-  async getList<T>(scope: StoreScope, sid: string, key: string, range: ListRange = {}): Promise<ListItem<T>[]> {
+  async getList<T>(
+    scope: StoreScope,
+    sid: string,
+    key: string,
+    range: ListRange = {},
+  ): Promise<ListItem<T>[]> {
     assertId(sid, 'session id');
     assertStateKey(key);
     const hot = await this.hotRead(() => this.hot.getListIfComplete<T>(scope, sid, key, range));
@@ -115,7 +151,9 @@ export class TieredSessionStore implements SessionStore {
     if (!hot.ok) return this.durable.getList<T>(scope, sid, key, range);
     const all = await this.durable.getList<T>(scope, sid, key);
     if (all.length > 0 || (await this.durable.exists(scope, sid))) {
-      await this.hotWrite(scope, sid, key, () => this.hot.fillList(scope, sid, key, all, this.opts.ttlFor(key).ttlSeconds));
+      await this.hotWrite(scope, sid, key, () =>
+        this.hot.fillList(scope, sid, key, all, this.opts.ttlFor(key).ttlSeconds),
+      );
     }
     return applyRange(all, range);
   }
@@ -142,7 +180,8 @@ export class TieredSessionStore implements SessionStore {
 
   async delete(scope: StoreScope, sid: string): Promise<void> {
     await this.durable.delete(scope, sid);
-    for (const k of this.lru.keys()) if (k.startsWith(this.lruKey(scope, sid, ''))) this.lru.delete(k);
+    for (const k of this.lru.keys())
+      if (k.startsWith(this.lruKey(scope, sid, ''))) this.lru.delete(k);
     await this.hotWrite(scope, sid, '*', () => this.hot.delete(scope, sid));
   }
 
@@ -174,7 +213,12 @@ export class TieredSessionStore implements SessionStore {
   }
 
   /** A hot write that fails leaves a possibly stale copy: remember it and drop it once Redis answers. */
-  private async hotWrite(scope: StoreScope, sid: string, key: string, fn: () => Promise<unknown>): Promise<void> {
+  private async hotWrite(
+    scope: StoreScope,
+    sid: string,
+    key: string,
+    fn: () => Promise<unknown>,
+  ): Promise<void> {
     const res = await this.guard.attempt(fn);
     if (res.ok) {
       await this.flushInvalidations();
@@ -189,7 +233,9 @@ export class TieredSessionStore implements SessionStore {
   private async flushInvalidations(): Promise<void> {
     if (this.pending.size === 0) return;
     for (const [id, { sid, key }] of [...this.pending]) {
-      const res = await this.guard.attempt(() => this.hot.purge(sid, key === '*' ? undefined : key));
+      const res = await this.guard.attempt(() =>
+        this.hot.purge(sid, key === '*' ? undefined : key),
+      );
       if (!res.ok) return;
       this.pending.delete(id);
     }

@@ -1,0 +1,233 @@
+import { LoomError, LoomErrorCode } from '../errors/session-error';
+import { assertId, newId } from '../ids';
+import {
+  ConversationMeta,
+  ConversationMessage,
+  ConversationStatus,
+  ConversationSummary,
+  emptyUsage,
+} from '../model/conversation.model';
+import { StateKeys } from '../model/state-keys';
+import { SessionStore, SessionSummary } from '../store/session-store';
+import { Owner } from './owner';
+
+const DAY_MS = 86_400_000;
+
+/**
+ * The conversation layer on top of the Session API: creation that never adopts someone else's
+ * id, ownership checks that answer "not found" for another user or tenant, and the append-only
+ * message log with contiguous seqs.
+ */
+export class ConversationRepository {
+  constructor(
+    private readonly store: SessionStore,
+    private readonly opts: { idleExpiryDays: number; systemId?: string },
+  ) {}
+
+  /** Creates a conversation; a requested id owned by someone else yields a fresh id (seed 002). */
+  async create(
+    owner: Owner,
+    requestedId?: string,
+    metadata: Record<string, unknown> = {},
+  ): Promise<{ meta: ConversationMeta; created: boolean }> {
+    if (requestedId !== undefined) {
+      assertId(requestedId, 'conversationId');
+      const meta = this.newMeta(owner, requestedId, metadata);
+      if (
+        await this.store.create(
+          { tenantId: owner.tenantId },
+          requestedId,
+          StateKeys.conversation,
+          meta,
+          this.writeOpts(owner, meta),
+        )
+      ) {
+        return { meta, created: true };
+      }
+      const existing = await this.find(owner, requestedId).catch((err) => {
+        if (LoomError.is(err, LoomErrorCode.NOT_FOUND)) return null;
+        throw err;
+      });
+      if (existing) return { meta: existing, created: false };
+    }
+    for (;;) {
+      const meta = this.newMeta(owner, newId('c'), metadata);
+      if (
+        await this.store.create(
+          { tenantId: owner.tenantId },
+          meta.conversationId,
+          StateKeys.conversation,
+          meta,
+          this.writeOpts(owner, meta),
+        )
+      ) {
+        return { meta, created: true };
+      }
+    }
+  }
+
+  /** The caller's conversation, or null when it is missing or not theirs (indistinguishable). */
+  async find(
+    owner: Owner,
+    conversationId: string,
+    consistent = false,
+  ): Promise<ConversationMeta | null> {
+    assertId(conversationId, 'conversationId');
+    const meta = await this.getMeta(owner, conversationId, consistent);
+    return meta && meta.userId === owner.userId && meta.tenantId === owner.tenantId ? meta : null;
+  }
+
+  /** Like find, but NOT_FOUND instead of null. */
+  async get(owner: Owner, conversationId: string, consistent = false): Promise<ConversationMeta> {
+    const meta = await this.find(owner, conversationId, consistent);
+    if (!meta) throw new LoomError(LoomErrorCode.NOT_FOUND, 'conversation not found');
+    return meta;
+  }
+
+  async save(owner: Owner, meta: ConversationMeta, fence?: number): Promise<void> {
+    meta.expiresAt = new Date(Date.now() + this.opts.idleExpiryDays * DAY_MS).toISOString();
+    await this.store.save(
+      { tenantId: owner.tenantId },
+      meta.conversationId,
+      StateKeys.conversation,
+      meta,
+      { ...this.writeOpts(owner, meta), fence },
+    );
+  }
+
+  /** Appends to the log; returns the message with its seq. Fenced when a lock is held. */
+  async appendMessage(
+    owner: Owner,
+    conversationId: string,
+    message: Omit<ConversationMessage, 'seq'>,
+    fence?: number,
+  ): Promise<ConversationMessage> {
+    const seq = await this.store.append(
+      { tenantId: owner.tenantId },
+      conversationId,
+      StateKeys.messages,
+      message,
+      { fence },
+    );
+    return { ...message, seq };
+  }
+
+  /** Messages in seq order: after a seq, the last N, or a page. */
+  async messages(
+    owner: Owner,
+    conversationId: string,
+    range: { afterSeq?: number; last?: number; limit?: number } = {},
+  ): Promise<ConversationMessage[]> {
+    const items = await this.store.getList<ConversationMessage>(
+      { tenantId: owner.tenantId },
+      conversationId,
+      StateKeys.messages,
+      {
+        afterIndex: range.afterSeq,
+        last: range.last,
+        limit: range.limit,
+      },
+    );
+    return items.map((i) => ({ ...i.value, seq: i.index }));
+  }
+
+  async messageCount(owner: Owner, conversationId: string): Promise<number> {
+    return this.store.listLength({ tenantId: owner.tenantId }, conversationId, StateKeys.messages);
+  }
+
+  async summary(owner: Owner, conversationId: string): Promise<ConversationSummary | null> {
+    return this.store.get<ConversationSummary>(
+      { tenantId: owner.tenantId },
+      conversationId,
+      StateKeys.summary,
+    );
+  }
+
+  async saveSummary(
+    owner: Owner,
+    conversationId: string,
+    summary: ConversationSummary,
+    fence?: number,
+  ): Promise<void> {
+    await this.store.save(
+      { tenantId: owner.tenantId },
+      conversationId,
+      StateKeys.summary,
+      summary,
+      { fence },
+    );
+  }
+
+  /** The caller's conversations, newest first; cursor = the last item of the previous page. */
+  async list(
+    owner: Owner,
+    page: { limit: number; before?: { updatedAt: Date; sessionId: string } },
+  ): Promise<{ items: ConversationMeta[]; last: SessionSummary | null }> {
+    const rows = await this.store.listSessions(
+      { tenantId: owner.tenantId },
+      StateKeys.conversation,
+      { ...page, userId: owner.userId },
+    );
+    const metas = await Promise.all(rows.map((r) => this.find(owner, r.sessionId)));
+    return {
+      items: metas.filter((m): m is ConversationMeta => m !== null),
+      last: rows.at(-1) ?? null,
+    };
+  }
+
+  /** Removes the conversation with its messages, tasks, agent sessions and summary, everywhere. */
+  async delete(owner: Owner, conversationId: string): Promise<void> {
+    await this.get(owner, conversationId, true);
+    const scope = { tenantId: owner.tenantId };
+    const taskIds = await this.store.getList<string>(scope, conversationId, StateKeys.tasks);
+    for (const t of taskIds) await this.store.delete(scope, t.value);
+    await this.store.delete(scope, conversationId);
+  }
+
+  private async getMeta(
+    owner: Owner,
+    conversationId: string,
+    consistent: boolean,
+  ): Promise<ConversationMeta | null> {
+    const store = this.store as SessionStore & {
+      get<T>(s: unknown, id: string, key: string, consistent?: boolean): Promise<T | null>;
+    };
+    return store.get<ConversationMeta>(
+      { tenantId: owner.tenantId },
+      conversationId,
+      StateKeys.conversation,
+      consistent,
+    );
+  }
+
+  private newMeta(
+    owner: Owner,
+    conversationId: string,
+    metadata: Record<string, unknown>,
+  ): ConversationMeta {
+    const now = new Date().toISOString();
+    return {
+      conversationId,
+      tenantId: owner.tenantId,
+      userId: owner.userId,
+      systemId: this.opts.systemId ?? 'loom',
+      title: null,
+      status: ConversationStatus.ACTIVE,
+      currentIntent: null,
+      language: null,
+      userProfile: {},
+      userContext: {},
+      metadata,
+      activeTaskIds: [],
+      usage: emptyUsage(),
+      messageCount: 0,
+      createdAt: now,
+      lastActiveAt: now,
+      expiresAt: new Date(Date.now() + this.opts.idleExpiryDays * DAY_MS).toISOString(),
+    };
+  }
+
+  private writeOpts(owner: Owner, meta: ConversationMeta) {
+    return { userId: owner.userId, expiresAt: new Date(meta.expiresAt) };
+  }
+}

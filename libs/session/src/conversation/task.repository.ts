@@ -1,0 +1,200 @@
+import { LoomError, LoomErrorCode } from '../errors/session-error';
+import { assertId } from '../ids';
+import { AgentSession, PrivateMessage } from '../model/agent.model';
+import { StateKeys } from '../model/state-keys';
+import { SharedEntry, SharedWrite, TaskSession } from '../model/task.model';
+import { SessionStore } from '../store/session-store';
+import { Owner } from './owner';
+
+interface TaskRef {
+  conversationId: string;
+  userId: string;
+}
+
+/**
+ * The task and agent layers: task sessions with their checkpoints, task-shared context (an
+ * append-only log of writes, each with writer and time, folded into the current view) and
+ * agents' private sessions. Everything lives in the conversation's partition.
+ */
+export class TaskRepository {
+  constructor(private readonly store: SessionStore) {}
+
+  async create(owner: Owner, task: TaskSession, fence?: number): Promise<void> {
+    const scope = { tenantId: owner.tenantId };
+    const ref: TaskRef = { conversationId: task.conversationId, userId: owner.userId };
+    await this.store.save(scope, task.taskId, StateKeys.taskRef, ref, { userId: owner.userId });
+    await this.store.append(scope, task.conversationId, StateKeys.tasks, task.taskId, { fence });
+    await this.store.save(scope, task.conversationId, StateKeys.task(task.taskId), task, { fence });
+  }
+
+  /** A checkpoint: the whole task document, written after every agent step (seed 000 pitfall 4). */
+  async save(owner: Owner, task: TaskSession, fence?: number): Promise<void> {
+    await this.store.save(
+      { tenantId: owner.tenantId },
+      task.conversationId,
+      StateKeys.task(task.taskId),
+      task,
+      { fence },
+    );
+  }
+
+  async get(owner: Owner, conversationId: string, taskId: string): Promise<TaskSession | null> {
+    assertId(taskId, 'taskId');
+    const task = await this.store.get<TaskSession>(
+      { tenantId: owner.tenantId },
+      conversationId,
+      StateKeys.task(taskId),
+    );
+    return task && task.userId === owner.userId ? task : null;
+  }
+
+  /** A task by id alone (GET /v1/tasks/:id): NOT_FOUND unless the caller owns it. */
+  async getById(owner: Owner, taskId: string): Promise<TaskSession> {
+    assertId(taskId, 'taskId');
+    const ref = await this.store.get<TaskRef>(
+      { tenantId: owner.tenantId },
+      taskId,
+      StateKeys.taskRef,
+    );
+    const task =
+      ref && ref.userId === owner.userId ? await this.get(owner, ref.conversationId, taskId) : null;
+    if (!task) throw new LoomError(LoomErrorCode.NOT_FOUND, 'task not found');
+    return task;
+  }
+
+  /** Task ids of a conversation, oldest first. */
+  async taskIds(owner: Owner, conversationId: string): Promise<string[]> {
+    const items = await this.store.getList<string>(
+      { tenantId: owner.tenantId },
+      conversationId,
+      StateKeys.tasks,
+    );
+    return items.map((i) => i.value);
+  }
+
+  /** One atomic write to task-shared context; returns what it replaced (for overwrite auditing). */
+  async putShared(
+    owner: Owner,
+    conversationId: string,
+    taskId: string,
+    write: SharedWrite,
+  ): Promise<SharedEntry | null> {
+    const previous = (await this.shared(owner, conversationId, taskId))[write.key] ?? null;
+    await this.store.append(
+      { tenantId: owner.tenantId },
+      conversationId,
+      StateKeys.shared(taskId),
+      write,
+    );
+    return previous;
+  }
+
+  /** The task-shared context as a whole: the last write of each key wins. */
+  async shared(
+    owner: Owner,
+    conversationId: string,
+    taskId: string,
+  ): Promise<Record<string, SharedEntry>> {
+    const writes = await this.store.getList<SharedWrite>(
+      { tenantId: owner.tenantId },
+      conversationId,
+      StateKeys.shared(taskId),
+    );
+    const view: Record<string, SharedEntry> = {};
+    for (const { value: w } of writes)
+      view[w.key] = { value: w.value, writer: w.writer, updatedAt: w.updatedAt };
+    return view;
+  }
+
+  async agentSession(
+    owner: Owner,
+    conversationId: string,
+    agentSessionId: string,
+  ): Promise<AgentSession | null> {
+    assertId(agentSessionId, 'agentSessionId');
+    return this.store.get<AgentSession>(
+      { tenantId: owner.tenantId },
+      conversationId,
+      StateKeys.agent(agentSessionId),
+    );
+  }
+
+  async saveAgentSession(owner: Owner, session: AgentSession): Promise<void> {
+    await this.store.save(
+      { tenantId: owner.tenantId },
+      session.conversationId,
+      StateKeys.agent(session.agentSessionId),
+      session,
+    );
+  }
+
+  async appendAgentMessage(
+    owner: Owner,
+    conversationId: string,
+    agentSessionId: string,
+    message: PrivateMessage,
+  ): Promise<void> {
+    await this.store.append(
+      { tenantId: owner.tenantId },
+      conversationId,
+      StateKeys.agentMessages(agentSessionId),
+      message,
+    );
+  }
+
+  async agentMessages(
+    owner: Owner,
+    conversationId: string,
+    agentSessionId: string,
+  ): Promise<PrivateMessage[]> {
+    const items = await this.store.getList<PrivateMessage>(
+      { tenantId: owner.tenantId },
+      conversationId,
+      StateKeys.agentMessages(agentSessionId),
+    );
+    return items.map((i) => i.value);
+  }
+
+  /** Seed 000 pitfall 3: agent sessions go as soon as their task completes, not only by TTL. */
+  async removeAgentSessions(
+    owner: Owner,
+    conversationId: string,
+    agentSessionIds: string[],
+  ): Promise<void> {
+    const scope = { tenantId: owner.tenantId };
+    for (const id of agentSessionIds) {
+      await this.store.deleteKey(scope, conversationId, StateKeys.agent(id));
+      await this.store.deleteKey(scope, conversationId, StateKeys.agentMessages(id));
+    }
+  }
+
+  /** The task a retried request (same Idempotency-Key) already produced, if any. */
+  async idempotentTask(
+    owner: Owner,
+    conversationId: string,
+    keyHash: string,
+  ): Promise<string | null> {
+    const hit = await this.store.get<{ taskId: string }>(
+      { tenantId: owner.tenantId },
+      conversationId,
+      StateKeys.idempotency(keyHash),
+    );
+    return hit?.taskId ?? null;
+  }
+
+  async rememberIdempotent(
+    owner: Owner,
+    conversationId: string,
+    keyHash: string,
+    taskId: string,
+    fence?: number,
+  ): Promise<void> {
+    await this.store.save(
+      { tenantId: owner.tenantId },
+      conversationId,
+      StateKeys.idempotency(keyHash),
+      { taskId },
+      { fence },
+    );
+  }
+}

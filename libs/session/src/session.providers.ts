@@ -1,0 +1,69 @@
+import Redis from 'ioredis';
+import { DataSource } from 'typeorm';
+import { SessionOptions, ttlRules } from './config/session-options';
+import { FileSessionStore } from './store/file/file-session.store';
+import { openSessionDataSource } from './store/mysql/data-source';
+import { MysqlSessionStore } from './store/mysql/mysql-session.store';
+import { RedisKeys } from './store/redis/redis-keys';
+import { RedisSessionStore } from './store/redis/redis-session.store';
+import { SessionStore } from './store/session-store';
+import { TieredSessionStore } from './store/tiered/tiered-session.store';
+
+export interface SessionInfra {
+  store: SessionStore;
+  /** Null in the embedded profile. */
+  redis: Redis | null;
+  dataSource: DataSource | null;
+  keys: RedisKeys;
+  close(): Promise<void>;
+}
+
+/** A Redis connection for the hot tier and locks: fails fast while Redis is away, reconnects by itself. */
+export function createRedis(url: string, name: string): Redis {
+  return new Redis(url, {
+    connectionName: name,
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    commandTimeout: 2000,
+    retryStrategy: (times) => Math.min(times * 100, 2000),
+  });
+}
+
+/** Builds the store of the configured profile: tiered (LRU → Redis → MySQL) or JSON files. */
+export async function createSessionInfra(
+  opts: SessionOptions,
+  onHotError?: (err: unknown) => void,
+): Promise<SessionInfra> {
+  const keys = new RedisKeys(opts.keyPrefix);
+  if (opts.profile === 'embedded') {
+    const store = new FileSessionStore(opts.dataDir);
+    return { store, redis: null, dataSource: null, keys, close: () => store.close() };
+  }
+  const dataSource = await openSessionDataSource({
+    url: opts.mysqlUrl,
+    migrationsRun: opts.migrationsRun,
+  });
+  const redis = createRedis(opts.redisUrl, 'loom-session');
+  redis.on('error', (err) => onHotError?.(err));
+  const store = new TieredSessionStore(
+    new MysqlSessionStore(dataSource),
+    new RedisSessionStore(redis, opts.keyPrefix, { authoritative: false, ownsConnection: false }),
+    {
+      ttlFor: ttlRules(opts.ttl),
+      lruMax: opts.lruMax,
+      lruTtlMs: opts.lruTtlMs,
+      guard: { callTimeoutMs: opts.redisCallTimeoutMs, failureThreshold: 3, halfOpenAfterMs: 2000 },
+      onHotError,
+    },
+  );
+  return {
+    store,
+    redis,
+    dataSource,
+    keys,
+    close: async () => {
+      await store.close();
+      redis.disconnect();
+    },
+  };
+}
