@@ -13,4 +13,4 @@ export type {
   RedisStreamsOptions,
 } from './redis-streams.options';
 export { RedisStreamsServer } from './redis-streams.server';
-export type { RedisStreamsEvents } from './redis-streams.server';
+export type { RedisStreamsEvents } from './redis-streams.util';

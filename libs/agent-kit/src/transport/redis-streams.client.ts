@@ -9,8 +9,9 @@ import {
   replyStreamKey,
   requestStreamKey,
 } from './redis-streams.options';
-import type { RedisStreamsEvents } from './redis-streams.server';
 import {
+  RedisStreamsEvents,
+  closeConnection,
   createConnection,
   errorMessage,
   fieldsToRecord,
@@ -39,7 +40,7 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
   private readLoop?: Promise<void>;
   private lastId = '0-0';
   private readonly timers = new Map<string, NodeJS.Timeout>();
-  private pendingListeners: { event: string; callback: (...args: any[]) => void }[] = [];
+  private listeners: { event: string; callback: (...args: any[]) => void }[] = [];
 
   constructor(private readonly options: RedisStreamsClientOptions) {
     super();
@@ -66,13 +67,8 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
     this.failAll({ code: 'UNAVAILABLE', message: 'The client was closed' });
     this.reader?.disconnect();
     await this.readLoop;
-    const cmd = this.cmd;
-    if (cmd?.status === 'ready') {
-      await cmd.del(this.replyKey).catch(() => undefined);
-      await cmd.quit().catch(() => cmd.disconnect());
-    } else {
-      cmd?.disconnect();
-    }
+    if (this.cmd?.status === 'ready') await this.cmd.del(this.replyKey).catch(() => undefined);
+    await closeConnection(this.cmd);
     this.cmd = this.reader = this.readLoop = undefined;
   }
 
@@ -82,7 +78,7 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
       this.cmd.on(event, (...args) => callback('cmd', ...args));
       this.reader.on(event, (...args) => callback('reader', ...args));
     } else {
-      this.pendingListeners.push({ event, callback });
+      this.listeners.push({ event, callback });
     }
   }
 
@@ -127,24 +123,12 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
   }
 
   private connection(type: 'cmd' | 'reader'): Redis {
-    const redis = createConnection(
-      this.options.redisUrl,
-      `loom-rpc-client-${type}-${this.clientId}`,
-    );
-    let failing = false;
-    redis.on('error', (err: Error) => {
-      if (!failing) this.logger.warn(`Redis ${type} connection: ${err.message}`);
-      failing = true;
+    return createConnection(this.options.redisUrl, `loom-rpc-client-${type}-${this.clientId}`, {
+      type,
+      logger: this.logger,
+      listeners: this.listeners,
+      status: (status) => this.stop.signal.aborted || this._status$.next(status),
     });
-    redis.on('ready', () => {
-      failing = false;
-      this._status$.next('connected');
-    });
-    redis.on('reconnecting', () => this.stop.signal.aborted || this._status$.next('reconnecting'));
-    for (const { event, callback } of this.pendingListeners) {
-      redis.on(event, (...args) => callback(type, ...args));
-    }
-    return redis;
   }
 
   private async readReplies(reader: Redis): Promise<void> {

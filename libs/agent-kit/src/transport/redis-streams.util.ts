@@ -1,14 +1,47 @@
-import Redis, { RedisOptions } from 'ioredis';
+import { LoggerService } from '@nestjs/common';
+import Redis from 'ioredis';
+
+/** ioredis events, called as `(connectionType, ...eventArgs)`. */
+export type RedisStreamsEvents = Record<string, (...args: any[]) => void>;
+
+export interface ConnectionHooks {
+  /** `cmd` or `reader`: passed first to user listeners and used in logs. */
+  type: string;
+  logger: LoggerService;
+  /** Receives `connected` / `reconnecting`. */
+  status: (status: 'connected' | 'reconnecting') => void;
+  /** Listeners registered through `on()` before the connection existed. */
+  listeners: { event: string; callback: (...args: any[]) => void }[];
+}
 
 /** A connection that reconnects forever and queues commands while Redis is away. */
-export function createConnection(redisUrl: string, name: string): Redis {
-  const options: RedisOptions = {
-    connectionName: name,
+export function createConnection(redisUrl: string, name: string, hooks: ConnectionHooks): Redis {
+  const redis = new Redis(redisUrl, {
+    connectionName: name.replace(/[^\w.:-]/g, '_'),
     maxRetriesPerRequest: null,
     enableOfflineQueue: true,
     retryStrategy: (times) => Math.min(100 * times, 2000),
-  };
-  return new Redis(redisUrl, options);
+  });
+  let failing = false; // log the first error of an outage only
+  redis.on('error', (err: Error) => {
+    if (!failing) hooks.logger.warn(`Redis ${hooks.type} connection: ${err.message}`);
+    failing = true;
+  });
+  redis.on('ready', () => {
+    failing = false;
+    hooks.status('connected');
+  });
+  redis.on('reconnecting', () => hooks.status('reconnecting'));
+  for (const { event, callback } of hooks.listeners) {
+    redis.on(event, (...args) => callback(hooks.type, ...args));
+  }
+  return redis;
+}
+
+/** Quits gracefully when connected (pending writes go out), else just drops the socket. */
+export async function closeConnection(redis: Redis | undefined): Promise<void> {
+  if (redis?.status === 'ready') await redis.quit().catch(() => redis.disconnect());
+  else redis?.disconnect();
 }
 
 /** Turns the flat `[field, value, field, value]` array of a stream entry into an object. */

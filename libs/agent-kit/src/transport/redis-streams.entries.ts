@@ -1,0 +1,78 @@
+import { RpcException, WritePacket } from '@nestjs/microservices';
+import Redis from 'ioredis';
+import { CONSUMER_GROUP, REPLY_MAXLEN, REPLY_TTL_MS } from './redis-streams.options';
+
+/** One request (or event) entry read from a pattern's stream. */
+export interface Entry {
+  key: string;
+  pattern: string;
+  entryId: string;
+  /** `id`, `replyTo`, `deadline` (epoch ms) and `data` (JSON); events carry `data` only. */
+  fields: Record<string, string>;
+  deliveryCount: number;
+}
+
+export type Multi = ReturnType<Redis['multi']>;
+
+export function deadlineOf(entry: Entry): number {
+  const deadline = Number(entry.fields.deadline ?? Infinity);
+  return Number.isNaN(deadline) ? Infinity : deadline;
+}
+
+export function isExpired(entry: Entry): boolean {
+  return deadlineOf(entry) < Date.now();
+}
+
+/** Errors as Nest sends them: the RpcException's object (or `{ status, message }`). */
+export function serializeError(err: unknown): unknown {
+  if (err instanceof RpcException) {
+    const inner = err.getError();
+    return typeof inner === 'object' && inner !== null
+      ? inner
+      : { status: 'error', message: inner };
+  }
+  if (err instanceof Error) return { status: 'error', message: err.message };
+  return err;
+}
+
+/** Queues the reply packet `{ id, response?, err?, isDisposed? }`; with `last`, also XACK + XDEL. */
+export function appendReply(tx: Multi, entry: Entry, packet: WritePacket, last: boolean): Multi {
+  const replyTo = entry.fields.replyTo;
+  if (replyTo) {
+    const args: string[] = ['id', entry.fields.id ?? ''];
+    let err = packet.err === undefined ? undefined : serializeError(packet.err);
+    if (packet.response !== undefined) {
+      try {
+        args.push('response', JSON.stringify(packet.response));
+      } catch {
+        err ??= { status: 'error', message: 'The response is not serializable' };
+      }
+    }
+    if (err !== undefined) args.push('err', JSON.stringify(err));
+    if (packet.isDisposed || last) args.push('isDisposed', '1');
+    tx.xadd(replyTo, 'MAXLEN', '~', REPLY_MAXLEN, '*', ...args);
+    tx.pexpire(replyTo, REPLY_TTL_MS);
+  }
+  return last ? appendFinish(tx, entry) : tx;
+}
+
+/** Queues XACK + XDEL: the entry is done and leaves its stream. */
+export function appendFinish(tx: Multi, entry: Entry): Multi {
+  return tx.xack(entry.key, CONSUMER_GROUP, entry.entryId).xdel(entry.key, entry.entryId);
+}
+
+/** Queues the move to the dead-letter stream, the `DEAD_LETTERED` reply, XACK and XDEL. */
+export function appendDeadLetter(tx: Multi, entry: Entry, deadKey: string, reason: string): Multi {
+  const fields = [...Object.entries(entry.fields).flat(), 'entryId', entry.entryId];
+  tx.xadd(deadKey, '*', ...fields, 'reason', reason);
+  const message = `Request ${entry.fields.id} was dead-lettered: ${reason}`;
+  const packet = { err: { code: 'DEAD_LETTERED', message }, isDisposed: true };
+  return appendReply(tx, entry, packet, true);
+}
+
+/** Runs a MULTI and throws the first command error (exec() only reports them). */
+export async function execOrThrow(tx: Multi): Promise<void> {
+  const results = await tx.exec();
+  const failed = results?.find(([err]) => err);
+  if (failed) throw failed[0];
+}
