@@ -9,6 +9,8 @@ import { RedisSessionStore } from './store/redis/redis-session.store';
 import { SessionStore } from './store/session-store';
 import { TieredSessionStore } from './store/tiered/tiered-session.store';
 
+const fileStores = new Map<string, FileSessionStore>();
+
 export interface SessionInfra {
   store: SessionStore;
   /** Null in the embedded profile. */
@@ -36,8 +38,10 @@ export async function createSessionInfra(
 ): Promise<SessionInfra> {
   const keys = new RedisKeys(opts.keyPrefix);
   if (opts.profile === 'embedded') {
-    const store = new FileSessionStore(opts.dataDir);
-    return { store, redis: null, dataSource: null, keys, close: () => store.close() };
+    // Every app of the embedded profile runs in one process and must share one file store.
+    const store = fileStores.get(opts.dataDir) ?? new FileSessionStore(opts.dataDir);
+    fileStores.set(opts.dataDir, store);
+    return { store, redis: null, dataSource: null, keys, close: async () => undefined };
   }
   const dataSource = await openSessionDataSource({
     url: opts.mysqlUrl,

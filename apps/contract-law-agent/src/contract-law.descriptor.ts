@@ -1,0 +1,36 @@
+import { AgentRegistration } from '@loom/agent-kit';
+
+export const CONTRACT_LAW_DESCRIPTOR: AgentRegistration = {
+  agentType: 'contract-law',
+  description:
+    'Contract-law specialist: sales, leases, deposits, breach of contract, liquidated damages (民法典合同编)',
+  role: 'specialist',
+  intents: ['contract-law'],
+  keywords: [
+    '合同',
+    '租房',
+    '租赁',
+    '房东',
+    '押金',
+    '定金',
+    '违约',
+    '违约金',
+    '买卖',
+    '购买',
+    '购房',
+    '买车',
+    '退货',
+    'contract',
+    'lease',
+    'landlord',
+    'tenant',
+    'rent',
+    'deposit',
+    'breach',
+    'purchase',
+    'bought',
+    'sale',
+    'refund',
+    'liquidated damages',
+  ],
+};

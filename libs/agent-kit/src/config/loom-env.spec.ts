@@ -1,0 +1,42 @@
+import { ConfigError, parseEnv } from './loom-env';
+
+describe('parseEnv', () => {
+  const secrets = { LOOM_JWT_SECRET: 'x'.repeat(32), LOOM_AGENT_SECRET: 'y'.repeat(32) };
+
+  it('applies API.md defaults', () => {
+    const env = parseEnv(secrets);
+    expect(env.REDIS_URL).toBe('redis://127.0.0.1:6379');
+    expect(env.MYSQL_URL).toBe('mysql://root@127.0.0.1:3306/loom');
+    expect(env.LOOM_KEY_PREFIX).toBe('loom:');
+    expect(env.PORT).toBe(3000);
+    expect(env.LLM_PROVIDER).toBe('offline');
+    expect(env.TASK_LEASE_MS).toBe(600_000);
+    expect(env.DB_MIGRATIONS_RUN).toBe(true);
+  });
+
+  it('requires the secrets outside the embedded profile', () => {
+    expect(() => parseEnv({})).toThrow(/LOOM_JWT_SECRET/);
+    expect(() => parseEnv({ LOOM_PROFILE: 'embedded' })).not.toThrow();
+  });
+
+  it('names every bad variable', () => {
+    expect(() => parseEnv({ ...secrets, PORT: 'abc', MYSQL_URL: 'postgres://x' })).toThrow(
+      ConfigError,
+    );
+    expect(() => parseEnv({ ...secrets, PORT: 'abc' })).toThrow(/PORT/);
+    expect(() => parseEnv({ ...secrets, LLM_PROVIDER: 'openai' })).toThrow(/OPENAI_API_KEY/);
+  });
+
+  it('turns strings into numbers and booleans', () => {
+    const env = parseEnv({
+      ...secrets,
+      PORT: '8080',
+      DB_MIGRATIONS_RUN: 'false',
+      OPENAI_API_KEY: 'k',
+      LLM_MODEL: 'm',
+    });
+    expect(env.PORT).toBe(8080);
+    expect(env.DB_MIGRATIONS_RUN).toBe(false);
+    expect(env.LLM_PROVIDER).toBe('openai');
+  });
+});

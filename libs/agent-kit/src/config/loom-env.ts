@@ -1,0 +1,90 @@
+import { plainToInstance, Transform } from 'class-transformer';
+import {
+  IsBoolean,
+  IsIn,
+  IsInt,
+  IsOptional,
+  IsString,
+  Matches,
+  Max,
+  Min,
+  MinLength,
+  ValidateIf,
+  validateSync,
+} from 'class-validator';
+
+const toInt = ({ value }: { value: unknown }) =>
+  value === undefined || value === '' ? undefined : Number(value);
+const toBool = ({ value }: { value: unknown }) =>
+  value === undefined || value === '' ? undefined : value === 'true' || value === '1';
+
+/** API.md's environment table, validated once at boot; nothing else reads process.env. */
+export class LoomEnv {
+  @IsIn(['distributed', 'embedded']) LOOM_PROFILE: 'distributed' | 'embedded' = 'distributed';
+  @Matches(/^rediss?:\/\//) REDIS_URL = 'redis://127.0.0.1:6379';
+  @Matches(/^mysql:\/\/[^/]+\/[A-Za-z0-9_$-]{1,64}$/, {
+    message: 'MYSQL_URL must look like mysql://user[:pass]@host:port/database',
+  })
+  MYSQL_URL = 'mysql://root@127.0.0.1:3306/loom';
+  @Matches(/^[A-Za-z0-9_.:-]{1,64}$/) LOOM_KEY_PREFIX = 'loom:';
+  @ValidateIf((e: LoomEnv) => e.LOOM_PROFILE !== 'embedded')
+  @IsString()
+  @MinLength(16)
+  LOOM_JWT_SECRET?: string;
+  @ValidateIf((e: LoomEnv) => e.LOOM_PROFILE !== 'embedded')
+  @IsString()
+  @MinLength(16)
+  LOOM_AGENT_SECRET?: string;
+  @Transform(toInt) @IsInt() @Min(0) @Max(65535) PORT = 3000;
+  @IsOptional() @IsIn(['offline', 'openai']) LLM_PROVIDER?: 'offline' | 'openai';
+  @IsOptional() @IsString() OPENAI_BASE_URL?: string;
+  @IsOptional() @IsString() OPENAI_API_KEY?: string;
+  @IsOptional() @IsString() LLM_MODEL?: string;
+  @Transform(toInt) @IsInt() @Min(0) @Max(600_000) LLM_OFFLINE_DELAY_MS = 0;
+  @Transform(toInt) @IsInt() @Min(1000) TASK_LEASE_MS = 600_000;
+  @Transform(toInt) @IsInt() @Min(100) RECOVERY_INTERVAL_MS = 30_000;
+  @Transform(toInt) @IsInt() @Min(100) AGENT_TIMEOUT_MS = 120_000;
+  @IsIn(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) LOG_LEVEL = 'info';
+  @IsIn(['json', 'pretty']) LOG_FORMAT: 'json' | 'pretty' = 'json';
+  @Transform(toBool) @IsBoolean() DB_MIGRATIONS_RUN = true;
+  @IsString() LOOM_DATA_DIR = '.loom-data';
+  /** Embedded profile: TCP port of an agent app (0 = any free port). */
+  @Transform(toInt) @IsInt() @Min(0) @Max(65535) AGENT_PORT = 0;
+  /** Test hook: the transport hands every request to its handler twice. */
+  @Transform(toBool) @IsBoolean() LOOM_TEST_DUPLICATE_DELIVERY = false;
+}
+
+export class ConfigError extends Error {}
+
+/** Parses and validates an environment; throws ConfigError naming every bad variable. */
+export function parseEnv(raw: Record<string, string | undefined>): LoomEnv {
+  const defined = Object.fromEntries(
+    Object.entries(raw).filter(([, v]) => v !== undefined && v !== ''),
+  );
+  const env = plainToInstance(LoomEnv, defined, { exposeDefaultValues: true });
+  const errors = validateSync(env, { whitelist: false });
+  if (errors.length) {
+    const what = errors
+      .map((e) => `${e.property}: ${Object.values(e.constraints ?? {}).join(', ')}`)
+      .join('; ');
+    throw new ConfigError(`invalid configuration: ${what}`);
+  }
+  if (!env.LLM_PROVIDER) env.LLM_PROVIDER = env.OPENAI_API_KEY ? 'openai' : 'offline';
+  if (env.LLM_PROVIDER === 'openai' && (!env.OPENAI_API_KEY || !env.LLM_MODEL)) {
+    throw new ConfigError(
+      'invalid configuration: LLM_PROVIDER=openai needs OPENAI_API_KEY and LLM_MODEL',
+    );
+  }
+  return env;
+}
+
+/** The process environment, validated; on error prints one clear line and exits non-zero. */
+export function loadEnvOrExit(overrides: Record<string, string | undefined> = {}): LoomEnv {
+  try {
+    return parseEnv({ ...process.env, ...overrides });
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    process.stderr.write(`loom: ${err.message}\n`);
+    process.exit(1);
+  }
+}

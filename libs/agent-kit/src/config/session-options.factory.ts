@@ -1,0 +1,23 @@
+import { DEFAULT_TTL, SessionOptions } from '@loom/session';
+import { LoomEnv } from './loom-env';
+
+/** The session library's options from an app's validated environment. */
+export function sessionOptionsFrom(env: LoomEnv): SessionOptions {
+  return {
+    profile: env.LOOM_PROFILE,
+    mysqlUrl: env.MYSQL_URL,
+    redisUrl: env.REDIS_URL,
+    keyPrefix: env.LOOM_KEY_PREFIX,
+    migrationsRun: env.DB_MIGRATIONS_RUN,
+    dataDir: env.LOOM_DATA_DIR,
+    ttl: DEFAULT_TTL,
+    idleExpiryDays: 30,
+    lockTtlMs: 30_000,
+    lockWaitMs: 10_000,
+    lruMax: 10_000,
+    lruTtlMs: 1000,
+    redisCallTimeoutMs: 250,
+  };
+}
+
+export const LOOM_ENV = Symbol('LOOM_ENV');

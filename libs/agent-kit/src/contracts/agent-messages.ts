@@ -1,0 +1,62 @@
+import { Type } from 'class-transformer';
+import {
+  IsIn,
+  IsInt,
+  IsObject,
+  IsOptional,
+  IsString,
+  Matches,
+  MaxLength,
+  ValidateNested,
+} from 'class-validator';
+import type { ContextReport, Usage } from '@loom/session';
+
+/** Every message pattern lives here, imported by both sides. */
+export const agentExecutePattern = (agentType: string): string => `agent.${agentType}.execute`;
+
+/** Correlation fields the orchestrator stamps on every dispatch; agents restore them into CLS. */
+export class DispatchMeta {
+  @IsString() @MaxLength(128) correlationId!: string;
+  @IsOptional() @IsString() @MaxLength(128) tenantId?: string;
+  @IsOptional() @IsString() @MaxLength(128) conversationId?: string;
+  @IsOptional() @IsString() @MaxLength(128) taskId?: string;
+  @IsOptional() @IsString() @MaxLength(128) agentType?: string;
+}
+
+const ID = /^[A-Za-z0-9_-]{8,128}$/;
+const PRINCIPAL = /^[A-Za-z0-9_.@-]{1,128}$/;
+
+export class AssignmentDto {
+  @Matches(PRINCIPAL) tenantId!: string;
+  @Matches(PRINCIPAL) userId!: string;
+  @Matches(ID) conversationId!: string;
+  @Matches(ID) taskId!: string;
+  @Matches(ID) agentSessionId!: string;
+  @Matches(/^[a-z0-9-]{2,64}$/) agentType!: string;
+  @IsInt() expiresAt!: number;
+  @Matches(/^[0-9a-f]{64}$/) signature!: string;
+}
+
+export class ExecuteAgentRequest {
+  @ValidateNested() @Type(() => AssignmentDto) @IsObject() assignment!: AssignmentDto;
+  @ValidateNested() @Type(() => DispatchMeta) @IsObject() meta!: DispatchMeta;
+  @IsOptional() @IsIn(['zh', 'en']) language?: 'zh' | 'en';
+}
+
+export interface ExecuteAgentResult {
+  agentSessionId: string;
+  agentType: string;
+  agentId: string;
+  output: string;
+  sharedKeysWritten: string[];
+  context: ContextReport;
+  usage: Usage;
+  /** True when this was a redelivery of finished work: the stored result, nothing re-run. */
+  replayed: boolean;
+}
+
+/** The body of every RpcException an agent throws. */
+export interface AgentRpcError {
+  code: string;
+  message: string;
+}

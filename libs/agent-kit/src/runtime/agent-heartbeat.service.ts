@@ -1,0 +1,44 @@
+import {
+  Inject,
+  Injectable,
+  Logger,
+  OnApplicationBootstrap,
+  OnApplicationShutdown,
+} from '@nestjs/common';
+import { AgentRegistration } from '../contracts/agent-descriptor';
+import { AGENT_REGISTRY, AgentRegistry } from '../registry/agent-registry';
+import { AGENT_DESCRIPTOR } from './agent-handler';
+import { INSTANCE_ID } from './agent-runner';
+
+export const HEARTBEAT_MS = 5000;
+
+/** Registers the agent at start, beats every few seconds, and leaves the registry on shutdown. */
+@Injectable()
+export class AgentHeartbeat implements OnApplicationBootstrap, OnApplicationShutdown {
+  private readonly log = new Logger('AgentHeartbeat');
+  private timer?: NodeJS.Timeout;
+
+  constructor(
+    @Inject(AGENT_REGISTRY) private readonly registry: AgentRegistry,
+    @Inject(AGENT_DESCRIPTOR) private readonly descriptor: AgentRegistration,
+    @Inject(INSTANCE_ID) private readonly instanceId: string,
+  ) {}
+
+  async onApplicationBootstrap(): Promise<void> {
+    await this.beat();
+    this.timer = setInterval(() => void this.beat(), HEARTBEAT_MS);
+    this.timer.unref();
+    this.log.log(`registered ${this.descriptor.agentType} as ${this.instanceId}`);
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    clearInterval(this.timer);
+    await this.registry.remove(this.descriptor.agentType, this.instanceId).catch(() => undefined);
+  }
+
+  private async beat(): Promise<void> {
+    await this.registry
+      .heartbeat(this.descriptor, this.instanceId)
+      .catch((err) => this.log.warn(`heartbeat failed: ${err.message}`));
+  }
+}

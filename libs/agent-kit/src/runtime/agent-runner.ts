@@ -1,0 +1,152 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import { RpcException } from '@nestjs/microservices';
+import { ClsService } from 'nestjs-cls';
+import {
+  AgentSession,
+  ConversationRepository,
+  ExecutionStatus,
+  LoomError,
+  LoomErrorCode,
+  SessionContext,
+  SharedContextAcl,
+  TaskRepository,
+} from '@loom/session';
+import { AssignmentSigner } from '@loom/security';
+import { LoomClsStore } from '@loom/observability';
+import { AgentRegistration } from '../contracts/agent-descriptor';
+import { ExecuteAgentRequest, ExecuteAgentResult } from '../contracts/agent-messages';
+import { LLM_CLIENT, LlmClient } from '../llm/llm.types';
+import { AGENT_DESCRIPTOR, AGENT_HANDLER, AgentHandler } from './agent-handler';
+
+export const INSTANCE_ID = Symbol('INSTANCE_ID');
+
+/**
+ * Runs one execution for the agent app: verifies the signed assignment, restores the
+ * correlation fields into CLS, returns the stored result for a redelivery of finished work
+ * (idempotent by agentSessionId), else builds the SessionContext and calls the handler.
+ */
+@Injectable()
+export class AgentRunner {
+  private readonly log = new Logger('AgentRunner');
+
+  constructor(
+    @Inject(AGENT_DESCRIPTOR) private readonly descriptor: AgentRegistration,
+    @Inject(AGENT_HANDLER) private readonly handler: AgentHandler,
+    @Inject(LLM_CLIENT) private readonly llm: LlmClient,
+    @Inject(INSTANCE_ID) private readonly instanceId: string,
+    private readonly conversations: ConversationRepository,
+    private readonly tasks: TaskRepository,
+    private readonly acl: SharedContextAcl,
+    private readonly signer: AssignmentSigner,
+    private readonly cls: ClsService<LoomClsStore>,
+  ) {}
+
+  execute(req: ExecuteAgentRequest): Promise<ExecuteAgentResult> {
+    return this.cls.run(async () => {
+      this.cls.set('correlationId', req.meta.correlationId);
+      this.cls.set('agentType', this.descriptor.agentType);
+      this.cls.set('agentId', this.instanceId);
+      try {
+        const claims = this.signer.verify(req.assignment, this.descriptor.agentType);
+        this.cls.set('tenantId', claims.tenantId);
+        this.cls.set('conversationId', claims.conversationId);
+        this.cls.set('taskId', claims.taskId);
+        return await this.run(req, claims);
+      } catch (err) {
+        throw toRpc(err, this.log);
+      }
+    });
+  }
+
+  private async run(
+    req: ExecuteAgentRequest,
+    claims: ReturnType<AssignmentSigner['verify']>,
+  ): Promise<ExecuteAgentResult> {
+    const owner = { tenantId: claims.tenantId, userId: claims.userId };
+    const existing = await this.tasks.agentSession(
+      owner,
+      claims.conversationId,
+      claims.agentSessionId,
+    );
+    if (existing?.status === ExecutionStatus.COMPLETED && existing.output) {
+      this.log.log('redelivery of finished work: returning the stored result');
+      return { ...(existing.output as ExecuteAgentResult), replayed: true };
+    }
+    const session = existing ?? this.newSession(claims);
+    session.attempts += 1;
+    session.status = ExecutionStatus.RUNNING;
+    await this.tasks.saveAgentSession(owner, session);
+    const assignment = { owner, ...claims, agentId: this.instanceId };
+    const ctx = await SessionContext.build(
+      {
+        conversations: this.conversations,
+        tasks: this.tasks,
+        acl: this.acl,
+        onOverwrite: (e) => this.log.warn({ msg: 'shared key overwritten', ...e }),
+      },
+      assignment,
+      { historyTokens: 3000, maxMessages: 20 },
+      session,
+    );
+    this.log.log(`executing with ${ctx.history.length} history messages`);
+    const language = req.language ?? 'en';
+    try {
+      const out = await this.handler.handle(ctx, { llm: this.llm, language });
+      const result: ExecuteAgentResult = {
+        agentSessionId: claims.agentSessionId,
+        agentType: this.descriptor.agentType,
+        agentId: this.instanceId,
+        output: out.answer,
+        sharedKeysWritten: out.sharedKeysWritten ?? [],
+        context: ctx.report(),
+        usage: out.usage,
+        replayed: false,
+      };
+      await this.tasks.appendAgentMessage(owner, claims.conversationId, claims.agentSessionId, {
+        role: 'assistant',
+        content: out.answer,
+        at: new Date().toISOString(),
+      });
+      await this.tasks.saveAgentSession(owner, {
+        ...ctx.agent,
+        status: ExecutionStatus.COMPLETED,
+        output: result,
+        completedAt: new Date().toISOString(),
+      });
+      return result;
+    } catch (err) {
+      await this.tasks.saveAgentSession(owner, {
+        ...ctx.agent,
+        status: ExecutionStatus.FAILED,
+        lastError: err instanceof Error ? err.message : String(err),
+      });
+      throw err;
+    }
+  }
+
+  private newSession(c: ReturnType<AssignmentSigner['verify']>): AgentSession {
+    return {
+      agentSessionId: c.agentSessionId,
+      conversationId: c.conversationId,
+      taskId: c.taskId,
+      agentId: this.instanceId,
+      agentType: c.agentType,
+      status: ExecutionStatus.PENDING,
+      attempts: 0,
+      lastError: null,
+      localMemory: {},
+      toolCalls: [],
+      output: null,
+      startedAt: new Date().toISOString(),
+      completedAt: null,
+    };
+  }
+}
+
+/** Anything thrown in an agent leaves it as RpcException({ code, message }), never a stack. */
+export function toRpc(err: unknown, log: Logger): RpcException {
+  if (err instanceof RpcException) return err;
+  if (LoomError.is(err)) return new RpcException({ code: err.code, message: err.message });
+  log.error(err instanceof Error ? err : String(err));
+  return new RpcException({ code: LoomErrorCode.AGENT_FAILED, message: 'the agent failed' });
+}

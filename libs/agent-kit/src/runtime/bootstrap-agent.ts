@@ -1,0 +1,65 @@
+import { INestMicroservice, Type } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { MicroserviceOptions, Transport } from '@nestjs/microservices';
+import { createPinoLogger, LoomLogger } from '@loom/observability';
+import { LoomEnv, loadEnvOrExit } from '../config/loom-env';
+import { AgentRegistration } from '../contracts/agent-descriptor';
+import { RedisStreamsServer } from '../transport/redis-streams.server';
+import { AgentHandler } from './agent-handler';
+import { LoomAgentModule } from './loom-agent.module';
+
+/**
+ * Starts an agent app: the Redis Streams transport when distributed (at-least-once, one
+ * consumer per request), Nest's TCP transport in the embedded profile.
+ */
+export async function bootstrapAgent(
+  descriptor: AgentRegistration,
+  handler: Type<AgentHandler>,
+  envOverride?: LoomEnv,
+): Promise<INestMicroservice> {
+  const env = envOverride ?? loadEnvOrExit();
+  const logger = new LoomLogger(
+    createPinoLogger({
+      service: `${descriptor.agentType}-agent`,
+      level: env.LOG_LEVEL,
+      format: env.LOG_FORMAT,
+    }),
+  );
+  let options: MicroserviceOptions;
+  let registration = descriptor;
+  if (env.LOOM_PROFILE === 'embedded') {
+    const port = env.AGENT_PORT || (await freePort());
+    registration = { ...descriptor, endpoint: { host: '127.0.0.1', port } };
+    options = { transport: Transport.TCP, options: { host: '127.0.0.1', port } };
+  } else {
+    options = {
+      strategy: new RedisStreamsServer({
+        redisUrl: env.REDIS_URL,
+        keyPrefix: env.LOOM_KEY_PREFIX,
+        claimIdleMs: 30_000,
+        maxDeliveries: 5,
+        duplicateDeliveryForTests: env.LOOM_TEST_DUPLICATE_DELIVERY,
+      }),
+    };
+  }
+  const app = await NestFactory.createMicroservice<MicroserviceOptions>(
+    LoomAgentModule.forRoot({ env, descriptor: registration, handler }),
+    { ...options, logger, bufferLogs: false },
+  );
+  app.enableShutdownHooks();
+  await app.listen();
+  logger.log(`${descriptor.agentType} agent listening (${env.LOOM_PROFILE} profile)`, 'Bootstrap');
+  return app;
+}
+
+async function freePort(): Promise<number> {
+  const net = await import('net');
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.listen(0, '127.0.0.1', () => {
+      const { port } = srv.address() as { port: number };
+      srv.close(() => resolve(port));
+    });
+    srv.on('error', reject);
+  });
+}

@@ -1,0 +1,66 @@
+import { DynamicModule, Module, Type } from '@nestjs/common';
+import { ClsModule } from 'nestjs-cls';
+import { randomBytes } from 'crypto';
+import { SessionModule } from '@loom/session';
+import { AssignmentSigner } from '@loom/security';
+import { LoomEnv } from '../config/loom-env';
+import { LOOM_ENV, sessionOptionsFrom } from '../config/session-options.factory';
+import { AgentRegistration } from '../contracts/agent-descriptor';
+import { createLlmClient } from '../llm/llm.factory';
+import { LLM_CLIENT } from '../llm/llm.types';
+import { AGENT_REGISTRY } from '../registry/agent-registry';
+import { createRegistry } from '../registry/registry.factory';
+import { AGENT_DESCRIPTOR, AGENT_HANDLER, AgentHandler } from './agent-handler';
+import { createAgentController } from './agent-controller.factory';
+import { AgentHeartbeat } from './agent-heartbeat.service';
+import { AgentRunner, INSTANCE_ID } from './agent-runner';
+
+export interface LoomAgentOptions {
+  env: LoomEnv;
+  descriptor: AgentRegistration;
+  handler: Type<AgentHandler>;
+}
+
+/** Everything an agent app needs: session library, model, assignment checks, registry, the handler's route. */
+@Module({})
+export class LoomAgentModule {
+  static forRoot(opts: LoomAgentOptions): DynamicModule {
+    const instanceId = `${opts.descriptor.agentType}-${randomBytes(6).toString('hex')}`;
+    return {
+      module: LoomAgentModule,
+      imports: [
+        ClsModule.forRoot({ global: true }),
+        SessionModule.forRootAsync({ useFactory: () => sessionOptionsFrom(opts.env) }),
+      ],
+      controllers: [createAgentController(opts.descriptor.agentType)],
+      providers: [
+        { provide: LOOM_ENV, useValue: opts.env },
+        { provide: AGENT_DESCRIPTOR, useValue: opts.descriptor },
+        { provide: INSTANCE_ID, useValue: instanceId },
+        { provide: AGENT_HANDLER, useClass: opts.handler },
+        {
+          provide: LLM_CLIENT,
+          useFactory: () =>
+            createLlmClient({
+              provider: opts.env.LLM_PROVIDER ?? 'offline',
+              offlineDelayMs: opts.env.LLM_OFFLINE_DELAY_MS,
+              baseUrl: opts.env.OPENAI_BASE_URL,
+              apiKey: opts.env.OPENAI_API_KEY,
+              model: opts.env.LLM_MODEL,
+            }),
+        },
+        {
+          provide: AssignmentSigner,
+          useFactory: () =>
+            new AssignmentSigner(opts.env.LOOM_AGENT_SECRET ?? EMBEDDED_AGENT_SECRET),
+        },
+        { provide: AGENT_REGISTRY, useFactory: () => createRegistry(opts.env) },
+        AgentRunner,
+        AgentHeartbeat,
+      ],
+    };
+  }
+}
+
+/** The embedded profile runs in one process with no secrets configured; never used when distributed. */
+export const EMBEDDED_AGENT_SECRET = 'embedded-profile-only-agent-secret';

@@ -1,0 +1,2 @@
+export * from './cls-store';
+export * from './logger';

@@ -1,0 +1,94 @@
+import { LoggerService } from '@nestjs/common';
+import { ClsServiceManager } from 'nestjs-cls';
+import pino, { Logger } from 'pino';
+import { redactDeep, redactPii } from '@loom/security';
+import { MDC_FIELDS } from './cls-store';
+
+export interface LogOptions {
+  service: string;
+  level: string;
+  format: 'json' | 'pretty';
+}
+
+/** The MDC fields of the current CLS context (empty outside one). */
+export function currentMdc(): Record<string, string> {
+  const out: Record<string, string> = {};
+  try {
+    const cls = ClsServiceManager.getClsService();
+    if (!cls.isActive()) return out;
+    for (const f of MDC_FIELDS) {
+      const v = cls.get(f);
+      if (typeof v === 'string') out[f] = v;
+    }
+  } catch {
+    // no CLS in this process yet
+  }
+  return out;
+}
+
+/**
+ * One JSON line per entry on stdout, stamped with the service and the MDC fields from CLS, and
+ * with PII redacted from the message and every field (logs never carry PII).
+ */
+export function createPinoLogger(opts: LogOptions): Logger {
+  return pino({
+    level: opts.level,
+    base: { service: opts.service, pid: process.pid },
+    timestamp: pino.stdTimeFunctions.isoTime,
+    messageKey: 'msg',
+    mixin: () => currentMdc(),
+    formatters: {
+      level: (label) => ({ level: label }),
+      log: (obj) => redactDeep(obj) as Record<string, unknown>,
+    },
+    hooks: {
+      logMethod(args, method) {
+        method.apply(
+          this,
+          args.map((a) => (typeof a === 'string' ? redactPii(a) : a)) as Parameters<typeof method>,
+        );
+      },
+    },
+  });
+}
+
+/** Nest's logger interface over pino, so framework logs are JSON lines with the MDC too. */
+export class LoomLogger implements LoggerService {
+  constructor(readonly pino: Logger) {}
+
+  log(message: unknown, ...rest: unknown[]): void {
+    this.write('info', message, rest);
+  }
+  error(message: unknown, ...rest: unknown[]): void {
+    this.write('error', message, rest);
+  }
+  warn(message: unknown, ...rest: unknown[]): void {
+    this.write('warn', message, rest);
+  }
+  debug(message: unknown, ...rest: unknown[]): void {
+    this.write('debug', message, rest);
+  }
+  verbose(message: unknown, ...rest: unknown[]): void {
+    this.write('trace', message, rest);
+  }
+
+  private write(
+    level: 'info' | 'error' | 'warn' | 'debug' | 'trace',
+    message: unknown,
+    rest: unknown[],
+  ): void {
+    const context = typeof rest.at(-1) === 'string' ? (rest.at(-1) as string) : undefined;
+    const fields = rest.find((r) => r && typeof r === 'object') as
+      Record<string, unknown> | undefined;
+    if (message instanceof Error) {
+      this.pino[level](
+        { context, ...fields, err: { name: message.name, message: message.message } },
+        message.message,
+      );
+    } else if (typeof message === 'object' && message !== null) {
+      this.pino[level]({ context, ...fields, ...(message as object) });
+    } else {
+      this.pino[level]({ context, ...fields }, String(message));
+    }
+  }
+}

@@ -1,0 +1,2 @@
+export * from './assignment/assignment-signer';
+export * from './pii';
