@@ -11,13 +11,20 @@ export const RESEARCH_KEY = 'research.statutes';
 @Injectable()
 export class LegalResearchHandler implements AgentHandler {
   async handle(ctx: SessionContext, tools: { llm: LlmClient; language: 'zh' | 'en' }) {
-    let found = searchStatutes(ctx.question, { limit: 3 });
+    const domain = ctx.task.intent.includes('labor')
+      ? 'labor'
+      : ctx.task.intent.includes('contract')
+        ? 'contract'
+        : undefined;
+    const search = (q: string) =>
+      searchStatutes(q, { limit: 3, domain: domain ? [domain, 'general'] : undefined });
+    let found = search(ctx.question);
     if (found.length === 0) {
       const earlier = ctx.history
         .filter((m) => m.role === 'user')
         .map((m) => m.content)
         .join('\n');
-      found = searchStatutes(earlier, { limit: 3 });
+      found = search(earlier);
     }
     const statutes = found.map((s) => ({
       id: s.id,

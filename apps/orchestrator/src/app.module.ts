@@ -1,0 +1,90 @@
+import { DynamicModule, Module } from '@nestjs/common';
+import { JwtModule } from '@nestjs/jwt';
+import { TerminusModule } from '@nestjs/terminus';
+import { randomUUID } from 'crypto';
+import { ClsModule } from 'nestjs-cls';
+import {
+  AGENT_REGISTRY,
+  createLlmClient,
+  createRegistry,
+  LLM_CLIENT,
+  LOOM_ENV,
+  LoomEnv,
+  Planner,
+  sessionOptionsFrom,
+  EMBEDDED_AGENT_SECRET,
+} from '@loom/agent-kit';
+import { SessionModule } from '@loom/session';
+import { AssignmentSigner } from '@loom/security';
+import { AgentsController } from './agents/agents.controller';
+import { JwtAuthGuard } from './auth/jwt-auth.guard';
+import { ConversationsController } from './conversations/conversations.controller';
+import { AgentDispatcher } from './dispatch/agent-dispatcher';
+import { HealthController } from './health/health.controller';
+import { TasksController } from './tasks/tasks.controller';
+import { HistoryMaintenance } from './turn/history-maintenance';
+import { TaskExecutor } from './turn/task-executor';
+import { TurnService } from './turn/turn.service';
+
+/** Used only by the embedded profile, where no secret is configured; the demo signs with it. */
+export const EMBEDDED_JWT_SECRET = 'embedded-profile-only-jwt-secret';
+
+const CORRELATION_ID = /^[A-Za-z0-9_.:-]{1,128}$/;
+
+@Module({})
+export class AppModule {
+  static forRoot(env: LoomEnv): DynamicModule {
+    return {
+      module: AppModule,
+      imports: [
+        ClsModule.forRoot({
+          global: true,
+          middleware: {
+            mount: true,
+            generateId: true,
+            idGenerator: (req) => {
+              const given = req.headers['x-correlation-id'];
+              return typeof given === 'string' && CORRELATION_ID.test(given) ? given : randomUUID();
+            },
+            setup: (cls, req, res) => {
+              cls.set('correlationId', cls.getId());
+              res.setHeader('x-correlation-id', cls.getId());
+            },
+          },
+        }),
+        SessionModule.forRootAsync({ useFactory: () => sessionOptionsFrom(env) }),
+        JwtModule.register({
+          secret: env.LOOM_JWT_SECRET ?? EMBEDDED_JWT_SECRET,
+          verifyOptions: { algorithms: ['HS256'] },
+        }),
+        TerminusModule,
+      ],
+      controllers: [ConversationsController, TasksController, AgentsController, HealthController],
+      providers: [
+        { provide: LOOM_ENV, useValue: env },
+        {
+          provide: LLM_CLIENT,
+          useFactory: () =>
+            createLlmClient({
+              provider: env.LLM_PROVIDER ?? 'offline',
+              offlineDelayMs: env.LLM_OFFLINE_DELAY_MS,
+              baseUrl: env.OPENAI_BASE_URL,
+              apiKey: env.OPENAI_API_KEY,
+              model: env.LLM_MODEL,
+            }),
+        },
+        { provide: AGENT_REGISTRY, useFactory: () => createRegistry(env) },
+        {
+          provide: AssignmentSigner,
+          useFactory: () => new AssignmentSigner(env.LOOM_AGENT_SECRET ?? EMBEDDED_AGENT_SECRET),
+        },
+        Planner,
+        AgentDispatcher,
+        TaskExecutor,
+        HistoryMaintenance,
+        TurnService,
+        JwtAuthGuard,
+      ],
+    };
+  }
+}

@@ -1,0 +1,147 @@
+import {
+  Body,
+  Controller,
+  Delete,
+  Get,
+  Headers,
+  HttpCode,
+  Param,
+  Post,
+  Query,
+  Res,
+  UseGuards,
+} from '@nestjs/common';
+import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
+import { Response } from 'express';
+import { assertId, ConversationRepository, LoomError, LoomErrorCode, Owner } from '@loom/session';
+import { JwtAuthGuard } from '../auth/jwt-auth.guard';
+import { CurrentOwner } from '../auth/owner.decorator';
+import { toErrorBody } from '../errors/http-error.filter';
+import { TurnService } from '../turn/turn.service';
+import {
+  CreateConversationDto,
+  ListConversationsQuery,
+  ListMessagesQuery,
+  PostMessageDto,
+} from './dto/conversation.dto';
+import { conversationView, messageView } from './views';
+
+@ApiTags('conversations')
+@ApiBearerAuth()
+@UseGuards(JwtAuthGuard)
+@Controller('v1/conversations')
+export class ConversationsController {
+  constructor(
+    private readonly conversations: ConversationRepository,
+    private readonly turns: TurnService,
+  ) {}
+
+  @Post()
+  async create(
+    @CurrentOwner() owner: Owner,
+    @Body() body: CreateConversationDto,
+    @Res({ passthrough: true }) res: Response,
+  ) {
+    const { meta, created } = await this.conversations.create(
+      owner,
+      body.conversationId,
+      body.metadata ?? {},
+    );
+    res.status(created ? 201 : 200);
+    return conversationView(meta);
+  }
+
+  @Get()
+  async list(@CurrentOwner() owner: Owner, @Query() q: ListConversationsQuery) {
+    const limit = q.limit ?? 20;
+    const before = q.cursor ? decodeCursor(q.cursor) : undefined;
+    const { items, last } = await this.conversations.list(owner, { limit, before });
+    const nextCursor =
+      last && items.length === limit ? encodeCursor(last.updatedAt, last.sessionId) : null;
+    return { items: items.map(conversationView), nextCursor };
+  }
+
+  @Get(':id')
+  async get(@CurrentOwner() owner: Owner, @Param('id') id: string) {
+    return conversationView(await this.conversations.get(owner, id));
+  }
+
+  @Delete(':id')
+  @HttpCode(204)
+  async remove(@CurrentOwner() owner: Owner, @Param('id') id: string): Promise<void> {
+    await this.conversations.delete(owner, id);
+  }
+
+  @Post(':id/messages')
+  async post(
+    @CurrentOwner() owner: Owner,
+    @Param('id') id: string,
+    @Body() body: PostMessageDto,
+    @Headers('idempotency-key') idempotencyKey: string | undefined,
+    @Headers('accept') accept: string | undefined,
+    @Res({ passthrough: true }) res: Response,
+  ) {
+    assertId(id, 'conversationId');
+    if (idempotencyKey !== undefined && !/^[\x21-\x7e]{1,200}$/.test(idempotencyKey)) {
+      throw new LoomError(
+        LoomErrorCode.VALIDATION_FAILED,
+        'Idempotency-Key must be 1-200 visible ASCII characters',
+      );
+    }
+    if (!accept?.includes('text/event-stream')) {
+      res.status(201);
+      return this.turns.turn(owner, id, body.content, idempotencyKey);
+    }
+    res
+      .status(200)
+      .setHeader('Content-Type', 'text/event-stream')
+      .setHeader('Cache-Control', 'no-cache');
+    res.flushHeaders();
+    try {
+      const view = await this.turns.turn(owner, id, body.content, idempotencyKey);
+      for (const text of chunks(view.reply.content))
+        res.write(`event: delta\ndata: ${JSON.stringify({ text })}\n\n`);
+      res.write(`event: done\ndata: ${JSON.stringify(view)}\n\n`);
+    } catch (err) {
+      res.write(`event: error\ndata: ${JSON.stringify(toErrorBody(err))}\n\n`);
+    }
+    res.end();
+    return undefined;
+  }
+
+  @Get(':id/messages')
+  async messages(
+    @CurrentOwner() owner: Owner,
+    @Param('id') id: string,
+    @Query() q: ListMessagesQuery,
+  ) {
+    await this.conversations.get(owner, id);
+    const items = await this.conversations.messages(owner, id, {
+      afterSeq: q.afterSeq ?? 0,
+      limit: q.limit ?? 50,
+    });
+    return { items: items.map(messageView) };
+  }
+}
+
+function chunks(text: string): string[] {
+  const chars = Array.from(text);
+  const size = Math.max(8, Math.ceil(chars.length / 8));
+  const out: string[] = [];
+  for (let i = 0; i < chars.length; i += size) out.push(chars.slice(i, i + size).join(''));
+  return out;
+}
+
+function encodeCursor(updatedAt: Date, sessionId: string): string {
+  return Buffer.from(JSON.stringify([updatedAt.getTime(), sessionId])).toString('base64url');
+}
+
+function decodeCursor(cursor: string): { updatedAt: Date; sessionId: string } {
+  try {
+    const [ms, sessionId] = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
+    if (typeof ms !== 'number' || typeof sessionId !== 'string') throw new Error('bad cursor');
+    return { updatedAt: new Date(ms), sessionId: assertId(sessionId, 'cursor') };
+  } catch {
+    throw new LoomError(LoomErrorCode.VALIDATION_FAILED, 'invalid cursor');
+  }
+}

@@ -1,0 +1,40 @@
+import { Transform } from 'class-transformer';
+import {
+  IsInt,
+  IsObject,
+  IsOptional,
+  IsString,
+  Matches,
+  Max,
+  MaxLength,
+  Min,
+  MinLength,
+} from 'class-validator';
+
+const toInt = ({ value }: { value: unknown }) =>
+  value === undefined || value === '' ? undefined : Number(value);
+
+export class CreateConversationDto {
+  @IsOptional()
+  @IsString()
+  @Matches(/^[A-Za-z0-9_-]{8,128}$/, {
+    message: 'conversationId must match ^[A-Za-z0-9_-]{8,128}$',
+  })
+  conversationId?: string;
+
+  @IsOptional() @IsObject() metadata?: Record<string, unknown>;
+}
+
+export class PostMessageDto {
+  @IsString() @MinLength(1) @MaxLength(32_000) content!: string;
+}
+
+export class ListConversationsQuery {
+  @IsOptional() @Transform(toInt) @IsInt() @Min(1) @Max(100) limit?: number;
+  @IsOptional() @IsString() @MaxLength(400) cursor?: string;
+}
+
+export class ListMessagesQuery {
+  @IsOptional() @Transform(toInt) @IsInt() @Min(0) afterSeq?: number;
+  @IsOptional() @Transform(toInt) @IsInt() @Min(1) @Max(200) limit?: number;
+}

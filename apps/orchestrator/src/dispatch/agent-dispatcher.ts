@@ -1,0 +1,83 @@
+import { Inject, Injectable, OnApplicationShutdown } from '@nestjs/common';
+import { ClientProxy, ClientProxyFactory, Transport } from '@nestjs/microservices';
+import { firstValueFrom, timeout } from 'rxjs';
+import {
+  AGENT_REGISTRY,
+  AgentRegistry,
+  agentExecutePattern,
+  ExecuteAgentRequest,
+  ExecuteAgentResult,
+  LOOM_ENV,
+  LoomEnv,
+  RedisStreamsClient,
+} from '@loom/agent-kit';
+import { LoomError, LoomErrorCode } from '@loom/session';
+
+/**
+ * The one way business code reaches agents: a typed call with a time-out. Distributed: the
+ * Redis Streams client (one consumer per request, replies to this replica only). Embedded:
+ * Nest's TCP client to the endpoint the agent registered.
+ */
+@Injectable()
+export class AgentDispatcher implements OnApplicationShutdown {
+  private streams?: RedisStreamsClient;
+  private readonly tcp = new Map<string, ClientProxy>();
+
+  constructor(
+    @Inject(LOOM_ENV) private readonly env: LoomEnv,
+    @Inject(AGENT_REGISTRY) private readonly registry: AgentRegistry,
+  ) {}
+
+  async execute(agentType: string, request: ExecuteAgentRequest): Promise<ExecuteAgentResult> {
+    const client = await this.clientFor(agentType);
+    try {
+      return await firstValueFrom(
+        client
+          .send<ExecuteAgentResult>(agentExecutePattern(agentType), request)
+          .pipe(timeout(this.env.AGENT_TIMEOUT_MS + 1000)),
+      );
+    } catch (err) {
+      throw asLoomError(err, agentType);
+    }
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.streams?.close();
+    for (const c of this.tcp.values()) await c.close();
+  }
+
+  private async clientFor(agentType: string): Promise<ClientProxy> {
+    if (this.env.LOOM_PROFILE !== 'embedded') {
+      this.streams ??= new RedisStreamsClient({
+        redisUrl: this.env.REDIS_URL,
+        keyPrefix: this.env.LOOM_KEY_PREFIX,
+        timeoutMs: this.env.AGENT_TIMEOUT_MS,
+      });
+      return this.streams;
+    }
+    const cached = this.tcp.get(agentType);
+    if (cached) return cached;
+    const agent = (await this.registry.live()).find((a) => a.descriptor.agentType === agentType);
+    if (!agent?.descriptor.endpoint)
+      throw new LoomError(LoomErrorCode.UNAVAILABLE, `no ${agentType} agent is running`);
+    const client = ClientProxyFactory.create({
+      transport: Transport.TCP,
+      options: agent.descriptor.endpoint,
+    });
+    this.tcp.set(agentType, client);
+    return client;
+  }
+}
+
+function asLoomError(err: unknown, agentType: string): LoomError {
+  if (LoomError.is(err)) return err;
+  const e = err as { code?: string; message?: string; name?: string };
+  if (e?.name === 'TimeoutError' || e?.code === 'TIMEOUT')
+    return new LoomError(LoomErrorCode.TIMEOUT, `${agentType} did not answer in time`);
+  if (e?.code === 'UNAVAILABLE' || e?.code === 'DEAD_LETTERED')
+    return new LoomError(LoomErrorCode.UNAVAILABLE, `${agentType} is unavailable`);
+  const code = Object.values(LoomErrorCode).includes(e?.code as LoomErrorCode)
+    ? (e.code as LoomErrorCode)
+    : LoomErrorCode.AGENT_FAILED;
+  return new LoomError(code, e?.message ?? `${agentType} failed`);
+}

@@ -1,0 +1,82 @@
+import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger } from '@nestjs/common';
+import { Response } from 'express';
+import { LoomError, LoomErrorCode } from '@loom/session';
+
+const STATUS: Record<string, number> = {
+  [LoomErrorCode.UNAUTHENTICATED]: 401,
+  [LoomErrorCode.VALIDATION_FAILED]: 400,
+  [LoomErrorCode.INVALID_ID]: 400,
+  [LoomErrorCode.NOT_FOUND]: 404,
+  [LoomErrorCode.PAYLOAD_TOO_LARGE]: 413,
+  [LoomErrorCode.CONFLICT]: 409,
+  [LoomErrorCode.LOCK_TIMEOUT]: 409,
+  [LoomErrorCode.STALE_FENCING_TOKEN]: 409,
+  [LoomErrorCode.RATE_LIMITED]: 429,
+  [LoomErrorCode.UNAVAILABLE]: 503,
+  [LoomErrorCode.TIMEOUT]: 503,
+  [LoomErrorCode.AGENT_FAILED]: 502,
+};
+
+const HTTP_CODE: Record<number, LoomErrorCode> = {
+  400: LoomErrorCode.VALIDATION_FAILED,
+  401: LoomErrorCode.UNAUTHENTICATED,
+  404: LoomErrorCode.NOT_FOUND,
+  413: LoomErrorCode.PAYLOAD_TOO_LARGE,
+  429: LoomErrorCode.RATE_LIMITED,
+  503: LoomErrorCode.UNAVAILABLE,
+};
+
+/** The one place codes become HTTP: `{ statusCode, code, message }`, never a stack or a secret. */
+@Catch()
+export class HttpErrorFilter implements ExceptionFilter {
+  private readonly log = new Logger('HttpErrorFilter');
+
+  catch(err: unknown, host: ArgumentsHost): void {
+    const res = host.switchToHttp().getResponse<Response>();
+    const { statusCode, code, message } = toErrorBody(err);
+    if (statusCode >= 500) this.log.error(err instanceof Error ? err : String(err));
+    if (res.headersSent) return void res.end();
+    res.status(statusCode).json({ statusCode, code, message });
+  }
+}
+
+export function toErrorBody(err: unknown): { statusCode: number; code: string; message: string } {
+  if (LoomError.is(err))
+    return { statusCode: STATUS[err.code] ?? 500, code: err.code, message: err.message };
+  if (err instanceof HttpException) {
+    const statusCode = err.getStatus();
+    const body = err.getResponse() as { code?: string; message?: string | string[] } | string;
+    const message =
+      typeof body === 'string'
+        ? body
+        : Array.isArray(body.message)
+          ? body.message.join('; ')
+          : (body.message ?? err.message);
+    const code =
+      typeof body === 'object' && body.code
+        ? body.code
+        : (HTTP_CODE[statusCode] ??
+          (statusCode >= 500 ? LoomErrorCode.INTERNAL : LoomErrorCode.VALIDATION_FAILED));
+    return { statusCode, code, message };
+  }
+  const e = err as { type?: string; status?: number };
+  if (e?.type === 'entity.too.large')
+    return {
+      statusCode: 413,
+      code: LoomErrorCode.PAYLOAD_TOO_LARGE,
+      message: 'request body too large',
+    };
+  if (e?.type === 'entity.parse.failed')
+    return {
+      statusCode: 400,
+      code: LoomErrorCode.VALIDATION_FAILED,
+      message: 'malformed JSON body',
+    };
+  if (e?.status && e.status >= 400 && e.status < 500)
+    return {
+      statusCode: e.status,
+      code: HTTP_CODE[e.status] ?? LoomErrorCode.VALIDATION_FAILED,
+      message: 'bad request',
+    };
+  return { statusCode: 500, code: LoomErrorCode.INTERNAL, message: 'internal error' };
+}

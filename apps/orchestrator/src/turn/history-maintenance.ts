@@ -1,0 +1,75 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { LLM_CLIENT, LlmClient, makeTitle } from '@loom/agent-kit';
+import { redactPii } from '@loom/security';
+import { ConversationRepository, needsCompaction, Owner, truncateRuneSafe } from '@loom/session';
+
+export const SUMMARY_THRESHOLD = 30;
+export const KEEP_RECENT = 20;
+const TITLE_MAX = 60;
+
+/**
+ * Titles (once per conversation) and incremental summaries: over 30 messages, everything but
+ * the last 20 is folded into the summary with its seq range; raw messages stay. PII never
+ * reaches a title or a summary.
+ */
+@Injectable()
+export class HistoryMaintenance {
+  constructor(
+    @Inject(LLM_CLIENT) private readonly llm: LlmClient,
+    private readonly conversations: ConversationRepository,
+  ) {}
+
+  async title(firstQuestion: string): Promise<string> {
+    const clean = redactPii(firstQuestion);
+    try {
+      const res = await this.llm.complete({
+        purpose: 'title',
+        messages: [{ role: 'user', content: clean }],
+        context: { question: clean, history: [] },
+      });
+      const title = truncateRuneSafe(
+        redactPii(res.text.trim().replace(/^["'“]|["'”]$/g, '')),
+        TITLE_MAX,
+      );
+      if (title) return title;
+    } catch {
+      // fall back to the rune-safe cut of the question
+    }
+    return makeTitle(clean, TITLE_MAX);
+  }
+
+  async afterTurn(owner: Owner, conversationId: string, fence: number): Promise<void> {
+    const count = await this.conversations.messageCount(owner, conversationId);
+    const previous = await this.conversations.summary(owner, conversationId);
+    const range = needsCompaction(count, previous?.toSeq ?? 0, SUMMARY_THRESHOLD, KEEP_RECENT);
+    if (!range) return;
+    const messages = await this.conversations.messages(owner, conversationId, {
+      afterSeq: range.fromSeq - 1,
+      limit: range.toSeq - range.fromSeq + 1,
+    });
+    const history = messages.map((m) => ({
+      seq: m.seq,
+      role: m.role,
+      content: redactPii(m.content),
+      agentType: m.agentType,
+    }));
+    const res = await this.llm.complete({
+      purpose: 'summarize',
+      messages: [
+        { role: 'user', content: history.map((m) => `${m.role}: ${m.content}`).join('\n') },
+      ],
+      context: { question: '', history, summary: previous?.text ?? null },
+    });
+    await this.conversations.saveSummary(
+      owner,
+      conversationId,
+      {
+        text: redactPii(res.text),
+        fromSeq: previous?.fromSeq ?? range.fromSeq,
+        toSeq: range.toSeq,
+        createdAt: new Date().toISOString(),
+      },
+      fence,
+    );
+  }
+}

@@ -1,0 +1,120 @@
+#!/usr/bin/env node
+// npm run demo: seed 000's legal consultation end to end. Uses Redis + MySQL when both answer
+// (every app a separate process), otherwise the embedded profile (one process, JSON files, TCP).
+const crypto = require('crypto');
+const fs = require('fs');
+const net = require('net');
+const os = require('os');
+const path = require('path');
+const { execFileSync } = require('child_process');
+const { root, APPS, startApp, stopAll, freePort, waitFor, signJwt } = require('./lib/processes');
+const { playConsultation } = require('./lib/consultation');
+
+const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
+const MYSQL_SERVER = process.env.DEMO_MYSQL_SERVER ?? 'mysql://root@127.0.0.1:3306';
+
+function reachable(url) {
+  const u = new URL(url);
+  return new Promise((resolve) => {
+    const s = net.connect(
+      { host: u.hostname, port: Number(u.port) },
+      () => (s.end(), resolve(true)),
+    );
+    s.setTimeout(1500, () => (s.destroy(), resolve(false)));
+    s.on('error', () => resolve(false));
+  });
+}
+
+async function main() {
+  execFileSync(process.execPath, [path.join(root, 'scripts', 'build.js')], { stdio: 'inherit' });
+  const forced = process.env.LOOM_DEMO_PROFILE; // 'embedded' or 'distributed' to skip the probe
+  const distributed = forced
+    ? forced === 'distributed'
+    : (await reachable(REDIS_URL)) && (await reachable(MYSQL_SERVER));
+  const jwtSecret = crypto.randomBytes(24).toString('hex');
+  const port = await freePort();
+  const children = [];
+  let dataDir;
+  const prefix = `loomdemo:${crypto.randomBytes(3).toString('hex')}:`;
+  const database = `loom_demo_${crypto.randomBytes(3).toString('hex')}`;
+  if (distributed) {
+    console.log(
+      `Redis and MySQL answer: distributed profile, ${APPS.length} processes (key prefix ${prefix}, database ${database})`,
+    );
+    const env = {
+      REDIS_URL,
+      MYSQL_URL: `${MYSQL_SERVER}/${database}`,
+      LOOM_KEY_PREFIX: prefix,
+      LOOM_JWT_SECRET: jwtSecret,
+      LOOM_AGENT_SECRET: crypto.randomBytes(24).toString('hex'),
+      PORT: String(port),
+      LOG_LEVEL: 'warn',
+    };
+    for (const app of APPS) children.push(startApp(app, env, { silent: false }));
+  } else {
+    dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'loom-demo-'));
+    console.log(
+      'Redis or MySQL does not answer: embedded profile (one process, JSON files, TCP transport)',
+    );
+    children.push(
+      startApp(
+        'embedded',
+        {
+          LOOM_PROFILE: 'embedded',
+          LOOM_DATA_DIR: dataDir,
+          PORT: String(port),
+          LOG_LEVEL: 'warn',
+          LOOM_JWT_SECRET: 'embedded-profile-only-jwt-secret',
+        },
+        { silent: false },
+      ),
+    );
+  }
+  const base = `http://127.0.0.1:${port}`;
+  const token = signJwt(
+    { sub: 'demo-user', tid: 'demo-tenant' },
+    distributed ? jwtSecret : 'embedded-profile-only-jwt-secret',
+  );
+  try {
+    await waitFor(async () => (await fetch(`${base}/health`)).status === 200, {
+      what: 'the orchestrator',
+      timeoutMs: 60000,
+    });
+    await waitFor(
+      async () => {
+        const res = await fetch(`${base}/v1/agents`, {
+          headers: { authorization: `Bearer ${token}` },
+        });
+        return res.ok && (await res.json()).items.length >= 3;
+      },
+      { what: 'three agents to register', timeoutMs: 60000 },
+    );
+    await playConsultation(base, token);
+    console.log(`\nDone (${distributed ? 'distributed: Redis + MySQL' : 'embedded'} profile).`);
+  } finally {
+    await stopAll(children);
+    if (dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
+    if (distributed) await cleanup(prefix, database);
+  }
+}
+
+async function cleanup(prefix, database) {
+  const Redis = require('ioredis');
+  const mysql = require('mysql2/promise');
+  const redis = new Redis(REDIS_URL);
+  let cursor = '0';
+  do {
+    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+    cursor = next;
+    if (keys.length) await redis.del(...keys);
+  } while (cursor !== '0');
+  redis.disconnect();
+  const conn = await mysql.createConnection(MYSQL_SERVER);
+  await conn.query(`DROP DATABASE IF EXISTS \`${database}\``);
+  await conn.end();
+}
+
+main().catch((err) => {
+  console.error(`demo failed: ${err.message}`);
+  process.exit(1);
+});
