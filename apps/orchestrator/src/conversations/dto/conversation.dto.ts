@@ -26,7 +26,8 @@ export class CreateConversationDto {
 }
 
 export class PostMessageDto {
-  @IsString() @MinLength(1) @MaxLength(32_000) content!: string;
+  /** 1–32,000 characters; longer is 413 PAYLOAD_TOO_LARGE (checked by the turn). */
+  @IsString() @MinLength(1) content!: string;
 }
 
 export class ListConversationsQuery {
