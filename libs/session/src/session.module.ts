@@ -11,7 +11,9 @@ export const SESSION_INFRA = Symbol('SESSION_INFRA');
 export interface SessionModuleAsyncOptions {
   imports?: DynamicModule['imports'];
   inject?: Array<string | symbol | (abstract new (...args: never[]) => unknown)>;
-  useFactory: (...args: any[]) => SessionOptions & { acl?: SharedAclRules; onHotError?: (err: unknown) => void };
+  useFactory: (
+    ...args: any[]
+  ) => SessionOptions & { acl?: SharedAclRules; onHotError?: (err: unknown) => void };
 }
 
 /** The session library for a Nest app: the store of its profile, repositories, lock and ACL. */
@@ -28,24 +30,44 @@ export class SessionModule implements OnApplicationShutdown {
         { provide: SESSION_OPTIONS, useFactory: opts.useFactory, inject: opts.inject ?? [] },
         {
           provide: SESSION_INFRA,
-          useFactory: (o: SessionOptions & { onHotError?: (err: unknown) => void }) => createSessionInfra(o, o.onHotError),
+          useFactory: (o: SessionOptions & { onHotError?: (err: unknown) => void }) =>
+            createSessionInfra(o, o.onHotError),
           inject: [SESSION_OPTIONS],
         },
         {
           provide: ConversationRepository,
-          useFactory: (infra: SessionInfra, o: SessionOptions) => new ConversationRepository(infra.store, { idleExpiryDays: o.idleExpiryDays }),
+          useFactory: (infra: SessionInfra, o: SessionOptions) =>
+            new ConversationRepository(infra.store, { idleExpiryDays: o.idleExpiryDays }),
           inject: [SESSION_INFRA, SESSION_OPTIONS],
         },
-        { provide: TaskRepository, useFactory: (infra: SessionInfra) => new TaskRepository(infra.store), inject: [SESSION_INFRA] },
+        {
+          provide: TaskRepository,
+          useFactory: (infra: SessionInfra) => new TaskRepository(infra.store),
+          inject: [SESSION_INFRA],
+        },
         {
           provide: ConversationLock,
           useFactory: (infra: SessionInfra, o: SessionOptions) =>
-            new ConversationLock(infra.redis, infra.keys, infra.store, { ttlMs: o.lockTtlMs, waitMs: o.lockWaitMs }),
+            new ConversationLock(infra.redis, infra.keys, infra.store, {
+              ttlMs: o.lockTtlMs,
+              waitMs: o.lockWaitMs,
+            }),
           inject: [SESSION_INFRA, SESSION_OPTIONS],
         },
-        { provide: SharedContextAcl, useFactory: (o: { acl?: SharedAclRules }) => new SharedContextAcl(o.acl ?? {}), inject: [SESSION_OPTIONS] },
+        {
+          provide: SharedContextAcl,
+          useFactory: (o: { acl?: SharedAclRules }) => new SharedContextAcl(o.acl ?? {}),
+          inject: [SESSION_OPTIONS],
+        },
       ],
-      exports: [SESSION_OPTIONS, SESSION_INFRA, ConversationRepository, TaskRepository, ConversationLock, SharedContextAcl],
+      exports: [
+        SESSION_OPTIONS,
+        SESSION_INFRA,
+        ConversationRepository,
+        TaskRepository,
+        ConversationLock,
+        SharedContextAcl,
+      ],
     };
   }
 

@@ -12,7 +12,9 @@ export function uniqueName(prefix: string): string {
 }
 
 /** A throwaway database for one suite: created now, dropped by `drop()`. */
-export async function createTestDatabase(prefix = 'loom_test'): Promise<{ name: string; url: string; drop: () => Promise<void> }> {
+export async function createTestDatabase(
+  prefix = 'loom_test',
+): Promise<{ name: string; url: string; drop: () => Promise<void> }> {
   const name = uniqueName(prefix);
   const admin = await createConnection(TEST_MYSQL_URL);
   await admin.query(`CREATE DATABASE \`${name}\` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci`);
@@ -29,7 +31,10 @@ export async function createTestDatabase(prefix = 'loom_test'): Promise<{ name: 
 }
 
 /** A key prefix of its own for one suite; `cleanup()` deletes every key under it. */
-export function createTestPrefix(prefix = 'loomtest'): { prefix: string; cleanup: () => Promise<void> } {
+export function createTestPrefix(prefix = 'loomtest'): {
+  prefix: string;
+  cleanup: () => Promise<void>;
+} {
   const keyPrefix = `${uniqueName(prefix)}:`;
   return {
     prefix: keyPrefix,
