@@ -66,7 +66,13 @@ export class PrivateRedisServer {
     probe.on('error', () => undefined);
     try {
       for (let waited = 0; ; waited += 50) {
-        if (await probe.ping().then(() => true, () => false)) return;
+        if (
+          await probe.ping().then(
+            () => true,
+            () => false,
+          )
+        )
+          return;
         if (waited > 5000 || child.exitCode !== null)
           throw new Error(`redis-server did not start on port ${this.port}`);
         await sleep(50);
@@ -104,13 +110,23 @@ export async function openTieredStore(
   name: string,
   guard?: HotTierGuardOptions,
 ): Promise<TieredSessionStore> {
-  const redis = createRedis(redisUrl, name);
-  redis.on('error', () => undefined); // the breaker reports Redis failures; keep the log quiet
+  const redis = await readyRedis(redisUrl, name);
   return new TieredSessionStore(
     new MysqlSessionStore(await openSessionDataSource({ url: mysqlUrl })),
     new RedisSessionStore(redis, prefix, { authoritative: false }),
     { ttlFor: ttlRules(DEFAULT_TTL), guard },
   );
+}
+
+/**
+ * createRedis's connection, once connected: it has no offline queue, so a call made before it
+ * is ready fails (and would count as a Redis failure, or make a lock go without Redis).
+ */
+export async function readyRedis(url: string, name: string): Promise<Redis> {
+  const redis = createRedis(url, name);
+  redis.on('error', () => undefined); // the breaker reports Redis failures; keep the log quiet
+  if (redis.status !== 'ready') await once(redis, 'ready');
+  return redis;
 }
 
 /** Every key under `prefix` (SCAN, as a test may; the library never does). */

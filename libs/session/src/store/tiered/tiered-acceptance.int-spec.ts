@@ -11,12 +11,12 @@ import { LoomError, LoomErrorCode } from '../../errors/session-error';
 import { newId } from '../../ids';
 import { ConversationLock } from '../../lock/conversation-lock';
 import { StateKeys } from '../../model/state-keys';
-import { createRedis } from '../../session.providers';
 import { ListItem, StoreScope } from '../session-store';
 import {
   keysUnder,
   openTieredStore,
   PrivateRedisServer,
+  readyRedis,
   sleep,
   timed,
 } from './tiered-acceptance.fixtures';
@@ -146,31 +146,28 @@ describe('tiered store acceptance (real MySQL and Redis)', () => {
       for (const t of s.tasks) await writer.append(scope, s.sid, StateKeys.tasks, t);
     }
     const probe = new Redis(privateServer.url);
-    try {
-      await probe.flushall();
-      expect(await probe.dbsize()).toBe(0);
+    opened.push({ close: async () => probe.disconnect() });
+    await probe.flushall();
+    expect(await probe.dbsize()).toBe(0);
 
-      const reader = await open(privateServer.url, 'accb:', 'acc-b-reader');
-      const keys = reader.hot.keys;
-      for (const s of sessions) {
-        expect(await reader.get(scope, s.sid, StateKeys.conversation)).toEqual(s.meta);
-        expect(await reader.get(scope, s.sid, StateKeys.summary)).toEqual(s.summary);
-        const list = await reader.getList(scope, s.sid, MESSAGES);
-        expect(list).toEqual(s.messages.map((value, i) => ({ index: i + 1, value })));
-        const tasks = await reader.getList(scope, s.sid, StateKeys.tasks);
-        expect(tasks).toEqual(s.tasks.map((value, i) => ({ index: i + 1, value })));
-        expect(await reader.listSessionKeys(scope, s.sid)).toEqual(
-          [StateKeys.conversation, MESSAGES, StateKeys.summary, StateKeys.tasks].sort(),
-        );
-        // the hot tier is refilled
-        expect(await probe.exists(keys.list(s.sid, MESSAGES))).toBe(1);
-        expect(await probe.zcard(keys.list(s.sid, MESSAGES))).toBe(s.messages.length + 1);
-        expect(await probe.exists(keys.value(s.sid, StateKeys.conversation))).toBe(1);
-        expect(await reader.hot.getListIfComplete(scope, s.sid, MESSAGES)).toEqual(list);
-        expect(await reader.hot.get(scope, s.sid, StateKeys.summary)).toEqual(s.summary);
-      }
-    } finally {
-      probe.disconnect();
+    const reader = await open(privateServer.url, 'accb:', 'acc-b-reader');
+    const keys = reader.hot.keys;
+    for (const s of sessions) {
+      expect(await reader.get(scope, s.sid, StateKeys.conversation)).toEqual(s.meta);
+      expect(await reader.get(scope, s.sid, StateKeys.summary)).toEqual(s.summary);
+      const list = await reader.getList(scope, s.sid, MESSAGES);
+      expect(list).toEqual(s.messages.map((value, i) => ({ index: i + 1, value })));
+      const tasks = await reader.getList(scope, s.sid, StateKeys.tasks);
+      expect(tasks).toEqual(s.tasks.map((value, i) => ({ index: i + 1, value })));
+      expect(await reader.listSessionKeys(scope, s.sid)).toEqual(
+        [StateKeys.conversation, MESSAGES, StateKeys.summary, StateKeys.tasks].sort(),
+      );
+      // the hot tier is refilled
+      expect(await probe.exists(keys.list(s.sid, MESSAGES))).toBe(1);
+      expect(await probe.zcard(keys.list(s.sid, MESSAGES))).toBe(s.messages.length + 1);
+      expect(await probe.exists(keys.value(s.sid, StateKeys.conversation))).toBe(1);
+      expect(await reader.hot.getListIfComplete(scope, s.sid, MESSAGES)).toEqual(list);
+      expect(await reader.hot.get(scope, s.sid, StateKeys.summary)).toEqual(s.summary);
     }
   });
 
@@ -178,6 +175,7 @@ describe('tiered store acceptance (real MySQL and Redis)', () => {
     const store = await open(privateServer.url, 'accc:', 'acc-c');
     const probe = new Redis(privateServer.url, { lazyConnect: true, maxRetriesPerRequest: 0 });
     probe.on('error', () => undefined);
+    opened.push({ close: async () => probe.disconnect() });
     const scope = scopeOf();
     const sid = newId('c');
     const listKey = store.hot.keys.list(sid, MESSAGES);
@@ -271,9 +269,12 @@ describe('tiered store acceptance (real MySQL and Redis)', () => {
 
   it("(d) an expired lock holder's late write is rejected by its fencing token", async () => {
     const store = await open(TEST_REDIS_URL, prefix.prefix, 'acc-d');
-    const lockRedis = createRedis(TEST_REDIS_URL, 'acc-d-lock');
+    const lockRedis = await readyRedis(TEST_REDIS_URL, 'acc-d-lock');
     opened.push({ close: async () => lockRedis.disconnect() });
-    const lock = new ConversationLock(lockRedis, store.hot.keys, store, { ttlMs: 200, waitMs: 2000 });
+    const lock = new ConversationLock(lockRedis, store.hot.keys, store, {
+      ttlMs: 200,
+      waitMs: 2000,
+    });
     const repo = new ConversationRepository(store, { idleExpiryDays: 30 });
     const owner = { tenantId: newId('t'), userId: 'user-d' };
     const scope = { tenantId: owner.tenantId };
@@ -341,7 +342,7 @@ describe('tiered store acceptance (real MySQL and Redis)', () => {
     });
 
     it('are rejected with INVALID_ID and nothing is written anywhere', async () => {
-      const lockRedis = createRedis(TEST_REDIS_URL, 'acc-e-lock');
+      const lockRedis = await readyRedis(TEST_REDIS_URL, 'acc-e-lock');
       opened.push({ close: async () => lockRedis.disconnect() });
       const lock = new ConversationLock(lockRedis, store.hot.keys, store, {
         ttlMs: 200,
