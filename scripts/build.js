@@ -1,5 +1,5 @@
 #!/usr/bin/env node
-// Transpiles apps/ and libs/ to dist/ with SWC (type-checking is `npm run typecheck`, done once),
+// Transpiles apps/, libs/ and bench/ to dist/ with SWC (type-checking is `npm run typecheck`, done once),
 // then writes dist/apps/<app>/main.js, the entry point API.md promises for every app.
 const fs = require('fs');
 const path = require('path');
@@ -7,6 +7,7 @@ const swc = require('@swc/core');
 const { root, swcOptions } = require('./swc-config');
 
 const SKIP = /(\.spec|\.e2e-spec|\.d)\.ts$/;
+const ROOTS = ['apps', 'libs', 'bench'];
 const outDir = path.join(root, 'dist');
 
 function sources(dir) {
@@ -29,7 +30,9 @@ function apps() {
 
 async function main() {
   const started = Date.now();
-  const files = [...sources(path.join(root, 'apps')), ...sources(path.join(root, 'libs'))];
+  const files = ROOTS.filter((dir) => fs.existsSync(path.join(root, dir))).flatMap((dir) =>
+    sources(path.join(root, dir)),
+  );
   const options = swcOptions({ resolvePaths: true });
   await Promise.all(
     files.map(async (file) => {

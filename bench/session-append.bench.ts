@@ -1,0 +1,163 @@
+/**
+ * One message append at history lengths 10, 1,000 and 100,000, through the tiered store as the
+ * apps build it (MySQL + Redis, createSessionInfra), beside seed 000's saveConversationSession:
+ * the whole conversation document rewritten on every append (one MySQL row upsert + one Redis SET).
+ * Uses its own database (dropped after) and key prefix on TEST_MYSQL_URL / TEST_REDIS_URL.
+ */
+import { once } from 'events';
+import {
+  createTestDatabase,
+  createTestPrefix,
+  TEST_MYSQL_URL,
+  TEST_REDIS_URL,
+} from '@loom/testing';
+import { DEFAULT_TTL, SessionOptions } from '@loom/session/config/session-options';
+import { newId } from '@loom/session/ids';
+import { StateKeys } from '@loom/session/model/state-keys';
+import { createSessionInfra } from '@loom/session/session.providers';
+import { TieredSessionStore } from '@loom/session/store/tiered/tiered-session.store';
+import { ms, sample, summarize, Summary, table } from './stats';
+import { openWholeDocument } from './whole-document.baseline';
+
+const LENGTHS = [10, 1_000, 100_000];
+const SAMPLES = 200;
+const WARMUP = 20;
+/** The baseline rewrites up to ~15 MB per append at 100,000: it gets a time budget, not 200 samples. */
+const BASELINE_BUDGET_MS = 20_000;
+const INSERT_BATCH = 5_000;
+const TABLE = 'loom_session_state';
+
+/**
+ * A chat message of ~135 bytes of JSON: small enough that the baseline's 100,000-message document
+ * (~14 MB, ~16 MB once escaped in SQL) fits MySQL's default max_allowed_packet of 16 MB.
+ */
+const message = (n: number) => ({
+  role: n % 2 ? 'user' : 'assistant',
+  content: `message ${n}: non-compete?`,
+  agentType: null,
+  taskId: null,
+  createdAt: '2026-01-01T00:00:00.000Z',
+  tokens: 12,
+});
+
+export async function run(): Promise<void> {
+  const db = await createTestDatabase('loom_bench');
+  const prefix = createTestPrefix('loombench');
+  let hotErrors = 0;
+  const infra = await createSessionInfra(benchOptions(db.url, prefix.prefix), () => hotErrors++);
+  try {
+    const redis = infra.redis!;
+    if (redis.status !== 'ready') await once(redis, 'ready');
+    const store = infra.store as TieredSessionStore;
+    const scope = { tenantId: 'bench' };
+    const baseline = openWholeDocument(infra.dataSource!, redis, prefix.prefix);
+    const rows: Array<{ length: number; loom: Summary; naive: Summary; docBytes: number }> = [];
+
+    for (const length of LENGTHS) {
+      const sid = newId('c');
+      await prefill(infra.dataSource!, sid, length);
+      const cached = await store.durable.getList(scope, sid, StateKeys.messages);
+      for (let i = 0; i < cached.length; i += INSERT_BATCH)
+        await store.hot.fillList(scope, sid, StateKeys.messages, cached.slice(i, i + INSERT_BATCH));
+      let n = length;
+      const errorsBefore = hotErrors;
+      const loom = summarize(
+        await sample(() => store.append(scope, sid, StateKeys.messages, message(++n)), {
+          count: SAMPLES,
+          warmup: WARMUP,
+        }),
+      );
+      // every append also reached Redis: the cached list is still whole
+      const hotLength = await store.hot.listLengthIfComplete(scope, sid, StateKeys.messages);
+      if (hotLength !== n || hotErrors !== errorsBefore)
+        throw new Error(`the hot tier missed appends at ${length} (${hotErrors} errors)`);
+
+      const doc = baseline.start(newId('c'), length, message);
+      await doc.save();
+      const naive = summarize(
+        await sample(() => doc.append(), {
+          count: SAMPLES,
+          warmup: Math.min(WARMUP, 3),
+          budgetMs: BASELINE_BUDGET_MS,
+          minCount: 20,
+        }),
+      );
+      rows.push({ length, loom, naive, docBytes: doc.bytes() });
+    }
+    print(rows);
+  } finally {
+    await infra.close();
+    await Promise.all([db.drop(), prefix.cleanup()]);
+  }
+}
+
+/** The history of `length` messages, written straight into the item table in multi-row INSERTs. */
+async function prefill(
+  dataSource: NonNullable<Awaited<ReturnType<typeof createSessionInfra>>['dataSource']>,
+  sid: string,
+  length: number,
+): Promise<void> {
+  await dataSource.query(
+    `INSERT INTO ${TABLE} (session_id, state_key, item_index, tenant_id, state_data) VALUES (?, ?, 0, 'bench', ?)`,
+    [sid, StateKeys.conversation, JSON.stringify({ conversationId: sid })],
+  );
+  for (let from = 1; from <= length; from += INSERT_BATCH) {
+    const to = Math.min(from + INSERT_BATCH - 1, length);
+    const params: unknown[] = [];
+    for (let i = from; i <= to; i++)
+      params.push(sid, StateKeys.messages, i, 'bench', JSON.stringify(message(i)));
+    await dataSource.query(
+      `INSERT INTO ${TABLE} (session_id, state_key, item_index, tenant_id, state_data) VALUES ` +
+        Array.from({ length: to - from + 1 }, () => '(?, ?, ?, ?, ?)').join(', '),
+      params,
+    );
+  }
+}
+
+/** The apps' session options (agent-kit's sessionOptionsFrom) on the bench's database and prefix. */
+function benchOptions(mysqlUrl: string, keyPrefix: string): SessionOptions {
+  return {
+    profile: 'distributed',
+    mysqlUrl,
+    redisUrl: TEST_REDIS_URL,
+    keyPrefix,
+    migrationsRun: true,
+    dataDir: '',
+    ttl: DEFAULT_TTL,
+    idleExpiryDays: 30,
+    lockTtlMs: 30_000,
+    lockWaitMs: 10_000,
+    lruMax: 10_000,
+    lruTtlMs: 1000,
+    redisCallTimeoutMs: 250,
+  };
+}
+
+function print(rows: Array<{ length: number; loom: Summary; naive: Summary; docBytes: number }>) {
+  console.log(
+    `\nsession-append: one message append, ms (MySQL ${new URL(TEST_MYSQL_URL).host}, Redis ${new URL(TEST_REDIS_URL).host})`,
+  );
+  console.log(
+    table(
+      ['history', 'loom p50', 'loom p99', 'n', 'naive p50', 'naive p99', 'n', 'naive doc'],
+      rows.map((r) => [
+        r.length.toLocaleString('en-US'),
+        ms(r.loom.p50),
+        ms(r.loom.p99),
+        String(r.loom.n),
+        ms(r.naive.p50),
+        ms(r.naive.p99),
+        String(r.naive.n),
+        `${(r.docBytes / 1e6).toFixed(2)} MB`,
+      ]),
+    ),
+  );
+  const first = rows[0];
+  const last = rows[rows.length - 1];
+  const loomRatio = last.loom.p50 / first.loom.p50;
+  const naiveRatio = last.naive.p50 / first.naive.p50;
+  console.log(
+    `p50@${last.length} / p50@${first.length}: loom ${loomRatio.toFixed(2)} ` +
+      `(target <= 1.3: ${loomRatio <= 1.3 ? 'met' : 'NOT met'}), naive whole-document ${naiveRatio.toFixed(1)}`,
+  );
+}
