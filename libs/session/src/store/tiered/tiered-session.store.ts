@@ -159,6 +159,8 @@ export class TieredSessionStore implements SessionStore {
   }
 
   async listLength(scope: StoreScope, sid: string, key: string): Promise<number> {
+    assertId(sid, 'session id');
+    assertStateKey(key);
     const hot = await this.hotRead(() => this.hot.listLengthIfComplete(scope, sid, key));
     if (hot.ok && hot.value >= 0) return hot.value;
     return this.durable.listLength(scope, sid, key);
@@ -206,9 +208,13 @@ export class TieredSessionStore implements SessionStore {
   }
 
   private async hotRead<T>(fn: () => Promise<T>): Promise<{ ok: true; value: T } | { ok: false }> {
+    // A hot copy that missed writes must be dropped before anyone reads it again.
+    if (this.pending.size > 0) {
+      await this.flushInvalidations();
+      if (this.pending.size > 0) return { ok: false };
+    }
     const res = await this.guard.attempt(fn);
-    if (res.ok) await this.flushInvalidations();
-    else this.opts.onHotError?.(res.error);
+    if (!res.ok) this.opts.onHotError?.(res.error);
     return res.ok ? res : { ok: false };
   }
 
