@@ -1,9 +1,9 @@
-// Tests in four tiers, all transpiled by SWC (type-checking is `npm run typecheck`, once):
+// Tests in four tiers, transpiled file by file by ts-jest (isolatedModules: no type-checking here;
+// `npm run typecheck` does that once):
 //  unit         *.spec.ts next to the code: pure logic, no I/O
 //  integration  *.int-spec.ts next to the code: real MySQL and Redis, own database and key prefix per suite
 //  e2e          apps/<app>/test/*.e2e-spec.ts: one app in-process against real MySQL and Redis
 //  system       test/*.e2e-spec.ts: every app as a real process (needs `npm run build`)
-const { swcOptions } = require('./scripts/swc-config');
 const { compilerOptions } = require('./tsconfig.json');
 
 const moduleNameMapper = Object.fromEntries(
@@ -16,7 +16,7 @@ const base = {
   rootDir: __dirname,
   testEnvironment: 'node',
   moduleFileExtensions: ['ts', 'js', 'json'],
-  transform: { '^.+\\.ts$': ['@swc/jest', { ...swcOptions({ resolvePaths: false }), swcrc: false }] },
+  transform: { '^.+\\.ts$': ['ts-jest', { isolatedModules: true, diagnostics: false }] },
   moduleNameMapper,
   testPathIgnorePatterns: ['/node_modules/', '/dist/'],
 };

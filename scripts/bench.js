@@ -2,7 +2,7 @@
 // `npm run bench [name…]`: builds, then runs dist/bench/run.js (the benchmarks listed in bench/run.ts).
 const { spawnSync } = require('child_process');
 const path = require('path');
-const { root } = require('./swc-config');
+const { root } = require('./transpile');
 
 function run(command, args) {
   const res = spawnSync(command, args, { cwd: root, stdio: 'inherit' });

@@ -1,12 +1,11 @@
 #!/usr/bin/env node
-// Transpiles apps/, libs/ and bench/ to dist/ with SWC (type-checking is `npm run typecheck`, done once),
+// Transpiles apps/, libs/ and bench/ to dist/ (type-checking is `npm run typecheck`, done once),
 // then writes dist/apps/<app>/main.js, the entry point API.md promises for every app.
 const fs = require('fs');
 const path = require('path');
-const swc = require('@swc/core');
-const { root, swcOptions } = require('./swc-config');
+const { root, transpile } = require('./transpile');
 
-const SKIP = /(\.spec|\.e2e-spec|\.d)\.ts$/;
+const SKIP = /(\.spec|\.int-spec|\.e2e-spec|\.contract|\.d)\.ts$/;
 const ROOTS = ['apps', 'libs', 'bench'];
 const outDir = path.join(root, 'dist');
 
@@ -28,33 +27,22 @@ function apps() {
     .map((d) => d.name);
 }
 
-async function main() {
+function main() {
   const started = Date.now();
   const files = ROOTS.filter((dir) => fs.existsSync(path.join(root, dir))).flatMap((dir) =>
     sources(path.join(root, dir)),
   );
-  const options = swcOptions({ resolvePaths: true });
-  await Promise.all(
-    files.map(async (file) => {
-      const rel = path.relative(root, file);
-      const target = path.join(outDir, rel.replace(/\.ts$/, '.js'));
-      const { code, map } = await swc.transformFile(file, {
-        ...options,
-        filename: file,
-        sourceFileName: path.relative(path.dirname(target), file),
-      });
-      fs.mkdirSync(path.dirname(target), { recursive: true });
-      fs.writeFileSync(target, `${code}\n//# sourceMappingURL=${path.basename(target)}.map\n`);
-      fs.writeFileSync(`${target}.map`, map);
-    }),
-  );
+  for (const file of files) {
+    const target = path.join(outDir, path.relative(root, file).replace(/\.ts$/, '.js'));
+    const { code, map } = transpile(fs.readFileSync(file, 'utf8'), file);
+    fs.mkdirSync(path.dirname(target), { recursive: true });
+    fs.writeFileSync(target, `${code}\n//# sourceMappingURL=${path.basename(target)}.map\n`);
+    fs.writeFileSync(`${target}.map`, map);
+  }
   for (const app of apps()) {
     fs.writeFileSync(path.join(outDir, 'apps', app, 'main.js'), "require('./src/main.js');\n");
   }
   console.log(`built ${files.length} files, apps: ${apps().join(', ')} (${Date.now() - started} ms)`);
 }
 
-main().catch((err) => {
-  console.error(err);
-  process.exit(1);
-});
+main();
