@@ -48,40 +48,61 @@ export class TaskExecutor {
     language: 'zh' | 'en',
     lock: LockHandle,
   ): Promise<TaskOutcome> {
-    const usage = emptyUsage();
-    let reply: string | null = null;
-    let answeredBy: string | null = null;
-    for (const step of task.plan) {
-      const done = task.executions.find(
-        (e) => e.agentType === step.agentType && e.status === ExecutionStatus.COMPLETED,
+    const finished = new Set(
+      task.executions.filter((e) => e.status === ExecutionStatus.COMPLETED).map((e) => e.agentType),
+    );
+    const settled = new Set(finished);
+    // Checkpoints of parallel steps are written one after another, each with everything so far.
+    let checkpoints = Promise.resolve();
+    const checkpoint = () =>
+      (checkpoints = checkpoints.then(() => this.tasks.save(owner, task, lock.fence)));
+    // Waves: every step whose dependencies have settled runs now, independent ones in parallel.
+    for (;;) {
+      const wave = task.plan.filter(
+        (s) => !settled.has(s.agentType) && s.dependsOn.every((d) => settled.has(d)),
       );
-      const record = done ?? (await this.execute(owner, task, step.agentType, language));
-      if (!done) {
-        task.executions = [
-          ...task.executions.filter((e) => e.agentSessionId !== record.agentSessionId),
-          record,
-        ];
-        await this.tasks.save(owner, task, lock.fence);
-        await lock.renew();
-      }
-      if (record.status === ExecutionStatus.FAILED && step.required) {
+      if (wave.length === 0) break;
+      await Promise.all(
+        wave.map(async (step) => {
+          const record = await this.execute(owner, task, step.agentType, language);
+          settled.add(step.agentType);
+          task.executions = [...task.executions, record];
+          await checkpoint();
+        }),
+      );
+      await lock.renew();
+      const failed = wave.find(
+        (s) => s.required && this.latest(task, s.agentType)?.status === ExecutionStatus.FAILED,
+      );
+      if (failed) {
+        const error = this.latest(task, failed.agentType)!.error;
         task.status = TaskStatus.FAILED;
-        task.error = record.error;
+        task.error = error;
         task.completedAt = new Date().toISOString();
         await this.tasks.save(owner, task, lock.fence);
         throw new LoomError(
           LoomErrorCode.AGENT_FAILED,
-          `required agent ${step.agentType} failed: ${record.error?.message ?? 'unknown error'}`,
+          `required agent ${failed.agentType} failed: ${error?.message ?? 'unknown error'}`,
         );
       }
-      if (record.status === ExecutionStatus.COMPLETED) {
-        usage.promptTokens += record.usage.promptTokens;
-        usage.completionTokens += record.usage.completionTokens;
-        usage.costUsd += record.usage.costUsd;
-        if (step.required || reply === null) {
-          reply = record.output;
-          answeredBy = step.agentType;
-        }
+    }
+    return this.outcome(task, language);
+  }
+
+  /** The reply is the last completed required step's output (else any completed step's). */
+  private outcome(task: TaskSession, language: 'zh' | 'en'): TaskOutcome {
+    const usage = emptyUsage();
+    let reply: string | null = null;
+    let answeredBy: string | null = null;
+    for (const step of task.plan) {
+      const record = this.latest(task, step.agentType);
+      if (record?.status !== ExecutionStatus.COMPLETED) continue;
+      usage.promptTokens += record.usage.promptTokens;
+      usage.completionTokens += record.usage.completionTokens;
+      usage.costUsd += record.usage.costUsd;
+      if (step.required || reply === null) {
+        reply = record.output;
+        answeredBy = step.agentType;
       }
     }
     return {
@@ -93,6 +114,10 @@ export class TaskExecutor {
       answeredBy,
       usage,
     };
+  }
+
+  private latest(task: TaskSession, agentType: string): AgentExecutionRecord | undefined {
+    return task.executions.filter((e) => e.agentType === agentType).at(-1);
   }
 
   /** Marks the task COMPLETED with its reply and drops its agent sessions (seed 000 pitfall 3). */
