@@ -1,53 +1,111 @@
+import { ChildProcess } from 'child_process';
 import { randomBytes } from 'crypto';
-import { createTestDatabase, createTestPrefix } from '@loom/testing';
+import { createTestDatabase, createTestPrefix, TEST_REDIS_URL } from '@loom/testing';
 const { APPS, startApp, stopAll, freePort, waitFor, signJwt } = require('../scripts/lib/processes');
+
+export type AppProcess = ChildProcess & { app: string; lines: string[] };
+
+export interface SystemOptions {
+  /** Environment for every app (REDIS_URL defaults to the shared test Redis). */
+  env?: Record<string, string>;
+  /** Extra environment per app. */
+  appEnv?: Record<string, Record<string, string>>;
+  /** How many processes of each app (default 1). */
+  instances?: Record<string, number>;
+  /** Apps not to start at all (e.g. to start an agent later). */
+  without?: string[];
+}
 
 export interface RunningSystem {
   base: string;
   env: Record<string, string>;
-  children: Array<import('child_process').ChildProcess & { app: string; lines: string[] }>;
+  children: AppProcess[];
   token(tenantId: string, userId: string): string;
+  /** SIGKILLs every process (or those of one app) and starts them again; waits until ready. */
   restart(app?: string): Promise<void>;
+  /** Starts one more process of `app`. */
+  start(app: string, env?: Record<string, string>): AppProcess;
+  /** Sends `signal` to a process and waits until it is gone. */
+  kill(child: AppProcess, signal?: NodeJS.Signals): Promise<void>;
+  processes(app: string): AppProcess[];
+  /** Every log line every process printed so far, parsed when JSON. */
+  logs(): Array<{ app: string; line: string; json: Record<string, unknown> | null }>;
+  ready(agents?: number): Promise<void>;
   stop(): Promise<void>;
 }
 
 /** Every app as a real process on its own database and key prefix (built by `npm run build`). */
-export async function startSystem(extraEnv: Record<string, string> = {}): Promise<RunningSystem> {
+export async function startSystem(opts: SystemOptions = {}): Promise<RunningSystem> {
   const db = await createTestDatabase('loom_sys');
   const prefix = createTestPrefix('loomsys');
   const port = await freePort();
   const jwtSecret = randomBytes(24).toString('hex');
-  const env = {
+  const env: Record<string, string> = {
+    REDIS_URL: TEST_REDIS_URL,
     MYSQL_URL: db.url,
     LOOM_KEY_PREFIX: prefix.prefix,
     LOOM_JWT_SECRET: jwtSecret,
     LOOM_AGENT_SECRET: randomBytes(24).toString('hex'),
     PORT: String(port),
     LOG_LEVEL: 'info',
-    ...extraEnv,
+    ...opts.env,
   };
+  const envFor = (app: string, extra: Record<string, string> = {}) => ({
+    ...env,
+    ...opts.appEnv?.[app],
+    ...extra,
+  });
   const base = `http://127.0.0.1:${port}`;
+  const exited: AppProcess[] = [];
   const sys: RunningSystem = {
     base,
     env,
-    children: APPS.map((app: string) => startApp(app, env)),
+    children: [],
     token: (tenantId, userId) => signJwt({ sub: userId, tid: tenantId }, jwtSecret),
-    restart: async (app?: string) => {
-      const targets = sys.children.filter((c) => !app || c.app === app);
-      await stopAll(targets, 'SIGKILL');
-      sys.children = sys.children.map((c) => (targets.includes(c) ? startApp(c.app, env) : c));
-      await ready(sys);
+    start: (app, extra) => {
+      const child: AppProcess = startApp(app, envFor(app, extra));
+      child.on('exit', () => exited.push(child));
+      sys.children.push(child);
+      return child;
     },
+    kill: async (child, signal = 'SIGKILL') => {
+      await stopAll([child], signal);
+      sys.children = sys.children.filter((c) => c !== child);
+    },
+    processes: (app) => sys.children.filter((c) => c.app === app),
+    logs: () =>
+      [...exited, ...sys.children].flatMap((c) =>
+        c.lines.map((line) => {
+          let json: Record<string, unknown> | null = null;
+          try {
+            json = JSON.parse(line);
+          } catch {
+            // not a JSON line (e.g. a crash trace)
+          }
+          return { app: c.app, line, json };
+        }),
+      ),
+    restart: async (app) => {
+      const targets = sys.children.filter((c) => !app || c.app === app);
+      for (const c of targets) await sys.kill(c);
+      for (const c of targets) sys.start(c.app);
+      await sys.ready();
+    },
+    ready: (agents = 3) => ready(sys, agents),
     stop: async () => {
       await stopAll(sys.children);
       await Promise.all([db.drop(), prefix.cleanup()]);
     },
   };
-  await ready(sys);
+  for (const app of APPS as string[]) {
+    if (opts.without?.includes(app)) continue;
+    for (let i = 0; i < (opts.instances?.[app] ?? 1); i++) sys.start(app);
+  }
+  await ready(sys, 3 - (opts.without?.filter((a) => a !== 'orchestrator').length ?? 0));
   return sys;
 }
 
-async function ready(sys: RunningSystem): Promise<void> {
+async function ready(sys: RunningSystem, agents: number): Promise<void> {
   await waitFor(async () => (await fetch(`${sys.base}/health`)).status === 200, {
     what: 'orchestrator health',
     timeoutMs: 60000,
@@ -58,9 +116,9 @@ async function ready(sys: RunningSystem): Promise<void> {
       const res = await fetch(`${sys.base}/v1/agents`, {
         headers: { authorization: `Bearer ${token}` },
       });
-      return res.ok && ((await res.json()) as { items: unknown[] }).items.length >= 3;
+      return res.ok && ((await res.json()) as { items: unknown[] }).items.length >= agents;
     },
-    { what: 'three agents registered', timeoutMs: 60000 },
+    { what: `${agents} agents registered`, timeoutMs: 60000 },
   );
 }
 
@@ -82,6 +140,12 @@ export function client(base: string, token: string | null) {
       body: body === undefined ? undefined : typeof body === 'string' ? body : JSON.stringify(body),
     });
     const text = await res.text();
-    return { status: res.status, body: text ? JSON.parse(text) : null, headers: res.headers };
+    let parsed: any = null;
+    try {
+      parsed = text ? JSON.parse(text) : null;
+    } catch {
+      parsed = text;
+    }
+    return { status: res.status, body: parsed, headers: res.headers };
   };
 }
