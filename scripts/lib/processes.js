@@ -5,7 +5,22 @@ const net = require('net');
 const path = require('path');
 
 const root = path.resolve(__dirname, '..', '..');
-const APPS = ['orchestrator', 'legal-research-agent', 'labor-law-agent', 'contract-law-agent'];
+const fs = require('fs');
+
+// Every app under apps/ with a main.ts, orchestrator first; `embedded` hosts all of them in one
+// process and is started only on its own. A scaffolded agent is picked up without editing this.
+const APPS = [
+  'orchestrator',
+  ...fs
+    .readdirSync(path.join(root, 'apps'))
+    .filter(
+      (d) =>
+        d !== 'orchestrator' &&
+        d !== 'embedded' &&
+        fs.existsSync(path.join(root, 'apps', d, 'src', 'main.ts')),
+    )
+    .sort(),
+];
 
 function startApp(app, env, { silent = true, onLine } = {}) {
   const child = spawn(process.execPath, [path.join(root, 'dist', 'apps', app, 'main.js')], {

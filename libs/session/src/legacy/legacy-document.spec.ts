@@ -1,0 +1,36 @@
+import { parseLegacySession } from './legacy-document';
+
+describe('parseLegacySession', () => {
+  it('reads memory.messages with string or block content and keeps other state', () => {
+    const doc = {
+      agent: { name: 'Assistant', iteration: 5 },
+      memory: {
+        messages: [
+          { role: 'user', content: 'Hello' },
+          {
+            role: 'ASSISTANT',
+            content: [
+              { type: 'text', text: 'Hi!' },
+              { type: 'image', url: 'x' },
+            ],
+          },
+          { role: 'tool', content: 'ignored' },
+          { role: 'user', content: [] },
+        ],
+      },
+    };
+    const parsed = parseLegacySession(JSON.stringify(doc));
+    expect(parsed.messages).toEqual([
+      { role: 'user', content: 'Hello' },
+      { role: 'assistant', content: 'Hi!' },
+    ]);
+    expect(parsed.skipped.map((s) => s.index)).toEqual([2, 3]);
+    expect(parsed.state).toEqual({ agent: { name: 'Assistant', iteration: 5 } });
+  });
+
+  it('rejects what is not the old format', () => {
+    expect(() => parseLegacySession('{')).toThrow('not valid JSON');
+    expect(() => parseLegacySession('[]')).toThrow('not a JSON object');
+    expect(() => parseLegacySession('{"memory":{}}')).toThrow('memory.messages');
+  });
+});

@@ -1,0 +1,60 @@
+import { MessageRole } from '../model/conversation.model';
+
+/** One message of seed 003's old whole-document format, as far as Loom can use it. */
+export interface LegacyMessage {
+  role: MessageRole;
+  content: string;
+}
+
+export interface ParsedLegacySession {
+  messages: LegacyMessage[];
+  /** Messages that could not be imported (unknown role or no text), with why. */
+  skipped: Array<{ index: number; reason: string }>;
+  /** Other top-level state of the document (e.g. `agent`), kept as `legacy:<key>` values. */
+  state: Record<string, unknown>;
+}
+
+const ROLES: Record<string, MessageRole> = { user: 'user', assistant: 'assistant' };
+
+/**
+ * Parses seed 003's old format — one JSON file per session, `{ "memory": { "messages": [...] }, ... }`,
+ * messages with `role` and `content` as a string or as blocks `[{ "type": "text", "text": "…" }]`.
+ */
+export function parseLegacySession(text: string): ParsedLegacySession {
+  let doc: unknown;
+  try {
+    doc = JSON.parse(text);
+  } catch {
+    throw new Error('not valid JSON');
+  }
+  if (!doc || typeof doc !== 'object' || Array.isArray(doc))
+    throw new Error('the document is not a JSON object');
+  const { memory, ...state } = doc as Record<string, unknown>;
+  const list = (memory as { messages?: unknown } | undefined)?.messages;
+  if (!Array.isArray(list)) throw new Error('memory.messages is missing or not a list');
+  const messages: LegacyMessage[] = [];
+  const skipped: ParsedLegacySession['skipped'] = [];
+  list.forEach((raw, index) => {
+    const m = raw as { role?: unknown; content?: unknown };
+    const role = typeof m?.role === 'string' ? ROLES[m.role.toLowerCase()] : undefined;
+    const content = textOf(m?.content);
+    if (!role)
+      skipped.push({ index, reason: `role ${JSON.stringify(m?.role)} is not user or assistant` });
+    else if (!content) skipped.push({ index, reason: 'no text content' });
+    else messages.push({ role, content });
+  });
+  return { messages, skipped, state };
+}
+
+function textOf(content: unknown): string {
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return '';
+  return content
+    .map((b) =>
+      b && typeof b === 'object' && (b as { type?: unknown }).type === 'text'
+        ? String((b as { text?: unknown }).text ?? '')
+        : '',
+    )
+    .filter(Boolean)
+    .join('\n');
+}

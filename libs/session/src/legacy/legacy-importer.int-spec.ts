@@ -1,0 +1,81 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'fs';
+import { tmpdir } from 'os';
+import * as path from 'path';
+import { createTestDatabase } from '@loom/testing';
+import { ConversationRepository } from '../conversation/conversation.repository';
+import { openSessionDataSource } from '../store/mysql/data-source';
+import { MysqlSessionStore } from '../store/mysql/mysql-session.store';
+import { LegacyImporter } from './legacy-importer';
+
+describe('LegacyImporter (real MySQL)', () => {
+  let store: MysqlSessionStore;
+  let drop: () => Promise<void>;
+  let dir: string;
+  const alice = { tenantId: 'tenant-a', userId: 'alice' };
+
+  beforeAll(async () => {
+    const db = await createTestDatabase();
+    drop = db.drop;
+    store = new MysqlSessionStore(await openSessionDataSource({ url: db.url }));
+    dir = mkdtempSync(path.join(tmpdir(), 'loom-legacy-'));
+  });
+  afterAll(async () => {
+    await store.close();
+    await drop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const write = (name: string, doc: unknown) => {
+    const file = path.join(dir, name);
+    writeFileSync(file, typeof doc === 'string' ? doc : JSON.stringify(doc));
+    return file;
+  };
+
+  it('imports one row per message with contiguous seqs, and a re-run adds nothing', async () => {
+    const messages = Array.from({ length: 5 }, (_, i) => ({
+      role: i % 2 ? 'assistant' : 'user',
+      content: `m${i + 1}`,
+    }));
+    const file = write('user_session_001.json', { agent: { iteration: 5 }, memory: { messages } });
+    const importer = new LegacyImporter(store);
+    expect(await importer.importFile(alice, file)).toMatchObject({
+      status: 'imported',
+      messages: 5,
+    });
+    const conversations = new ConversationRepository(store, { idleExpiryDays: 30 });
+    const stored = await conversations.messages(alice, 'user_session_001');
+    expect(stored.map((m) => [m.seq, m.role, m.content])).toEqual(
+      messages.map((m, i) => [i + 1, m.role, m.content]),
+    );
+    expect(await store.get(alice, 'user_session_001', 'legacy:agent')).toEqual({ iteration: 5 });
+    expect((await conversations.get(alice, 'user_session_001')).messageCount).toBe(5);
+    expect(await importer.importFile(alice, file)).toMatchObject({
+      status: 'unchanged',
+      messages: 0,
+    });
+    expect(await conversations.messageCount(alice, 'user_session_001')).toBe(5);
+  });
+
+  it('skips bad ids and bad documents, and never writes into another owner’s conversation', async () => {
+    const importer = new LegacyImporter(store);
+    expect(
+      await importer.importFile(alice, write('..bad.json', { memory: { messages: [] } })),
+    ).toMatchObject({ status: 'skipped' });
+    expect(await importer.importFile(alice, write('broken_session.json', '{ nope'))).toMatchObject({
+      status: 'skipped',
+      reason: 'not valid JSON',
+    });
+    const theirs = write('shared_session_9.json', {
+      memory: { messages: [{ role: 'user', content: 'x' }] },
+    });
+    await importer.importFile(alice, theirs);
+    const bob = { tenantId: 'tenant-b', userId: 'bob' };
+    expect(await importer.importFile(bob, theirs)).toMatchObject({
+      status: 'skipped',
+      reason: 'the id belongs to another owner',
+    });
+    expect(
+      (await store.listSessions({ tenantId: 'tenant-b' }, 'conversation', { limit: 10 })).length,
+    ).toBe(0);
+  });
+});

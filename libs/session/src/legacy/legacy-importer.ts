@@ -1,0 +1,89 @@
+import { promises as fs } from 'fs';
+import * as path from 'path';
+import { ConversationRepository } from '../conversation/conversation.repository';
+import { Owner } from '../conversation/owner';
+import { isValidId } from '../ids';
+import { SessionStore } from '../store/session-store';
+import { parseLegacySession } from './legacy-document';
+
+export interface ImportResult {
+  file: string;
+  sessionId: string | null;
+  status: 'imported' | 'resumed' | 'unchanged' | 'skipped';
+  messages: number;
+  reason?: string;
+}
+
+/**
+ * Imports old whole-document sessions (seed 003's migration section) into the item table: the
+ * file name is the conversation id, each message becomes one row with its seq. Re-running is safe:
+ * messages already imported are not written again, and an id owned by someone else is skipped.
+ */
+export class LegacyImporter {
+  private readonly conversations: ConversationRepository;
+
+  constructor(
+    private readonly store: SessionStore,
+    idleExpiryDays = 30,
+  ) {
+    this.conversations = new ConversationRepository(store, { idleExpiryDays });
+  }
+
+  async importFile(owner: Owner, file: string): Promise<ImportResult> {
+    const sessionId = path.basename(file).replace(/\.json$/, '');
+    if (!isValidId(sessionId))
+      return {
+        file,
+        sessionId: null,
+        status: 'skipped',
+        messages: 0,
+        reason: 'the file name is not a valid session id',
+      };
+    let parsed;
+    try {
+      parsed = parseLegacySession(await fs.readFile(file, 'utf8'));
+    } catch (err) {
+      return { file, sessionId, status: 'skipped', messages: 0, reason: (err as Error).message };
+    }
+    const { meta, created } = await this.conversations.create(owner, sessionId, {
+      importedFrom: 'legacy',
+    });
+    if (meta.conversationId !== sessionId) {
+      await this.conversations.delete(owner, meta.conversationId); // the fresh id create() fell back to
+      return {
+        file,
+        sessionId,
+        status: 'skipped',
+        messages: 0,
+        reason: 'the id belongs to another owner',
+      };
+    }
+    const already = await this.conversations.messageCount(owner, sessionId);
+    const createdAt = new Date().toISOString();
+    for (const m of parsed.messages.slice(already)) {
+      await this.conversations.appendMessage(owner, sessionId, {
+        ...m,
+        agentType: null,
+        taskId: null,
+        createdAt,
+        tokens: 0,
+      });
+    }
+    for (const [key, value] of Object.entries(parsed.state)) {
+      if (/^[A-Za-z0-9_.-]{1,100}$/.test(key))
+        await this.store.save({ tenantId: owner.tenantId }, sessionId, `legacy:${key}`, value);
+    }
+    const fresh = await this.conversations.get(owner, sessionId, true);
+    fresh.messageCount = parsed.messages.length;
+    await this.conversations.save(owner, fresh);
+    const added = parsed.messages.length - Math.min(already, parsed.messages.length);
+    const status = created ? 'imported' : added > 0 ? 'resumed' : 'unchanged';
+    return {
+      file,
+      sessionId,
+      status,
+      messages: added,
+      reason: parsed.skipped.length ? `${parsed.skipped.length} messages skipped` : undefined,
+    };
+  }
+}
