@@ -1,2 +1,3 @@
 export * from './cls-store';
 export * from './logger';
+export * from './mdc';

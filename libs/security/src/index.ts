@@ -1,2 +1,4 @@
 export * from './assignment/assignment-signer';
 export * from './pii';
+export * from './input/json-depth';
+export * from './throttle/redis-throttler.storage';

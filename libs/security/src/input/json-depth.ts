@@ -1,0 +1,42 @@
+import { LoomError, LoomErrorCode } from '@loom/session';
+
+/** Deepest JSON nesting accepted in a request body (objects and arrays count one level each). */
+export const MAX_JSON_DEPTH = 32;
+
+/**
+ * The nesting depth of a JSON text, scanned without parsing it (so a hostile `[[[[…` never
+ * reaches JSON.parse's recursion). Brackets inside strings do not count. Stops counting once
+ * `stopAbove` is exceeded, so a 256 KB body costs one pass at most.
+ */
+export function jsonNestingDepth(text: string, stopAbove = Infinity): number {
+  let depth = 0;
+  let max = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 0x5c /* \ */) i++;
+      else if (c === 0x22 /* " */) inString = false;
+      continue;
+    }
+    if (c === 0x22) inString = true;
+    else if (c === 0x7b /* { */ || c === 0x5b /* [ */) {
+      depth++;
+      if (depth > max) {
+        max = depth;
+        if (max > stopAbove) return max;
+      }
+    } else if (c === 0x7d /* } */ || c === 0x5d /* ] */) depth = Math.max(0, depth - 1);
+  }
+  return max;
+}
+
+/** VALIDATION_FAILED when `text` nests deeper than `maxDepth`. */
+export function assertJsonDepth(text: string, maxDepth = MAX_JSON_DEPTH): void {
+  if (jsonNestingDepth(text, maxDepth) > maxDepth) {
+    throw new LoomError(
+      LoomErrorCode.VALIDATION_FAILED,
+      `JSON body nests deeper than ${maxDepth} levels`,
+    );
+  }
+}
