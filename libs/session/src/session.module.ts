@@ -2,7 +2,7 @@ import { DynamicModule, Global, Inject, Module, OnApplicationShutdown } from '@n
 import { SESSION_OPTIONS, SessionOptions } from './config/session-options';
 import { ConversationRepository } from './conversation/conversation.repository';
 import { TaskRepository } from './conversation/task.repository';
-import { SharedAclRules, SharedContextAcl } from './context/shared-acl';
+import { SharedAclRules, SharedContextAcl, StoreAuditLog } from './context/shared-acl';
 import { ConversationLock } from './lock/conversation-lock';
 import { createSessionInfra, SessionInfra } from './session.providers';
 
@@ -11,9 +11,12 @@ export const SESSION_INFRA = Symbol('SESSION_INFRA');
 export interface SessionModuleAsyncOptions {
   imports?: DynamicModule['imports'];
   inject?: Array<string | symbol | (abstract new (...args: never[]) => unknown)>;
-  useFactory: (
-    ...args: any[]
-  ) => SessionOptions & { acl?: SharedAclRules; onHotError?: (err: unknown) => void };
+  useFactory: (...args: any[]) => SessionOptions & {
+    acl?: SharedAclRules;
+    /** Applied to task-shared values before they are stored (LOOM_REDACT_STORED). */
+    redactShared?: (value: unknown) => unknown;
+    onHotError?: (err: unknown) => void;
+  };
 }
 
 /** The session library for a Nest app: the store of its profile, repositories, lock and ACL. */
@@ -56,8 +59,15 @@ export class SessionModule implements OnApplicationShutdown {
         },
         {
           provide: SharedContextAcl,
-          useFactory: (o: { acl?: SharedAclRules }) => new SharedContextAcl(o.acl ?? {}),
-          inject: [SESSION_OPTIONS],
+          useFactory: (
+            o: { acl?: SharedAclRules; redactShared?: (value: unknown) => unknown },
+            infra: SessionInfra,
+          ) =>
+            new SharedContextAcl(o.acl ?? {}, {
+              audit: new StoreAuditLog(infra.store),
+              redactValue: o.redactShared,
+            }),
+          inject: [SESSION_OPTIONS, SESSION_INFRA],
         },
       ],
       exports: [

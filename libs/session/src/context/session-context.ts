@@ -1,3 +1,4 @@
+import { Logger } from '@nestjs/common';
 import { ConversationRepository } from '../conversation/conversation.repository';
 import { Owner } from '../conversation/owner';
 import { TaskRepository } from '../conversation/task.repository';
@@ -57,15 +58,30 @@ export class SessionContext {
     private sharedView: Record<string, SharedEntry>,
   ) {}
 
+  /**
+   * Loads what the assignment names, and nothing else: the task must belong to the assigned
+   * conversation and list the assigned agent type in its plan, and the agent session must be the
+   * assigned one (same conversation, task, id and type); anything else is ACCESS_DENIED.
+   */
   static async build(
     deps: SessionContextDeps,
     a: Assignment,
     budget: ContextBudget,
     agent: AgentSession,
   ): Promise<SessionContext> {
+    if (
+      agent.agentSessionId !== a.agentSessionId ||
+      agent.conversationId !== a.conversationId ||
+      agent.taskId !== a.taskId ||
+      agent.agentType !== a.agentType
+    )
+      throw outside('agent session');
     const conversation = await deps.conversations.get(a.owner, a.conversationId);
     const task = await deps.tasks.get(a.owner, a.conversationId, a.taskId);
     if (!task) throw new LoomError(LoomErrorCode.NOT_FOUND, 'task not found');
+    if (task.conversationId !== a.conversationId || task.tenantId !== a.owner.tenantId)
+      throw outside('task');
+    if (!task.plan.some((s) => s.agentType === a.agentType)) throw outside('task plan');
     const summary = await deps.conversations.summary(a.owner, a.conversationId);
     const recent = await deps.conversations.messages(a.owner, a.conversationId, {
       afterSeq: summary?.toSeq ?? 0,
@@ -101,25 +117,38 @@ export class SessionContext {
     return this.sharedView;
   }
 
-  /** Writes one task-shared key atomically, with this agent as writer, subject to the ACL. */
-  async putSharedData(key: string, value: unknown): Promise<void> {
+  /**
+   * Writes one task-shared key atomically, with this agent as writer, subject to the ACL:
+   * ACCESS_DENIED (audited) for a protected key this agent type may not write; an overwrite of
+   * another agent's value is logged with both agents and audited. The value is redacted first
+   * when stored redaction is configured.
+   */
+  async putSharedData(key: string, raw: unknown): Promise<void> {
     const a = this.assignment;
     const latest = await this.deps.tasks.shared(a.owner, a.conversationId, a.taskId);
-    const decision = this.deps.acl.check(
-      this.task.taskType,
+    const previousWriter = latest[key]?.writer ?? null;
+    const decision = await this.deps.acl.authorize({
+      owner: a.owner,
+      conversationId: a.conversationId,
+      taskId: a.taskId,
+      taskType: this.task.taskType,
       key,
-      a.agentType,
-      latest[key]?.writer ?? null,
-    );
+      writer: a.agentType,
+      previousWriter,
+    });
+    const value = this.deps.acl.storable(raw);
     const write = { key, value, writer: a.agentType, updatedAt: new Date().toISOString() };
     await this.deps.tasks.putShared(a.owner, a.conversationId, a.taskId, write);
-    if (decision.overwrites)
-      this.deps.onOverwrite?.({
+    if (decision.overwrites) {
+      const event = {
         key,
         writer: a.agentType,
         previousWriter: decision.overwrites,
         taskId: a.taskId,
-      });
+      };
+      if (this.deps.onOverwrite) this.deps.onOverwrite(event);
+      else log.warn({ msg: 'shared key overwritten', ...event });
+    }
     this.sharedView = {
       ...latest,
       [key]: { value, writer: write.writer, updatedAt: write.updatedAt },
@@ -137,6 +166,24 @@ export class SessionContext {
   /** Private working memory of this agent session only. */
   remember(key: string, value: unknown): void {
     this.agent.localMemory[key] = value;
+  }
+
+  /** This agent session's private memory; another agent session's is ACCESS_DENIED. */
+  getAgentMemory(
+    agentSessionId = this.assignment.agentSessionId,
+  ): Readonly<Record<string, unknown>> {
+    this.assertInScope({ agentSessionId });
+    return this.agent.localMemory;
+  }
+
+  /** ACCESS_DENIED unless every id given is the assigned one (another conversation, task or agent session). */
+  assertInScope(ids: { conversationId?: string; taskId?: string; agentSessionId?: string }): void {
+    const a = this.assignment;
+    if (ids.conversationId !== undefined && ids.conversationId !== a.conversationId)
+      throw outside('conversation');
+    if (ids.taskId !== undefined && ids.taskId !== a.taskId) throw outside('task');
+    if (ids.agentSessionId !== undefined && ids.agentSessionId !== a.agentSessionId)
+      throw outside('agent session');
   }
 
   buildSystemPrompt(agentRole: string): string {
@@ -167,4 +214,10 @@ export class SessionContext {
       sharedKeys: Object.keys(this.sharedView).sort(),
     };
   }
+}
+
+const log = new Logger('SessionContext');
+
+function outside(what: string): LoomError {
+  return new LoomError(LoomErrorCode.ACCESS_DENIED, `the assignment does not cover that ${what}`);
 }

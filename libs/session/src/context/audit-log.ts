@@ -1,0 +1,44 @@
+import { Owner } from '../conversation/owner';
+import { SessionStore } from '../store/session-store';
+
+/** The state key of a conversation's security audit trail (a list, oldest first). */
+export const AUDIT_KEY = 'audit';
+
+export type AuditDecision = 'DENIED' | 'ALLOWED' | 'OVERWRITE';
+
+/** One shared-context decision worth keeping: who tried to write what, and what happened. */
+export interface AuditEntry {
+  at: string;
+  taskId: string;
+  agentType: string;
+  key: string;
+  decision: AuditDecision;
+  /** The writer whose value was (or would have been) replaced, if another agent's. */
+  previousWriter: string | null;
+}
+
+export interface AuditSink {
+  record(owner: Owner, conversationId: string, entry: AuditEntry): Promise<void>;
+}
+
+/**
+ * The durable audit trail: an append-only `audit` list in the conversation's own partition
+ * (MySQL first, then Redis), so it survives restarts and goes with the conversation when it is
+ * deleted. Tenant-scoped like every other store call.
+ */
+export class StoreAuditLog implements AuditSink {
+  constructor(private readonly store: SessionStore) {}
+
+  async record(owner: Owner, conversationId: string, entry: AuditEntry): Promise<void> {
+    await this.store.append({ tenantId: owner.tenantId }, conversationId, AUDIT_KEY, entry);
+  }
+
+  async entries(owner: Owner, conversationId: string): Promise<AuditEntry[]> {
+    const items = await this.store.getList<AuditEntry>(
+      { tenantId: owner.tenantId },
+      conversationId,
+      AUDIT_KEY,
+    );
+    return items.map((i) => i.value);
+  }
+}

@@ -1,0 +1,208 @@
+import { ConversationRepository } from '../conversation/conversation.repository';
+import { TaskRepository } from '../conversation/task.repository';
+import { LoomError } from '../errors/session-error';
+import { newId } from '../ids';
+import { AgentSession } from '../model/agent.model';
+import { ExecutionStatus, TaskSession, TaskStatus } from '../model/task.model';
+import { MemorySessionStore } from '../store/memory/memory-session.store';
+import { Assignment, SessionContext } from './session-context';
+import { SharedContextAcl, StoreAuditLog } from './shared-acl';
+
+const owner = { tenantId: 't1', userId: 'u1' };
+
+function task(conversationId: string, taskType = 'follow-up'): TaskSession {
+  return {
+    taskId: newId('t'),
+    conversationId,
+    tenantId: owner.tenantId,
+    userId: owner.userId,
+    taskType,
+    userIntent: 'my contract has a problem',
+    intent: 'labor-law',
+    plan: [
+      { agentType: 'legal-research', required: false, dependsOn: [] },
+      { agentType: 'labor-law', required: true, dependsOn: ['legal-research'] },
+    ],
+    status: TaskStatus.RUNNING,
+    executions: [],
+    userSeq: 1,
+    replySeq: null,
+    idempotencyKey: null,
+    lease: null,
+    createdAt: new Date().toISOString(),
+    completedAt: null,
+    error: null,
+  };
+}
+
+function agentFor(a: Omit<Assignment, 'owner' | 'agentId'>): AgentSession {
+  return {
+    agentSessionId: a.agentSessionId,
+    conversationId: a.conversationId,
+    taskId: a.taskId,
+    agentId: 'instance-1',
+    agentType: a.agentType,
+    status: ExecutionStatus.RUNNING,
+    attempts: 1,
+    lastError: null,
+    localMemory: {},
+    toolCalls: [],
+    output: null,
+    startedAt: new Date().toISOString(),
+    completedAt: null,
+  };
+}
+
+const code = async (p: Promise<unknown> | (() => unknown)) => {
+  try {
+    await (typeof p === 'function' ? p() : p);
+  } catch (err) {
+    return LoomError.is(err) ? err.code : String(err);
+  }
+  return 'OK';
+};
+
+describe('SessionContext: the assignment bounds what an agent touches', () => {
+  const store = new MemorySessionStore();
+  const conversations = new ConversationRepository(store, { idleExpiryDays: 30 });
+  const tasks = new TaskRepository(store);
+  const audit = new StoreAuditLog(store);
+  const overwrites: unknown[] = [];
+  const acl = new SharedContextAcl(
+    { 'follow-up': { 'research.statutes': ['labor-law'] }, '*': { final_decision: ['labor-law'] } },
+    {
+      audit,
+      redactValue: (v) => JSON.parse(JSON.stringify(v).replace(/\d{11}/g, '[REDACTED_PHONE]')),
+    },
+  );
+  const deps = { conversations, tasks, acl, onOverwrite: (e: unknown) => overwrites.push(e) };
+  let convId: string;
+  let t: TaskSession;
+
+  const build = (
+    agentType: string,
+    over: Partial<Assignment> = {},
+    agent?: Partial<AgentSession>,
+  ) => {
+    const a: Assignment = {
+      owner,
+      conversationId: convId,
+      taskId: t.taskId,
+      agentSessionId: newId('a'),
+      agentType,
+      agentId: 'instance-1',
+      ...over,
+    };
+    return SessionContext.build(
+      deps,
+      a,
+      { historyTokens: 1000, maxMessages: 10 },
+      {
+        ...agentFor(a),
+        ...agent,
+      },
+    );
+  };
+
+  beforeAll(async () => {
+    convId = (await conversations.create(owner)).meta.conversationId;
+    await conversations.appendMessage(owner, convId, {
+      role: 'user',
+      content: 'my contract has a problem',
+      agentType: null,
+      taskId: null,
+      createdAt: new Date().toISOString(),
+      tokens: 0,
+    });
+    t = task(convId);
+    await tasks.create(owner, t);
+  });
+
+  it('denies a protected key to an undeclared writer, typed and audited, and stores nothing', async () => {
+    const research = await build('legal-research');
+    expect(await code(research.putSharedData('research.statutes', ['art. 1']))).toBe(
+      'ACCESS_DENIED',
+    );
+    expect(await code(research.putSharedData('protected.verdict', 'x'))).toBe('ACCESS_DENIED');
+    expect(await tasks.shared(owner, convId, t.taskId)).toEqual({});
+    const entries = await audit.entries(owner, convId);
+    expect(entries.map((e) => [e.agentType, e.key, e.decision])).toEqual([
+      ['legal-research', 'research.statutes', 'DENIED'],
+      ['legal-research', 'protected.verdict', 'DENIED'],
+    ]);
+    expect(entries[0]).toMatchObject({ taskId: t.taskId, previousWriter: null });
+    expect(Date.parse(entries[0].at)).not.toBeNaN();
+  });
+
+  it('lets the declared writer through (audited as ALLOWED) and redacts stored values when configured', async () => {
+    const labor = await build('labor-law');
+    await labor.putSharedData('research.statutes', { note: 'call 13800138000' });
+    const shared = await tasks.shared(owner, convId, t.taskId);
+    expect(shared['research.statutes']).toMatchObject({
+      writer: 'labor-law',
+      value: { note: 'call [REDACTED_PHONE]' },
+    });
+    expect((await audit.entries(owner, convId)).at(-1)).toMatchObject({
+      agentType: 'labor-law',
+      key: 'research.statutes',
+      decision: 'ALLOWED',
+    });
+  });
+
+  it("reports an overwrite of another agent's key with both agents, and audits it", async () => {
+    const research = await build('legal-research');
+    await research.putSharedData('notes', 'from research');
+    const labor = await build('labor-law');
+    await labor.putSharedData('notes', 'from labor');
+    expect(overwrites).toEqual([
+      { key: 'notes', writer: 'labor-law', previousWriter: 'legal-research', taskId: t.taskId },
+    ]);
+    expect((await audit.entries(owner, convId)).at(-1)).toMatchObject({
+      agentType: 'labor-law',
+      key: 'notes',
+      decision: 'OVERWRITE',
+      previousWriter: 'legal-research',
+    });
+  });
+
+  it('refuses a task of another conversation, an agent type outside the plan and a mismatched agent session', async () => {
+    const other = (await conversations.create(owner)).meta.conversationId;
+    const otherTask = task(other);
+    await tasks.create(owner, otherTask);
+    // a task id of another conversation is not in this conversation's partition
+    expect(await code(build('labor-law', { taskId: otherTask.taskId }))).toBe('NOT_FOUND');
+    expect(await code(build('contract-law'))).toBe('ACCESS_DENIED');
+    expect(await code(build('labor-law', {}, { conversationId: other }))).toBe('ACCESS_DENIED');
+    expect(await code(build('labor-law', {}, { taskId: otherTask.taskId }))).toBe('ACCESS_DENIED');
+    expect(await code(build('labor-law', {}, { agentType: 'legal-research' }))).toBe(
+      'ACCESS_DENIED',
+    );
+    // another tenant or user: the conversation does not exist for them
+    expect(await code(build('labor-law', { owner: { tenantId: 't2', userId: 'u1' } }))).toBe(
+      'NOT_FOUND',
+    );
+    expect(await code(build('labor-law', { owner: { tenantId: 't1', userId: 'u2' } }))).toBe(
+      'NOT_FOUND',
+    );
+  });
+
+  it('keeps private memory private and refuses ids outside the assignment', async () => {
+    const ctx = await build('labor-law');
+    ctx.remember('draft', 1);
+    expect(ctx.getAgentMemory()).toEqual({ draft: 1 });
+    expect(await code(() => ctx.getAgentMemory(newId('a')))).toBe('ACCESS_DENIED');
+    expect(await code(() => ctx.assertInScope({ conversationId: newId('c') }))).toBe(
+      'ACCESS_DENIED',
+    );
+    expect(await code(() => ctx.assertInScope({ taskId: newId('t') }))).toBe('ACCESS_DENIED');
+    expect(
+      await code(() =>
+        ctx.assertInScope({
+          conversationId: convId,
+          taskId: t.taskId,
+          agentSessionId: ctx.assignment.agentSessionId,
+        }),
+      ),
+    ).toBe('OK');
+  });
+});
