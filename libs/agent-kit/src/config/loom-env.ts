@@ -12,6 +12,7 @@ import {
   ValidateIf,
   validateSync,
 } from 'class-validator';
+import { parseSharedAclRules, SharedAclRules } from '@loom/session';
 
 const toInt = ({ value }: { value: unknown }) =>
   value === undefined || value === '' ? undefined : Number(value);
@@ -50,6 +51,16 @@ export class LoomEnv {
   @IsString() LOOM_DATA_DIR = '.loom-data';
   /** Embedded profile: TCP port of an agent app (0 = any free port). */
   @Transform(toInt) @IsInt() @Min(0) @Max(65535) AGENT_PORT = 0;
+  /** Shared-context ACL: JSON `{ "<taskType>|*": { "<key>": ["<agentType>", …] } }` (README "Security"). */
+  @IsOptional() @IsString() LOOM_SHARED_ACL?: string;
+  /** Redact PII from user messages and task-shared values before they are stored. */
+  @Transform(toBool) @IsBoolean() LOOM_REDACT_STORED = false;
+  /** Requests per tenant per window on the HTTP API (0 turns rate limiting off). */
+  @Transform(toInt) @IsInt() @Min(0) LOOM_RATE_LIMIT_PER_MINUTE = 600;
+  /** The rate-limit window (ms); one minute unless a test needs a shorter one. */
+  @Transform(toInt) @IsInt() @Min(100) LOOM_RATE_LIMIT_WINDOW_MS = 60_000;
+  /** LOOM_SHARED_ACL, parsed (not an environment variable). */
+  sharedAcl: SharedAclRules = {};
   /** Test hook: the transport hands every request to its handler twice. */
   @Transform(toBool) @IsBoolean() LOOM_TEST_DUPLICATE_DELIVERY = false;
 }
@@ -68,6 +79,15 @@ export function parseEnv(raw: Record<string, string | undefined>): LoomEnv {
       .map((e) => `${e.property}: ${Object.values(e.constraints ?? {}).join(', ')}`)
       .join('; ');
     throw new ConfigError(`invalid configuration: ${what}`);
+  }
+  if (env.LOOM_SHARED_ACL) {
+    try {
+      env.sharedAcl = parseSharedAclRules(env.LOOM_SHARED_ACL);
+    } catch (err) {
+      throw new ConfigError(
+        `invalid configuration: LOOM_SHARED_ACL: ${err instanceof Error ? err.message : String(err)}`,
+      );
+    }
   }
   if (!env.LLM_PROVIDER) env.LLM_PROVIDER = env.OPENAI_API_KEY ? 'openai' : 'offline';
   if (env.LLM_PROVIDER === 'openai' && (!env.OPENAI_API_KEY || !env.LLM_MODEL)) {

@@ -1,8 +1,12 @@
-import { DEFAULT_TTL, SessionOptions } from '@loom/session';
+import { DEFAULT_TTL, SharedAclRules, SessionOptions } from '@loom/session';
+import { redactDeep } from '@loom/security';
 import { LoomEnv } from './loom-env';
 
 /** The session library's options from an app's validated environment. */
-export function sessionOptionsFrom(env: LoomEnv): SessionOptions {
+export function sessionOptionsFrom(env: LoomEnv): SessionOptions & {
+  acl: SharedAclRules;
+  redactShared?: (value: unknown) => unknown;
+} {
   return {
     profile: env.LOOM_PROFILE,
     mysqlUrl: env.MYSQL_URL,
@@ -17,6 +21,10 @@ export function sessionOptionsFrom(env: LoomEnv): SessionOptions {
     lruMax: 10_000,
     lruTtlMs: 1000,
     redisCallTimeoutMs: 250,
+    acl: env.sharedAcl,
+    redactShared: env.LOOM_REDACT_STORED
+      ? (value) => redactDeep(value, { maxDepth: 32 })
+      : undefined,
   };
 }
 

@@ -1,4 +1,4 @@
-import { Controller, Type, UsePipes, ValidationPipe } from '@nestjs/common';
+import { Controller, Type, UseInterceptors, UsePipes, ValidationPipe } from '@nestjs/common';
 import { MessagePattern, Payload, RpcException } from '@nestjs/microservices';
 import {
   agentExecutePattern,
@@ -6,25 +6,36 @@ import {
   ExecuteAgentResult,
 } from '../contracts/agent-messages';
 import { AgentRunner } from './agent-runner';
+import { AssignmentInterceptor } from './assignment.interceptor';
 
-/** Payloads are validated; a bad one is a typed VALIDATION_FAILED, never a crash. */
+const PROPERTY = /^[A-Za-z0-9_]{1,64}$/;
+
+/**
+ * Payloads are validated; a bad one is a typed VALIDATION_FAILED, never a crash. The message
+ * names the offending properties only when they are plain identifiers (nothing sent is echoed).
+ */
 export const rpcValidationPipe = new ValidationPipe({
   whitelist: true,
   transform: true,
   exceptionFactory: (errors) =>
     new RpcException({
       code: 'VALIDATION_FAILED',
-      message: `invalid payload: ${errors.map((e) => e.property).join(', ')}`,
+      message: `invalid payload: ${errors.map((e) => (PROPERTY.test(e.property) ? e.property : '(property)')).join(', ')}`,
     }),
 });
 
-/** @MessagePattern needs a constant, and the pattern depends on the agent type: one class per agent. */
+/**
+ * @MessagePattern needs a constant, and the pattern depends on the agent type: one class per
+ * agent. Execute messages pass the AssignmentInterceptor (signed assignment, CLS) before the
+ * validation pipe and the runner.
+ */
 export function createAgentController(agentType: string): Type<unknown> {
   @Controller()
   class AgentExecuteController {
     constructor(private readonly runner: AgentRunner) {}
 
     @MessagePattern(agentExecutePattern(agentType))
+    @UseInterceptors(AssignmentInterceptor)
     @UsePipes(rpcValidationPipe)
     execute(@Payload() req: ExecuteAgentRequest): Promise<ExecuteAgentResult> {
       return this.runner.execute(req);

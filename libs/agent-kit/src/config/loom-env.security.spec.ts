@@ -1,0 +1,35 @@
+import { parseEnv } from './loom-env';
+
+describe('parseEnv: security settings', () => {
+  const secrets = { LOOM_JWT_SECRET: 'x'.repeat(32), LOOM_AGENT_SECRET: 'y'.repeat(32) };
+
+  it('defaults: no ACL rules, stored text kept, 600 requests per tenant per minute', () => {
+    const env = parseEnv(secrets);
+    expect(env.sharedAcl).toEqual({});
+    expect(env.LOOM_REDACT_STORED).toBe(false);
+    expect(env.LOOM_RATE_LIMIT_PER_MINUTE).toBe(600);
+    expect(env.LOOM_RATE_LIMIT_WINDOW_MS).toBe(60_000);
+  });
+
+  it('parses LOOM_SHARED_ACL and the switches', () => {
+    const env = parseEnv({
+      ...secrets,
+      LOOM_SHARED_ACL: '{"follow-up":{"research.statutes":["labor-law"]}}',
+      LOOM_REDACT_STORED: 'true',
+      LOOM_RATE_LIMIT_PER_MINUTE: '5',
+    });
+    expect(env.sharedAcl).toEqual({ 'follow-up': { 'research.statutes': ['labor-law'] } });
+    expect(env.LOOM_REDACT_STORED).toBe(true);
+    expect(env.LOOM_RATE_LIMIT_PER_MINUTE).toBe(5);
+  });
+
+  it('names LOOM_SHARED_ACL when it is not valid JSON or not the right shape', () => {
+    expect(() => parseEnv({ ...secrets, LOOM_SHARED_ACL: '{nope' })).toThrow(/LOOM_SHARED_ACL/);
+    expect(() => parseEnv({ ...secrets, LOOM_SHARED_ACL: '{"a":{"k":"labor-law"}}' })).toThrow(
+      /LOOM_SHARED_ACL: a\.k must list agent types/,
+    );
+    expect(() => parseEnv({ ...secrets, LOOM_RATE_LIMIT_PER_MINUTE: '-1' })).toThrow(
+      /LOOM_RATE_LIMIT_PER_MINUTE/,
+    );
+  });
+});
