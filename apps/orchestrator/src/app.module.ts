@@ -21,6 +21,7 @@ import { JwtAuthGuard } from './auth/jwt-auth.guard';
 import { ConversationsController } from './conversations/conversations.controller';
 import { AgentDispatcher } from './dispatch/agent-dispatcher';
 import { HealthController } from './health/health.controller';
+import { SecurityModule } from './security/security.module';
 import { TasksController } from './tasks/tasks.controller';
 import { HistoryMaintenance } from './turn/history-maintenance';
 import { TaskExecutor } from './turn/task-executor';
@@ -58,6 +59,7 @@ export class AppModule {
           verifyOptions: { algorithms: ['HS256'] },
         }),
         TerminusModule,
+        SecurityModule.forRoot(env),
       ],
       controllers: [ConversationsController, TasksController, AgentsController, HealthController],
       providers: [

@@ -4,8 +4,13 @@ import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import { json } from 'express';
 import { LoomEnv } from '@loom/agent-kit';
 import { createPinoLogger, LoomLogger } from '@loom/observability';
+import { assertJsonDepth, MAX_JSON_DEPTH } from '@loom/security';
 import { AppModule } from './app.module';
 import { HttpErrorFilter } from './errors/http-error.filter';
+import { validationError } from './security/validation-error';
+
+/** Request bodies: JSON only, at most 256 KB (413 PAYLOAD_TOO_LARGE). */
+export const BODY_LIMIT = '256kb';
 
 /** Builds the orchestrator HTTP app (used by main.ts, the embedded launcher and the e2e tests). */
 export async function createOrchestrator(env: LoomEnv): Promise<INestApplication> {
@@ -13,10 +18,21 @@ export async function createOrchestrator(env: LoomEnv): Promise<INestApplication
     createPinoLogger({ service: 'orchestrator', level: env.LOG_LEVEL, format: env.LOG_FORMAT }),
   );
   const app = await NestFactory.create(AppModule.forRoot(env), { logger, bodyParser: false });
-  app.use(json({ limit: '256kb' }));
+  // Nesting past MAX_JSON_DEPTH is 400 VALIDATION_FAILED, checked on the raw text before parsing.
+  app.use(
+    json({
+      limit: BODY_LIMIT,
+      verify: (_req, _res, buf) => assertJsonDepth(buf.toString('utf8'), MAX_JSON_DEPTH),
+    }),
+  );
   app.useGlobalFilters(new HttpErrorFilter());
   app.useGlobalPipes(
-    new ValidationPipe({ whitelist: true, forbidNonWhitelisted: true, transform: true }),
+    new ValidationPipe({
+      whitelist: true,
+      forbidNonWhitelisted: true,
+      transform: true,
+      exceptionFactory: validationError,
+    }),
   );
   app.enableShutdownHooks();
   const doc = new DocumentBuilder()

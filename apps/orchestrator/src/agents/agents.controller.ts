@@ -1,11 +1,10 @@
-import { Controller, Get, Inject, UseGuards } from '@nestjs/common';
-import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
+import { Controller, Get, Inject } from '@nestjs/common';
+import { ApiTags } from '@nestjs/swagger';
 import { AGENT_REGISTRY, AgentRegistry } from '@loom/agent-kit';
-import { JwtAuthGuard } from '../auth/jwt-auth.guard';
+import { Authenticated } from '../auth/authenticated.decorator';
 
 @ApiTags('agents')
-@ApiBearerAuth()
-@UseGuards(JwtAuthGuard)
+@Authenticated()
 @Controller('v1/agents')
 export class AgentsController {
   constructor(@Inject(AGENT_REGISTRY) private readonly registry: AgentRegistry) {}

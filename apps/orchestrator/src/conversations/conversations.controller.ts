@@ -5,16 +5,18 @@ import {
   Get,
   Headers,
   HttpCode,
+  Inject,
   Param,
   Post,
   Query,
   Res,
-  UseGuards,
 } from '@nestjs/common';
-import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
+import { ApiTags } from '@nestjs/swagger';
 import { Response } from 'express';
+import { LOOM_ENV, LoomEnv } from '@loom/agent-kit';
+import { redactDeep, redactPii } from '@loom/security';
 import { assertId, ConversationRepository, LoomError, LoomErrorCode, Owner } from '@loom/session';
-import { JwtAuthGuard } from '../auth/jwt-auth.guard';
+import { Authenticated } from '../auth/authenticated.decorator';
 import { CurrentOwner } from '../auth/owner.decorator';
 import { toErrorBody } from '../errors/http-error.filter';
 import { TurnService } from '../turn/turn.service';
@@ -27,25 +29,31 @@ import {
 import { conversationView, messageView } from './views';
 
 @ApiTags('conversations')
-@ApiBearerAuth()
-@UseGuards(JwtAuthGuard)
+@Authenticated()
 @Controller('v1/conversations')
 export class ConversationsController {
   constructor(
     private readonly conversations: ConversationRepository,
     private readonly turns: TurnService,
+    @Inject(LOOM_ENV) private readonly env: LoomEnv,
   ) {}
 
+  /**
+   * A supplied id is INVALID_ID unless well-formed; creation is atomic (store.create), and an id
+   * owned by anyone else is never adopted. Metadata is part of the session index: PII is
+   * redacted from it always.
+   */
   @Post()
   async create(
     @CurrentOwner() owner: Owner,
     @Body() body: CreateConversationDto,
     @Res({ passthrough: true }) res: Response,
   ) {
+    if (body.conversationId !== undefined) assertId(body.conversationId, 'conversationId');
     const { meta, created } = await this.conversations.create(
       owner,
       body.conversationId,
-      body.metadata ?? {},
+      redactDeep(body.metadata ?? {}, { maxDepth: 32 }),
     );
     res.status(created ? 201 : 200);
     return conversationView(meta);
@@ -88,9 +96,11 @@ export class ConversationsController {
         'Idempotency-Key must be 1-200 visible ASCII characters',
       );
     }
+    // LOOM_REDACT_STORED: the user's message is redacted before it is stored or shown to agents.
+    const content = this.env.LOOM_REDACT_STORED ? redactPii(body.content) : body.content;
     if (!accept?.includes('text/event-stream')) {
       res.status(201);
-      return this.turns.turn(owner, id, body.content, idempotencyKey);
+      return this.turns.turn(owner, id, content, idempotencyKey);
     }
     res
       .status(200)
@@ -98,7 +108,7 @@ export class ConversationsController {
       .setHeader('Cache-Control', 'no-cache');
     res.flushHeaders();
     try {
-      const view = await this.turns.turn(owner, id, body.content, idempotencyKey);
+      const view = await this.turns.turn(owner, id, content, idempotencyKey);
       for (const text of chunks(view.reply.content))
         res.write(`event: delta\ndata: ${JSON.stringify({ text })}\n\n`);
       res.write(`event: done\ndata: ${JSON.stringify(view)}\n\n`);

@@ -1,13 +1,12 @@
-import { Controller, Get, Param, UseGuards } from '@nestjs/common';
-import { ApiBearerAuth, ApiTags } from '@nestjs/swagger';
+import { Controller, Get, Param } from '@nestjs/common';
+import { ApiTags } from '@nestjs/swagger';
 import { Owner, TaskRepository } from '@loom/session';
-import { JwtAuthGuard } from '../auth/jwt-auth.guard';
+import { Authenticated } from '../auth/authenticated.decorator';
 import { CurrentOwner } from '../auth/owner.decorator';
 import { taskView } from '../conversations/views';
 
 @ApiTags('tasks')
-@ApiBearerAuth()
-@UseGuards(JwtAuthGuard)
+@Authenticated()
 @Controller('v1/tasks')
 export class TasksController {
   constructor(private readonly tasks: TaskRepository) {}

@@ -4,7 +4,6 @@ import {
   IsObject,
   IsOptional,
   IsString,
-  Matches,
   Max,
   MaxLength,
   Min,
@@ -15,12 +14,8 @@ const toInt = ({ value }: { value: unknown }) =>
   value === undefined || value === '' ? undefined : Number(value);
 
 export class CreateConversationDto {
-  @IsOptional()
-  @IsString()
-  @Matches(/^[A-Za-z0-9_-]{8,128}$/, {
-    message: 'conversationId must match ^[A-Za-z0-9_-]{8,128}$',
-  })
-  conversationId?: string;
+  /** `^[A-Za-z0-9_-]{8,128}$`, else 400 INVALID_ID (checked by the controller). */
+  @IsOptional() @IsString() conversationId?: string;
 
   @IsOptional() @IsObject() metadata?: Record<string, unknown>;
 }

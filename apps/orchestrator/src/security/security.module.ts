@@ -1,0 +1,95 @@
+import {
+  DynamicModule,
+  Injectable,
+  Logger,
+  MiddlewareConsumer,
+  Module,
+  NestModule,
+  OnApplicationShutdown,
+} from '@nestjs/common';
+import { ThrottlerModule } from '@nestjs/throttler';
+import Redis from 'ioredis';
+import { LoomEnv } from '@loom/agent-kit';
+import { RedisThrottlerStorage } from '@loom/security';
+import { RequestLogMiddleware } from './request-log.middleware';
+import { TenantThrottlerGuard } from './tenant-throttler.guard';
+
+/** The rate limiter's own Redis connection (distributed profile only). */
+@Injectable()
+export class ThrottleRedis implements OnApplicationShutdown {
+  readonly redis: Redis | null;
+  private readonly log = new Logger('RateLimit');
+  private lastError = 0;
+
+  constructor(env: LoomEnv) {
+    this.redis =
+      env.LOOM_PROFILE === 'embedded'
+        ? null
+        : new Redis(env.REDIS_URL, {
+            connectionName: 'loom-throttle',
+            enableOfflineQueue: false,
+            maxRetriesPerRequest: 1,
+            commandTimeout: 500,
+            retryStrategy: (times) => Math.min(times * 100, 2000),
+          });
+    this.redis?.on('error', () => undefined);
+  }
+
+  /** Redis errors let requests through; say so at most once a minute. */
+  report = (err: unknown): void => {
+    if (Date.now() - this.lastError < 60_000) return;
+    this.lastError = Date.now();
+    this.log.warn(
+      `rate limiting is off while Redis fails: ${err instanceof Error ? err.message : String(err)}`,
+    );
+  };
+
+  onApplicationShutdown(): void {
+    this.redis?.disconnect();
+  }
+}
+
+/**
+ * Input hardening of the HTTP API that Nest wires: the per-tenant rate limit (@nestjs/throttler
+ * on Redis, LOOM_RATE_LIMIT_PER_MINUTE per LOOM_RATE_LIMIT_WINDOW_MS; 0 turns it off) and the
+ * access log. Body size and JSON depth limits are in bootstrap.ts (they run before Nest).
+ */
+@Module({})
+export class SecurityModule implements NestModule {
+  static forRoot(env: LoomEnv): DynamicModule {
+    const redisModule = {
+      module: class ThrottleRedisModule {},
+      providers: [{ provide: ThrottleRedis, useFactory: () => new ThrottleRedis(env) }],
+      exports: [ThrottleRedis],
+    };
+    return {
+      module: SecurityModule,
+      imports: [
+        ThrottlerModule.forRootAsync({
+          imports: [redisModule],
+          inject: [ThrottleRedis],
+          useFactory: (t: ThrottleRedis) => ({
+            throttlers: [
+              {
+                name: 'default',
+                limit: env.LOOM_RATE_LIMIT_PER_MINUTE,
+                ttl: env.LOOM_RATE_LIMIT_WINDOW_MS,
+              },
+            ],
+            skipIf: () => env.LOOM_RATE_LIMIT_PER_MINUTE === 0,
+            storage: t.redis
+              ? new RedisThrottlerStorage(t.redis, env.LOOM_KEY_PREFIX, t.report)
+              : undefined,
+          }),
+        }),
+      ],
+      providers: [TenantThrottlerGuard, RequestLogMiddleware],
+      exports: [TenantThrottlerGuard],
+    };
+  }
+
+  configure(consumer: MiddlewareConsumer): void {
+    // '/' is every path on Express 5 (what nestjs-cls mounts ClsMiddleware on, before this).
+    consumer.apply(RequestLogMiddleware).forRoutes('/');
+  }
+}

@@ -1,0 +1,31 @@
+import { ExecutionContext, Injectable } from '@nestjs/common';
+import { ThrottlerGuard, ThrottlerLimitDetail } from '@nestjs/throttler';
+import { LoomError, LoomErrorCode } from '@loom/session';
+import { AuthedRequest } from '../auth/jwt-auth.guard';
+
+/**
+ * Per-tenant rate limit (@nestjs/throttler): runs after JwtAuthGuard, so the counter is the
+ * verified tenant of the token (never a header), one counter per tenant across every route.
+ * Past the limit: 429 RATE_LIMITED with Retry-After (seconds).
+ */
+@Injectable()
+export class TenantThrottlerGuard extends ThrottlerGuard {
+  protected override async getTracker(req: Record<string, unknown>): Promise<string> {
+    const owner = (req as unknown as AuthedRequest).owner;
+    return owner ? `tenant:${owner.tenantId}` : `ip:${String(req.ip ?? 'unknown')}`;
+  }
+
+  protected override generateKey(_: ExecutionContext, tracker: string, name: string): string {
+    return `${name}:${tracker}`;
+  }
+
+  protected override async throwThrottlingException(
+    _: ExecutionContext,
+    detail: ThrottlerLimitDetail,
+  ): Promise<void> {
+    throw new LoomError(
+      LoomErrorCode.RATE_LIMITED,
+      `rate limit of ${detail.limit} requests exceeded; retry after ${detail.timeToBlockExpire} s`,
+    );
+  }
+}
