@@ -1,4 +1,4 @@
-// Tests in four tiers, transpiled file by file by ts-jest (isolatedModules: no type-checking here;
+// Tests in four tiers, transpiled file by file by ts-jest (tsconfig isolatedModules: no type-checking here;
 // `npm run typecheck` does that once):
 //  unit         *.spec.ts next to the code: pure logic, no I/O
 //  integration  *.int-spec.ts next to the code: real MySQL and Redis, own database and key prefix per suite
@@ -16,7 +16,7 @@ const base = {
   rootDir: __dirname,
   testEnvironment: 'node',
   moduleFileExtensions: ['ts', 'js', 'json'],
-  transform: { '^.+\\.ts$': ['ts-jest', { isolatedModules: true, diagnostics: false }] },
+  transform: { '^.+\\.ts$': ['ts-jest', { diagnostics: false }] },
   moduleNameMapper,
   testPathIgnorePatterns: ['/node_modules/', '/dist/'],
 };

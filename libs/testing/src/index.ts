@@ -1,2 +1,3 @@
 export * from './infra';
 export * from './private-redis';
+export * from './agent-harness';

@@ -1,0 +1,128 @@
+import { INestApplication, INestMicroservice } from '@nestjs/common';
+import { randomBytes } from 'crypto';
+import request from 'supertest';
+import { bootstrapAgent, LoomEnv, parseEnv } from '@loom/agent-kit';
+import { createTestDatabase, createTestPrefix, TEST_REDIS_URL } from '@loom/testing';
+import { LABOR_LAW_DESCRIPTOR } from '../../labor-law-agent/src/labor-law.descriptor';
+import { LaborLawHandler } from '../../labor-law-agent/src/labor-law.handler';
+import { LEGAL_RESEARCH_DESCRIPTOR } from '../../legal-research-agent/src/legal-research.descriptor';
+import { LegalResearchHandler } from '../../legal-research-agent/src/legal-research.handler';
+import { createOrchestrator } from '../src/bootstrap';
+const { signJwt } = require('../../../scripts/lib/processes');
+
+/** The orchestrator in-process (supertest) with two agents over Redis, on real MySQL and Redis. */
+describe('orchestrator (HTTP, in-process)', () => {
+  let app: INestApplication;
+  let agents: INestMicroservice[];
+  let env: LoomEnv;
+  let cleanup: () => Promise<void>;
+  const token = (tid: string, sub: string) =>
+    `Bearer ${signJwt({ sub, tid }, env.LOOM_JWT_SECRET)}`;
+
+  beforeAll(async () => {
+    const db = await createTestDatabase('loom_orch');
+    const prefix = createTestPrefix('loomorch');
+    env = parseEnv({
+      REDIS_URL: TEST_REDIS_URL,
+      MYSQL_URL: db.url,
+      LOOM_KEY_PREFIX: prefix.prefix,
+      LOOM_JWT_SECRET: randomBytes(24).toString('hex'),
+      LOOM_AGENT_SECRET: randomBytes(24).toString('hex'),
+      LOG_LEVEL: 'warn',
+    });
+    agents = [
+      await bootstrapAgent(LEGAL_RESEARCH_DESCRIPTOR, LegalResearchHandler, env),
+      await bootstrapAgent(LABOR_LAW_DESCRIPTOR, LaborLawHandler, env),
+    ];
+    app = await createOrchestrator(env);
+    await app.init();
+    cleanup = async () => {
+      await app.close();
+      for (const a of agents) await a.close();
+      await Promise.all([db.drop(), prefix.cleanup()]);
+    };
+  });
+  afterAll(() => cleanup?.());
+
+  it('answers /health and echoes a correlation id', async () => {
+    const res = await request(app.getHttpServer())
+      .get('/health')
+      .set('x-correlation-id', 'corr-123');
+    expect(res.status).toBe(200);
+    expect(res.body.status).toBe('ok');
+    expect(res.headers['x-correlation-id']).toBe('corr-123');
+  });
+
+  it('serves the OpenAPI document with every /v1 route', async () => {
+    const res = await request(app.getHttpServer()).get('/docs-json');
+    expect(res.status).toBe(200);
+    expect(Object.keys(res.body.paths).sort()).toEqual(
+      [
+        '/health',
+        '/v1/agents',
+        '/v1/conversations',
+        '/v1/conversations/{id}',
+        '/v1/conversations/{id}/messages',
+        '/v1/tasks/{taskId}',
+      ].sort(),
+    );
+  });
+
+  it('needs a valid token with sub and tid', async () => {
+    const server = app.getHttpServer();
+    expect((await request(server).get('/v1/conversations')).body).toEqual({
+      statusCode: 401,
+      code: 'UNAUTHENTICATED',
+      message: 'missing bearer token',
+    });
+    const noTenant = `Bearer ${signJwt({ sub: 'alice' }, env.LOOM_JWT_SECRET)}`;
+    expect(
+      (await request(server).get('/v1/conversations').set('authorization', noTenant)).status,
+    ).toBe(401);
+    const expired = `Bearer ${signJwt({ sub: 'alice', tid: 't' }, env.LOOM_JWT_SECRET, -10)}`;
+    expect(
+      (await request(server).get('/v1/conversations').set('authorization', expired)).status,
+    ).toBe(401);
+  });
+
+  it('plays a turn through the agents and lists them', async () => {
+    const server = app.getHttpServer();
+    const auth = token('tenant-a', 'alice');
+    const agentsRes = await request(server).get('/v1/agents').set('authorization', auth);
+    expect(agentsRes.body.items.map((a: { agentType: string }) => a.agentType)).toEqual([
+      'labor-law',
+      'legal-research',
+    ]);
+    const conv = await request(server)
+      .post('/v1/conversations')
+      .set('authorization', auth)
+      .send({ conversationId: 'my-own-conversation-1' });
+    expect(conv.status).toBe(201);
+    expect(conv.body.conversationId).toBe('my-own-conversation-1');
+    expect(
+      (
+        await request(server)
+          .post('/v1/conversations')
+          .set('authorization', auth)
+          .send({ conversationId: 'my-own-conversation-1' })
+      ).status,
+    ).toBe(200);
+    const turn = await request(server)
+      .post('/v1/conversations/my-own-conversation-1/messages')
+      .set('authorization', auth)
+      .send({ content: '公司辞退我不给经济补偿' });
+    expect(turn.status).toBe(201);
+    expect(turn.body).toMatchObject({
+      agents: ['legal-research', 'labor-law'],
+      userMessage: { seq: 1, role: 'user' },
+      reply: { seq: 2, role: 'assistant', agentType: 'labor-law' },
+    });
+    const list = await request(server).get('/v1/conversations').set('authorization', auth);
+    expect(list.body.items[0]).toMatchObject({
+      conversationId: 'my-own-conversation-1',
+      messageCount: 2,
+      currentIntent: 'labor-law',
+    });
+    expect(list.body.items[0].usage.completionTokens).toBeGreaterThan(0);
+  });
+});

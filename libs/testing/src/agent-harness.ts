@@ -1,0 +1,166 @@
+import { INestMicroservice, Type } from '@nestjs/common';
+import { randomBytes } from 'crypto';
+import { firstValueFrom } from 'rxjs';
+import {
+  AgentHandler,
+  AgentRegistration,
+  agentExecutePattern,
+  bootstrapAgent,
+  ExecuteAgentResult,
+  parseEnv,
+  RedisStreamsClient,
+  sessionOptionsFrom,
+} from '@loom/agent-kit';
+import { AssignmentSigner } from '@loom/security';
+import {
+  ConversationRepository,
+  createSessionInfra,
+  newId,
+  Owner,
+  SessionInfra,
+  TaskRepository,
+  TaskSession,
+  TaskStatus,
+} from '@loom/session';
+import { createTestDatabase, createTestPrefix, TEST_REDIS_URL } from './infra';
+
+/**
+ * One agent app in-process on real Redis and MySQL, reached through a real client proxy (Loom's
+ * Redis Streams client), with the session data an orchestrator would have written.
+ */
+export class AgentHarness {
+  private constructor(
+    readonly agentType: string,
+    readonly app: INestMicroservice,
+    readonly client: RedisStreamsClient,
+    readonly infra: SessionInfra,
+    readonly conversations: ConversationRepository,
+    readonly tasks: TaskRepository,
+    readonly signer: AssignmentSigner,
+    private readonly cleanup: () => Promise<void>,
+  ) {}
+
+  static async start(
+    descriptor: AgentRegistration,
+    handler: Type<AgentHandler>,
+  ): Promise<AgentHarness> {
+    const db = await createTestDatabase('loom_agent');
+    const prefix = createTestPrefix('loomagent');
+    const secret = randomBytes(24).toString('hex');
+    const env = parseEnv({
+      REDIS_URL: TEST_REDIS_URL,
+      MYSQL_URL: db.url,
+      LOOM_KEY_PREFIX: prefix.prefix,
+      LOOM_JWT_SECRET: randomBytes(24).toString('hex'),
+      LOOM_AGENT_SECRET: secret,
+      LOG_LEVEL: 'warn',
+    });
+    const app = await bootstrapAgent(descriptor, handler, env);
+    const client = new RedisStreamsClient({
+      redisUrl: env.REDIS_URL,
+      keyPrefix: env.LOOM_KEY_PREFIX,
+      timeoutMs: 20_000,
+    });
+    const infra = await createSessionInfra(sessionOptionsFrom(env));
+    const conversations = new ConversationRepository(infra.store, { idleExpiryDays: 30 });
+    return new AgentHarness(
+      descriptor.agentType,
+      app,
+      client,
+      infra,
+      conversations,
+      new TaskRepository(infra.store),
+      new AssignmentSigner(secret),
+      async () => {
+        await client.close();
+        await app.close();
+        await infra.close();
+        await Promise.all([db.drop(), prefix.cleanup()]);
+      },
+    );
+  }
+
+  /** A conversation with `history` (alternating user/assistant) and a RUNNING task for `question`. */
+  async seed(owner: Owner, history: string[], question: string): Promise<TaskSession> {
+    const { meta } = await this.conversations.create(owner);
+    for (const [i, content] of history.entries()) {
+      const role = i % 2 === 0 ? 'user' : 'assistant';
+      await this.conversations.appendMessage(owner, meta.conversationId, {
+        role,
+        content,
+        agentType: role === 'assistant' ? this.agentType : null,
+        taskId: null,
+        createdAt: new Date().toISOString(),
+        tokens: 0,
+      });
+    }
+    const user = await this.conversations.appendMessage(owner, meta.conversationId, {
+      role: 'user',
+      content: question,
+      agentType: null,
+      taskId: null,
+      createdAt: new Date().toISOString(),
+      tokens: 0,
+    });
+    const task: TaskSession = {
+      taskId: newId('t'),
+      conversationId: meta.conversationId,
+      tenantId: owner.tenantId,
+      userId: owner.userId,
+      taskType: 'consultation',
+      userIntent: question,
+      intent: this.agentType,
+      plan: [{ agentType: this.agentType, required: true, dependsOn: [] }],
+      status: TaskStatus.RUNNING,
+      executions: [],
+      userSeq: user.seq,
+      replySeq: null,
+      idempotencyKey: null,
+      lease: null,
+      createdAt: new Date().toISOString(),
+      completedAt: null,
+      error: null,
+    };
+    await this.tasks.create(owner, task);
+    return task;
+  }
+
+  /** A correctly signed request for `task`, as the orchestrator sends it. */
+  request(
+    owner: Owner,
+    task: TaskSession,
+    agentSessionId = newId('a'),
+    language: 'zh' | 'en' = 'zh',
+  ) {
+    const assignment = this.signer.sign({
+      ...owner,
+      conversationId: task.conversationId,
+      taskId: task.taskId,
+      agentSessionId,
+      agentType: this.agentType,
+      expiresAt: Date.now() + 60_000,
+    });
+    return {
+      assignment,
+      meta: {
+        correlationId: newId('r'),
+        ...owner,
+        conversationId: task.conversationId,
+        taskId: task.taskId,
+        agentType: this.agentType,
+      },
+      language,
+    };
+  }
+
+  /** Sends through the real client proxy; resolves the result or rejects with the RPC error body. */
+  execute(payload: unknown): Promise<ExecuteAgentResult> {
+    return firstValueFrom(
+      this.client.send<ExecuteAgentResult>(agentExecutePattern(this.agentType), payload),
+    );
+  }
+
+  stop(): Promise<void> {
+    return this.cleanup();
+  }
+}
