@@ -11,6 +11,7 @@ import {
   WriteOptions,
 } from '../session-store';
 import { decodeValue, encodeValue } from '../codec';
+import { asUnavailable } from './mysql-errors';
 
 const TABLE = 'loom_session_state';
 const FENCE_KEY = '_fence';
@@ -57,13 +58,13 @@ export class MysqlSessionStore implements SessionStore {
       'ON DUPLICATE KEY UPDATE state_data = VALUES(state_data), expires_at = VALUES(expires_at), ' +
       `user_id = COALESCE(VALUES(user_id), ${TABLE}.user_id), updated_at = CURRENT_TIMESTAMP(3)`;
     if (opts.fence === undefined) {
-      await this.db.query(
+      await this.query(
         `INSERT INTO ${TABLE} (${COLS}) VALUES (?, ?, ?, ?, ?, ?, ?) ${upsert}`,
         params,
       );
       return;
     }
-    const res: WriteResult = await this.db.query(
+    const res: WriteResult = await this.query(
       `INSERT INTO ${TABLE} (${COLS}) SELECT ?, ?, ?, ?, ?, ?, ? FROM ${TABLE} f ` +
         `WHERE f.session_id = ? AND f.state_key = '${FENCE_KEY}' AND f.item_index = 0 AND f.state_data = ? ${upsert}`,
       [...params, sessionId, String(opts.fence)],
@@ -82,7 +83,7 @@ export class MysqlSessionStore implements SessionStore {
     this.check(sessionId, key);
     const owner = await this.ownerOf(sessionId);
     if (owner !== null && owner !== scope.tenantId) {
-      const taken = await this.db.query(
+      const taken = await this.query(
         `SELECT 1 FROM ${TABLE} WHERE session_id = ? AND state_key = ? AND item_index = 0`,
         [sessionId, key],
       );
@@ -99,10 +100,10 @@ export class MysqlSessionStore implements SessionStore {
     ];
     try {
       if (opts.fence === undefined) {
-        await this.db.query(`INSERT INTO ${TABLE} (${COLS}) VALUES (?, ?, 0, ?, ?, ?, ?)`, params);
+        await this.query(`INSERT INTO ${TABLE} (${COLS}) VALUES (?, ?, 0, ?, ?, ?, ?)`, params);
         return true;
       }
-      const res: WriteResult = await this.db.query(
+      const res: WriteResult = await this.query(
         `INSERT INTO ${TABLE} (${COLS}) SELECT ?, ?, 0, ?, ?, ?, ? FROM ${TABLE} f ` +
           `WHERE f.session_id = ? AND f.state_key = '${FENCE_KEY}' AND f.item_index = 0 AND f.state_data = ?`,
         [...params, sessionId, String(opts.fence)],
@@ -118,7 +119,7 @@ export class MysqlSessionStore implements SessionStore {
   async get<T>(scope: StoreScope, sessionId: string, key: string): Promise<T | null> {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sessionId, key);
-    const rows: Array<{ state_data: string }> = await this.db.query(
+    const rows: Array<{ state_data: string }> = await this.query(
       `SELECT state_data FROM ${TABLE} WHERE session_id = ? AND state_key = ? AND item_index = 0 AND tenant_id = ?`,
       [sessionId, key, scope.tenantId],
     );
@@ -171,7 +172,7 @@ export class MysqlSessionStore implements SessionStore {
     const params: unknown[] = [sessionId, key, scope.tenantId, Math.max(range.afterIndex ?? 0, 0)];
     let rows: Array<{ item_index: number; state_data: string }>;
     if (range.last !== undefined) {
-      rows = await this.db.query(
+      rows = await this.query(
         `SELECT item_index, state_data FROM ${TABLE} WHERE ${where} ORDER BY item_index DESC LIMIT ?`,
         [...params, Math.max(range.last, 0)],
       );
@@ -180,7 +181,7 @@ export class MysqlSessionStore implements SessionStore {
     } else {
       const limit =
         range.limit !== undefined ? ` LIMIT ${Math.max(Math.floor(range.limit), 0)}` : '';
-      rows = await this.db.query(
+      rows = await this.query(
         `SELECT item_index, state_data FROM ${TABLE} WHERE ${where} ORDER BY item_index${limit}`,
         params,
       );
@@ -191,7 +192,7 @@ export class MysqlSessionStore implements SessionStore {
   async listLength(scope: StoreScope, sessionId: string, key: string): Promise<number> {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sessionId, key);
-    const rows: Array<{ n: number | null }> = await this.db.query(
+    const rows: Array<{ n: number | null }> = await this.query(
       `SELECT MAX(item_index) AS n FROM ${TABLE} WHERE session_id = ? AND state_key = ? AND tenant_id = ? AND item_index > 0`,
       [sessionId, key, scope.tenantId],
     );
@@ -201,7 +202,7 @@ export class MysqlSessionStore implements SessionStore {
   async exists(scope: StoreScope, sessionId: string): Promise<boolean> {
     assertPrincipal(scope.tenantId, 'tenant id');
     assertId(sessionId, 'session id');
-    const rows = await this.db.query(
+    const rows = await this.query(
       `SELECT 1 FROM ${TABLE} WHERE session_id = ? AND tenant_id = ? LIMIT 1`,
       [sessionId, scope.tenantId],
     );
@@ -211,7 +212,7 @@ export class MysqlSessionStore implements SessionStore {
   async listSessionKeys(scope: StoreScope, sessionId: string): Promise<string[]> {
     assertPrincipal(scope.tenantId, 'tenant id');
     assertId(sessionId, 'session id');
-    const rows: Array<{ state_key: string }> = await this.db.query(
+    const rows: Array<{ state_key: string }> = await this.query(
       `SELECT state_key FROM ${TABLE} WHERE session_id = ? AND tenant_id = ? AND state_key <> '${FENCE_KEY}' GROUP BY state_key`,
       [sessionId, scope.tenantId],
     );
@@ -221,7 +222,7 @@ export class MysqlSessionStore implements SessionStore {
   async deleteKey(scope: StoreScope, sessionId: string, key: string): Promise<void> {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sessionId, key);
-    await this.db.query(
+    await this.query(
       `DELETE FROM ${TABLE} WHERE session_id = ? AND state_key = ? AND tenant_id = ?`,
       [sessionId, key, scope.tenantId],
     );
@@ -230,7 +231,7 @@ export class MysqlSessionStore implements SessionStore {
   async delete(scope: StoreScope, sessionId: string): Promise<void> {
     assertPrincipal(scope.tenantId, 'tenant id');
     assertId(sessionId, 'session id');
-    await this.db.query(`DELETE FROM ${TABLE} WHERE session_id = ? AND tenant_id = ?`, [
+    await this.query(`DELETE FROM ${TABLE} WHERE session_id = ? AND tenant_id = ?`, [
       sessionId,
       scope.tenantId,
     ]);
@@ -255,7 +256,7 @@ export class MysqlSessionStore implements SessionStore {
       params.push(page.before.updatedAt, page.before.updatedAt, page.before.sessionId);
     }
     const rows: Array<{ session_id: string; user_id: string | null; updated_at: Date }> =
-      await this.db.query(
+      await this.query(
         `SELECT session_id, user_id, updated_at FROM ${TABLE} WHERE ${where.join(' AND ')} ` +
           `ORDER BY updated_at DESC, session_id DESC LIMIT ${Math.max(1, Math.min(Math.floor(page.limit), 1000))}`,
         params,
@@ -271,7 +272,7 @@ export class MysqlSessionStore implements SessionStore {
     assertPrincipal(scope.tenantId, 'tenant id');
     assertId(sessionId, 'session id');
     await this.assertWritable(scope, sessionId);
-    const res: WriteResult = await this.db.query(
+    const res: WriteResult = await this.query(
       `INSERT INTO ${TABLE} (${COLS}) VALUES (?, '${FENCE_KEY}', 0, ?, NULL, LAST_INSERT_ID(1), NULL) ` +
         'ON DUPLICATE KEY UPDATE state_data = LAST_INSERT_ID(CAST(state_data AS UNSIGNED) + 1)',
       [sessionId, scope.tenantId],
@@ -279,17 +280,51 @@ export class MysqlSessionStore implements SessionStore {
     return Number(res.insertId);
   }
 
-  /** Removes rows whose durable expiry has passed, in bounded batches; returns how many went. */
-  async sweepExpired(now = new Date(), batch = 1000): Promise<number> {
-    const res: WriteResult = await this.db.query(
-      `DELETE FROM ${TABLE} WHERE expires_at IS NOT NULL AND expires_at < ? LIMIT ${Math.floor(batch)}`,
-      [now],
+  /**
+   * Removes rows whose durable expiry has passed, one bounded batch; returns how many went.
+   * `exceptKeys` are left alone (e.g. `conversation`, whose expiry means "purge the whole session").
+   */
+  async sweepExpired(
+    now = new Date(),
+    batch = 1000,
+    opts: { exceptKeys?: string[] } = {},
+  ): Promise<number> {
+    const except = opts.exceptKeys ?? [];
+    except.forEach((k) => assertStateKey(k));
+    const skip = except.length ? ` AND state_key NOT IN (${except.map(() => '?').join(', ')})` : '';
+    const res: WriteResult = await this.query(
+      `DELETE FROM ${TABLE} WHERE expires_at IS NOT NULL AND expires_at < ?${skip} LIMIT ${Math.floor(batch)}`,
+      [now, ...except],
     );
     return res.affectedRows;
   }
 
+  /** Sessions whose single value `key` expired before `now`, oldest expiry first (any tenant). */
+  async expiredSessions(
+    key: string,
+    now: Date,
+    limit: number,
+  ): Promise<Array<{ sessionId: string; tenantId: string }>> {
+    assertStateKey(key);
+    const rows: Array<{ session_id: string; tenant_id: string }> = await this.query(
+      `SELECT session_id, tenant_id FROM ${TABLE} WHERE expires_at IS NOT NULL AND expires_at < ? ` +
+        `AND state_key = ? AND item_index = 0 ORDER BY expires_at LIMIT ${Math.max(1, Math.floor(limit))}`,
+      [now, key],
+    );
+    return rows.map((r) => ({ sessionId: r.session_id, tenantId: r.tenant_id }));
+  }
+
   async close(): Promise<void> {
     if (this.db.isInitialized) await this.db.destroy();
+  }
+
+  /** Every statement goes through here: a lost or refused connection becomes UNAVAILABLE. */
+  private async query<T = any>(sql: string, params?: unknown[]): Promise<T> {
+    try {
+      return await this.db.query(sql, params);
+    } catch (err) {
+      throw asUnavailable(err);
+    }
   }
 
   private check(sessionId: string, key: string): void {
@@ -315,10 +350,10 @@ export class MysqlSessionStore implements SessionStore {
       opts.expiresAt ?? null,
     ];
     if (opts.fence === undefined) {
-      await this.db.query(`INSERT INTO ${TABLE} (${COLS}) VALUES (?, ?, ?, ?, ?, ?, ?)`, params);
+      await this.query(`INSERT INTO ${TABLE} (${COLS}) VALUES (?, ?, ?, ?, ?, ?, ?)`, params);
       return;
     }
-    const res: WriteResult = await this.db.query(
+    const res: WriteResult = await this.query(
       `INSERT INTO ${TABLE} (${COLS}) SELECT ?, ?, ?, ?, ?, ?, ? FROM ${TABLE} f ` +
         `WHERE f.session_id = ? AND f.state_key = '${FENCE_KEY}' AND f.item_index = 0 AND f.state_data = ?`,
       [...params, sessionId, String(opts.fence)],
@@ -330,7 +365,7 @@ export class MysqlSessionStore implements SessionStore {
     sessionId: string,
     key: string,
   ): Promise<{ owner: string | null; maxIndex: number }> {
-    const rows: Array<{ owner: string | null; max_index: number | null }> = await this.db.query(
+    const rows: Array<{ owner: string | null; max_index: number | null }> = await this.query(
       `SELECT (SELECT tenant_id FROM ${TABLE} WHERE session_id = ? LIMIT 1) AS owner, ` +
         `(SELECT MAX(item_index) FROM ${TABLE} WHERE session_id = ? AND state_key = ?) AS max_index`,
       [sessionId, sessionId, key],
@@ -339,7 +374,7 @@ export class MysqlSessionStore implements SessionStore {
   }
 
   private async ownerOf(sessionId: string): Promise<string | null> {
-    const rows: Array<{ tenant_id: string }> = await this.db.query(
+    const rows: Array<{ tenant_id: string }> = await this.query(
       `SELECT tenant_id FROM ${TABLE} WHERE session_id = ? LIMIT 1`,
       [sessionId],
     );

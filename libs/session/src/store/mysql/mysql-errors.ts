@@ -1,0 +1,47 @@
+import { LoomError, LoomErrorCode } from '../../errors/session-error';
+
+/** Driver codes that mean "the database is not reachable right now", not "this query is wrong". */
+const CONNECTION_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ETIMEDOUT',
+  'EPIPE',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+  'PROTOCOL_CONNECTION_LOST',
+  'PROTOCOL_SEQUENCE_TIMEOUT',
+  'POOL_CLOSED',
+  'ER_CON_COUNT_ERROR',
+  'ER_SERVER_SHUTDOWN',
+  'ER_CONNECTION_KILLED',
+  'ER_NET_READ_INTERRUPTED',
+  'ER_NET_WRITE_INTERRUPTED',
+  'CR_SERVER_GONE_ERROR',
+  'CR_SERVER_LOST',
+]);
+
+/** MySQL/MariaDB error numbers of the same kind (server shutting down, too many connections…). */
+const CONNECTION_ERRNOS = new Set([1040, 1053, 1927, 2002, 2003, 2006, 2013]);
+
+const CLOSED_STATE = /closed state|connection lost|pool is closed|not connected/i;
+
+/** True when `err` (raw mysql2 or TypeORM-wrapped) says the database could not be reached. */
+export function isConnectionError(err: unknown): boolean {
+  if (!err || typeof err !== 'object') return false;
+  const e = err as { code?: unknown; errno?: unknown; message?: unknown; driverError?: unknown };
+  const inner = (e.driverError ?? {}) as { code?: unknown; errno?: unknown };
+  for (const code of [e.code, inner.code])
+    if (typeof code === 'string' && CONNECTION_CODES.has(code)) return true;
+  for (const errno of [e.errno, inner.errno])
+    if (typeof errno === 'number' && CONNECTION_ERRNOS.has(errno)) return true;
+  return typeof e.message === 'string' && CLOSED_STATE.test(e.message) && !LoomError.is(err);
+}
+
+/** The one mapping of driver connection failures to the domain: UNAVAILABLE (HTTP 503). */
+export function asUnavailable(err: unknown): unknown {
+  return isConnectionError(err)
+    ? new LoomError(LoomErrorCode.UNAVAILABLE, 'the durable store is unavailable')
+    : err;
+}
