@@ -6,6 +6,7 @@ import { RedisKeys } from '../store/redis/redis-keys';
 import { SessionStore, StoreScope } from '../store/session-store';
 
 const RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end`;
+const TAKE_OVER = `local v = redis.call('GET', KEYS[1]) if v == false or v == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) return 1 else return 0 end`;
 const RENEW = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end`;
 
 /** A held conversation lock: `fence` goes with every durable write made under it. */
@@ -59,15 +60,58 @@ export class ConversationLock {
       await sleep(delay + Math.random() * delay);
       delay = Math.min(delay * 2, 100);
     }
-    const fence = await this.store.nextFence(scope, sessionId);
-    const redis = redisUp ? this.redis : null;
+    return this.fenced(scope, sessionId, token, redisUp ? this.redis : null);
+  }
+
+  /**
+   * Takes the lock when it is free or still held by `staleToken` (a holder known to be dead:
+   * its task lease expired), in one atomic step; null when someone else holds it. The new fence
+   * shuts the former holder out of every durable write even if it was only paused.
+   */
+  async takeOver(
+    scope: StoreScope,
+    sessionId: string,
+    staleToken: string | null,
+  ): Promise<LockHandle | null> {
+    assertId(sessionId, 'session id');
+    const token = randomBytes(16).toString('hex');
+    let redis = this.redis;
+    if (redis) {
+      try {
+        const key = this.keys.lock(sessionId);
+        const taken = await redis.eval(TAKE_OVER, 1, key, staleToken ?? '', token, this.opts.ttlMs);
+        if (taken !== 1) return null;
+      } catch (err) {
+        this.opts.onRedisError?.(err);
+        redis = null;
+      }
+    }
+    return this.fenced(scope, sessionId, token, redis);
+  }
+
+  /** Issues the fencing token; a lock whose fence cannot be issued is given back at once. */
+  private async fenced(
+    scope: StoreScope,
+    sessionId: string,
+    token: string,
+    redis: Redis | null,
+  ): Promise<LockHandle> {
+    const key = this.keys.lock(sessionId);
+    const release = async () => {
+      await redis?.eval(RELEASE, 1, key, token).catch((err) => this.opts.onRedisError?.(err));
+    };
+    let fence: number;
+    try {
+      fence = await this.store.nextFence(scope, sessionId);
+    } catch (err) {
+      await release();
+      throw err;
+    }
     return {
       sessionId,
       token,
       fence,
-      release: async () => {
-        await redis?.eval(RELEASE, 1, key, token).catch((err) => this.opts.onRedisError?.(err));
-      },
+      release,
       renew: async () => {
         if (!redis) return true;
         return (await redis.eval(RENEW, 1, key, token, this.opts.ttlMs).catch(() => 0)) === 1;
