@@ -21,3 +21,6 @@ export * from './context/session-context';
 export * from './lock/conversation-lock';
 export * from './session.providers';
 export * from './session.module';
+export * from './conversation/system.repository';
+export * from './lock/execution-claim';
+export * from './store/mysql/mysql-errors';

@@ -10,6 +10,7 @@ import {
 import { StateKeys } from '../model/state-keys';
 import { SessionStore, SessionSummary } from '../store/session-store';
 import { Owner } from './owner';
+import { isSystemId } from './system.repository';
 
 const DAY_MS = 86_400_000;
 
@@ -30,8 +31,8 @@ export class ConversationRepository {
     requestedId?: string,
     metadata: Record<string, unknown> = {},
   ): Promise<{ meta: ConversationMeta; created: boolean }> {
-    if (requestedId !== undefined) {
-      assertId(requestedId, 'conversationId');
+    // A system session id is never adopted: it gets a server-issued id like any id that is taken.
+    if (requestedId !== undefined && !isSystemId(assertId(requestedId, 'conversationId'))) {
       const meta = this.newMeta(owner, requestedId, metadata);
       if (
         await this.store.create(
@@ -178,10 +179,45 @@ export class ConversationRepository {
   /** Removes the conversation with its messages, tasks, agent sessions and summary, everywhere. */
   async delete(owner: Owner, conversationId: string): Promise<void> {
     await this.get(owner, conversationId, true);
-    const scope = { tenantId: owner.tenantId };
+    await this.purge(owner.tenantId, conversationId);
+  }
+
+  /** The sweeper's delete: the whole conversation of a tenant, without an owner check. */
+  async purge(tenantId: string, conversationId: string): Promise<void> {
+    const scope = { tenantId };
     const taskIds = await this.store.getList<string>(scope, conversationId, StateKeys.tasks);
     for (const t of taskIds) await this.store.delete(scope, t.value);
     await this.store.delete(scope, conversationId);
+  }
+
+  /** The conversation's meta as the durable store has it, whoever owns it (sweeper, recovery). */
+  async metaOf(tenantId: string, conversationId: string): Promise<ConversationMeta | null> {
+    return this.getMeta({ tenantId, userId: '' }, conversationId, true);
+  }
+
+  /**
+   * Drops every cached copy of the conversation so the next reads come from the durable store
+   * (recovery: a process killed between its MySQL commit and its Redis write left a stale copy).
+   */
+  async refresh(conversationId: string): Promise<void> {
+    const store = this.store as SessionStore & { invalidate?: (sid: string) => Promise<void> };
+    await store.invalidate?.(conversationId);
+  }
+
+  /** The assistant message answering `taskId`, if one was appended after `afterSeq`. */
+  async findReply(
+    owner: Owner,
+    conversationId: string,
+    taskId: string,
+    afterSeq: number,
+  ): Promise<ConversationMessage | null> {
+    for (let after = afterSeq; ;) {
+      const page = await this.messages(owner, conversationId, { afterSeq: after, limit: 200 });
+      const hit = page.find((m) => m.role === 'assistant' && m.taskId === taskId);
+      if (hit) return hit;
+      if (page.length < 200) return null;
+      after = page[page.length - 1].seq;
+    }
   }
 
   private async getMeta(

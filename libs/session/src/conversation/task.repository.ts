@@ -6,6 +6,9 @@ import { SharedEntry, SharedWrite, TaskSession } from '../model/task.model';
 import { SessionStore } from '../store/session-store';
 import { Owner } from './owner';
 
+/** How long an agent session row may outlive a task that never closed it (the sweeper's bound). */
+export const AGENT_SESSION_DURABLE_MS = 86_400_000;
+
 interface TaskRef {
   conversationId: string;
   userId: string;
@@ -38,12 +41,19 @@ export class TaskRepository {
     );
   }
 
-  async get(owner: Owner, conversationId: string, taskId: string): Promise<TaskSession | null> {
+  /** `consistent` skips this process's LRU (another process may have written it a moment ago). */
+  async get(
+    owner: Owner,
+    conversationId: string,
+    taskId: string,
+    consistent = false,
+  ): Promise<TaskSession | null> {
     assertId(taskId, 'taskId');
-    const task = await this.store.get<TaskSession>(
-      { tenantId: owner.tenantId },
+    const task = await this.read<TaskSession>(
+      owner,
       conversationId,
       StateKeys.task(taskId),
+      consistent,
     );
     return task && task.userId === owner.userId ? task : null;
   }
@@ -110,21 +120,28 @@ export class TaskRepository {
     owner: Owner,
     conversationId: string,
     agentSessionId: string,
+    consistent = false,
   ): Promise<AgentSession | null> {
     assertId(agentSessionId, 'agentSessionId');
-    return this.store.get<AgentSession>(
-      { tenantId: owner.tenantId },
+    return this.read<AgentSession>(
+      owner,
       conversationId,
       StateKeys.agent(agentSessionId),
+      consistent,
     );
   }
 
+  /**
+   * Agent sessions are removed when their task closes; the durable expiry catches those a late
+   * or orphaned execution wrote after that (the sweeper removes them).
+   */
   async saveAgentSession(owner: Owner, session: AgentSession): Promise<void> {
     await this.store.save(
       { tenantId: owner.tenantId },
       session.conversationId,
       StateKeys.agent(session.agentSessionId),
       session,
+      { expiresAt: new Date(Date.now() + AGENT_SESSION_DURABLE_MS) },
     );
   }
 
@@ -139,6 +156,7 @@ export class TaskRepository {
       conversationId,
       StateKeys.agentMessages(agentSessionId),
       message,
+      { expiresAt: new Date(Date.now() + AGENT_SESSION_DURABLE_MS) },
     );
   }
 
@@ -166,6 +184,18 @@ export class TaskRepository {
       await this.store.deleteKey(scope, conversationId, StateKeys.agent(id));
       await this.store.deleteKey(scope, conversationId, StateKeys.agentMessages(id));
     }
+  }
+
+  private read<T>(
+    owner: Owner,
+    sessionId: string,
+    key: string,
+    consistent: boolean,
+  ): Promise<T | null> {
+    const store = this.store as SessionStore & {
+      get<V>(s: unknown, id: string, key: string, consistent?: boolean): Promise<V | null>;
+    };
+    return store.get<T>({ tenantId: owner.tenantId }, sessionId, key, consistent);
   }
 
   /** The task a retried request (same Idempotency-Key) already produced, if any. */

@@ -199,6 +199,18 @@ export class TieredSessionStore implements SessionStore {
     return this.durable.nextFence(scope, sid);
   }
 
+  /**
+   * Drops every cached copy of a session (this process's LRU and Redis) so the next reads come
+   * from the durable store: a process killed between its MySQL commit and its Redis write leaves
+   * a hot copy that lacks the write, which recovery must not trust.
+   */
+  async invalidate(sid: string): Promise<void> {
+    assertId(sid, 'session id');
+    const marker = `\u0000${sid}\u0000`;
+    for (const k of this.lru.keys()) if (k.includes(marker)) this.lru.delete(k);
+    await this.hotWrite({ tenantId: '*' }, sid, '*', () => this.hot.purge(sid));
+  }
+
   async close(): Promise<void> {
     await Promise.all([this.durable.close(), this.hot.close()]);
   }

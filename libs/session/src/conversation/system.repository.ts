@@ -1,0 +1,72 @@
+import { SessionStore } from '../store/session-store';
+
+/** The tenant of Loom's own bookkeeping sessions; never a conversation's. */
+export const SYSTEM_TENANT = '_system';
+/** Ids with this prefix are system sessions: a client can never create a conversation under one. */
+export const SYSTEM_ID_PREFIX = '_sys_';
+/** Sessions the sweeper and the recovery scheduler lock or read. */
+export const SystemSessions = {
+  runs: `${SYSTEM_ID_PREFIX}task-runs`,
+  catalog: `${SYSTEM_ID_PREFIX}agent-catalog`,
+  sweeper: `${SYSTEM_ID_PREFIX}sweeper`,
+} as const;
+
+export function isSystemId(id: string): boolean {
+  return id.startsWith(SYSTEM_ID_PREFIX);
+}
+
+/** A task that may be RUNNING: what recovery needs to find and lock it without scanning keys. */
+export interface RunEntry {
+  taskId: string;
+  tenantId: string;
+  userId: string;
+  conversationId: string;
+  /** The orchestrator instance working on it. */
+  owner: string;
+  /** Its conversation-lock token: a recoverer may take over exactly this lock once the lease expired. */
+  lockToken: string | null;
+  createdAt: string;
+}
+
+const RUN_PREFIX = 'run:';
+const scope = { tenantId: SYSTEM_TENANT };
+
+/**
+ * Loom's system sessions. The run index is one session whose value keys are `run:<taskId>`:
+ * written before a task's first write, removed after its last, so a scan reads only the tasks
+ * that may need recovery (one row each), never the keyspace.
+ */
+export class SystemRepository {
+  constructor(private readonly store: SessionStore) {}
+
+  async saveRun(entry: RunEntry): Promise<void> {
+    await this.store.save(scope, SystemSessions.runs, RUN_PREFIX + entry.taskId, entry);
+  }
+
+  async removeRun(taskId: string): Promise<void> {
+    await this.store.deleteKey(scope, SystemSessions.runs, RUN_PREFIX + taskId);
+  }
+
+  async run(taskId: string): Promise<RunEntry | null> {
+    return this.store.get<RunEntry>(scope, SystemSessions.runs, RUN_PREFIX + taskId);
+  }
+
+  /** Up to `limit` entries of the run index, oldest task id order not guaranteed. */
+  async runs(limit: number): Promise<RunEntry[]> {
+    const keys = (await this.store.listSessionKeys(scope, SystemSessions.runs))
+      .filter((k) => k.startsWith(RUN_PREFIX))
+      .slice(0, limit);
+    const entries = await Promise.all(
+      keys.map((k) => this.store.get<RunEntry>(scope, SystemSessions.runs, k)),
+    );
+    return entries.filter((e): e is RunEntry => e !== null);
+  }
+
+  async value<T>(session: string, key: string): Promise<T | null> {
+    return this.store.get<T>(scope, session, key);
+  }
+
+  async saveValue(session: string, key: string, value: unknown): Promise<void> {
+    await this.store.save(scope, session, key, value);
+  }
+}
