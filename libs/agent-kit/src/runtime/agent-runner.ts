@@ -4,12 +4,17 @@ import { ClsService } from 'nestjs-cls';
 import {
   AgentSession,
   ConversationRepository,
+  ExecutionClaims,
   ExecutionStatus,
   LoomError,
   LoomErrorCode,
+  Owner,
+  SESSION_INFRA,
   SessionContext,
+  SessionInfra,
   SharedContextAcl,
   TaskRepository,
+  TaskStatus,
 } from '@loom/session';
 import { AssignmentSigner } from '@loom/security';
 import { LoomClsStore } from '@loom/observability';
@@ -23,11 +28,13 @@ export const INSTANCE_ID = Symbol('INSTANCE_ID');
 /**
  * Runs one execution for the agent app: verifies the signed assignment, restores the
  * correlation fields into CLS, returns the stored result for a redelivery of finished work
- * (idempotent by agentSessionId), else builds the SessionContext and calls the handler.
+ * (idempotent by agentSessionId), else claims the execution (one delivery at a time), builds
+ * the SessionContext and calls the handler.
  */
 @Injectable()
 export class AgentRunner {
   private readonly log = new Logger('AgentRunner');
+  private readonly claims: ExecutionClaims;
 
   constructor(
     @Inject(AGENT_DESCRIPTOR) private readonly descriptor: AgentRegistration,
@@ -39,7 +46,10 @@ export class AgentRunner {
     private readonly acl: SharedContextAcl,
     private readonly signer: AssignmentSigner,
     private readonly cls: ClsService<LoomClsStore>,
-  ) {}
+    @Inject(SESSION_INFRA) infra: SessionInfra,
+  ) {
+    this.claims = new ExecutionClaims(infra.redis, infra.keys);
+  }
 
   execute(req: ExecuteAgentRequest): Promise<ExecuteAgentResult> {
     return this.cls.run(async () => {
@@ -63,15 +73,70 @@ export class AgentRunner {
     claims: ReturnType<AssignmentSigner['verify']>,
   ): Promise<ExecuteAgentResult> {
     const owner = { tenantId: claims.tenantId, userId: claims.userId };
+    const stored = await this.storedResult(owner, claims);
+    if (stored) return stored;
+    // Two deliveries of one execution never run side by side: the second waits for the first.
+    const claim = await this.claims.acquire(
+      claims.conversationId,
+      claims.agentSessionId,
+      claims.expiresAt,
+    );
+    try {
+      return (await this.storedResult(owner, claims)) ?? (await this.work(req, claims));
+    } finally {
+      await claim.release();
+    }
+  }
+
+  /**
+   * Finished work is never done again and nothing is written: the agent session's result, else
+   * (its task closed and dropped the session) the task's execution record; an execution of a
+   * closed task that never finished is refused.
+   */
+  private async storedResult(
+    owner: Owner,
+    claims: ReturnType<AssignmentSigner['verify']>,
+  ): Promise<ExecuteAgentResult | null> {
+    const { conversationId, taskId, agentSessionId } = claims;
+    const session = await this.tasks.agentSession(owner, conversationId, agentSessionId, true);
+    if (session?.status === ExecutionStatus.COMPLETED && session.output) {
+      this.log.log('redelivery of finished work: returning the stored result');
+      return { ...(session.output as ExecuteAgentResult), replayed: true };
+    }
+    const task = await this.tasks.get(owner, conversationId, taskId, true);
+    if (!task) throw new LoomError(LoomErrorCode.NOT_FOUND, 'task not found');
+    const record = task.executions.find(
+      (e) => e.agentSessionId === agentSessionId && e.status === ExecutionStatus.COMPLETED,
+    );
+    if (record) {
+      this.log.log('redelivery of work its task already recorded: returning the record');
+      return {
+        agentSessionId,
+        agentType: record.agentType,
+        agentId: this.instanceId,
+        output: record.output ?? '',
+        sharedKeysWritten: record.context.sharedKeys,
+        context: record.context,
+        usage: record.usage,
+        replayed: true,
+      };
+    }
+    if (task.status !== TaskStatus.RUNNING)
+      throw new LoomError(LoomErrorCode.CONFLICT, `the task is ${task.status.toLowerCase()}`);
+    return null;
+  }
+
+  private async work(
+    req: ExecuteAgentRequest,
+    claims: ReturnType<AssignmentSigner['verify']>,
+  ): Promise<ExecuteAgentResult> {
+    const owner = { tenantId: claims.tenantId, userId: claims.userId };
     const existing = await this.tasks.agentSession(
       owner,
       claims.conversationId,
       claims.agentSessionId,
+      true,
     );
-    if (existing?.status === ExecutionStatus.COMPLETED && existing.output) {
-      this.log.log('redelivery of finished work: returning the stored result');
-      return { ...(existing.output as ExecuteAgentResult), replayed: true };
-    }
     const session = existing ?? this.newSession(claims);
     session.attempts += 1;
     session.status = ExecutionStatus.RUNNING;
@@ -115,11 +180,13 @@ export class AgentRunner {
       });
       return result;
     } catch (err) {
-      await this.tasks.saveAgentSession(owner, {
-        ...ctx.agent,
-        status: ExecutionStatus.FAILED,
-        lastError: err instanceof Error ? err.message : String(err),
-      });
+      await this.tasks
+        .saveAgentSession(owner, {
+          ...ctx.agent,
+          status: ExecutionStatus.FAILED,
+          lastError: err instanceof Error ? err.message : String(err),
+        })
+        .catch(() => undefined);
       throw err;
     }
   }
