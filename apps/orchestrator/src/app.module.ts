@@ -1,5 +1,6 @@
 import { DynamicModule, Module } from '@nestjs/common';
 import { JwtModule } from '@nestjs/jwt';
+import { ScheduleModule } from '@nestjs/schedule';
 import { TerminusModule } from '@nestjs/terminus';
 import { randomUUID } from 'crypto';
 import { ClsModule } from 'nestjs-cls';
@@ -14,7 +15,7 @@ import {
   sessionOptionsFrom,
   EMBEDDED_AGENT_SECRET,
 } from '@loom/agent-kit';
-import { SessionModule } from '@loom/session';
+import { SESSION_INFRA, SessionInfra, SessionModule, SystemRepository } from '@loom/session';
 import { AssignmentSigner } from '@loom/security';
 import { AgentsController } from './agents/agents.controller';
 import { JwtAuthGuard } from './auth/jwt-auth.guard';
@@ -22,9 +23,16 @@ import { ConversationsController } from './conversations/conversations.controlle
 import { AgentDispatcher } from './dispatch/agent-dispatcher';
 import { HealthController } from './health/health.controller';
 import { SecurityModule } from './security/security.module';
+import { RecoveryScheduler } from './recovery/recovery.scheduler';
+import { SessionSweeper } from './recovery/session-sweeper.service';
+import { TaskRecovery } from './recovery/task-recovery.service';
 import { TasksController } from './tasks/tasks.controller';
+import { AgentCatalog } from './turn/agent-catalog';
 import { HistoryMaintenance } from './turn/history-maintenance';
+import { TaskCompletion } from './turn/task-completion';
 import { TaskExecutor } from './turn/task-executor';
+import { TaskResumer } from './turn/task-resumer';
+import { orchestratorIdProvider, TaskLeases } from './turn/task-run';
 import { TurnService } from './turn/turn.service';
 
 /** Used only by the embedded profile, where no secret is configured; the demo signs with it. */
@@ -60,6 +68,7 @@ export class AppModule {
         }),
         TerminusModule,
         SecurityModule.forRoot(env),
+        ScheduleModule.forRoot(),
       ],
       controllers: [ConversationsController, TasksController, AgentsController, HealthController],
       providers: [
@@ -86,6 +95,20 @@ export class AppModule {
         HistoryMaintenance,
         TurnService,
         JwtAuthGuard,
+        // Leases, recovery and cleanup (README "Recovery").
+        {
+          provide: SystemRepository,
+          useFactory: (infra: SessionInfra) => new SystemRepository(infra.store),
+          inject: [SESSION_INFRA],
+        },
+        orchestratorIdProvider,
+        TaskLeases,
+        AgentCatalog,
+        TaskCompletion,
+        TaskResumer,
+        TaskRecovery,
+        SessionSweeper,
+        RecoveryScheduler,
       ],
     };
   }

@@ -1,6 +1,6 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger } from '@nestjs/common';
 import { Response } from 'express';
-import { LoomError, LoomErrorCode } from '@loom/session';
+import { isConnectionError, LoomError, LoomErrorCode } from '@loom/session';
 
 const STATUS: Record<string, number> = {
   [LoomErrorCode.UNAUTHENTICATED]: 401,
@@ -59,6 +59,13 @@ export function toErrorBody(err: unknown): { statusCode: number; code: string; m
           (statusCode >= 500 ? LoomErrorCode.INTERNAL : LoomErrorCode.VALIDATION_FAILED));
     return { statusCode, code, message };
   }
+  // The store maps these itself; this catches any that reach the edge another way.
+  if (isConnectionError(err))
+    return {
+      statusCode: 503,
+      code: LoomErrorCode.UNAVAILABLE,
+      message: 'a backing store is unavailable',
+    };
   const e = err as { type?: string; status?: number };
   if (e?.type === 'entity.too.large')
     return {

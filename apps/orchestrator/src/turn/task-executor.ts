@@ -6,18 +6,16 @@ import {
   AgentExecutionRecord,
   emptyUsage,
   ExecutionStatus,
-  LockHandle,
   LoomError,
   LoomErrorCode,
   newId,
-  Owner,
-  TaskRepository,
+  PlanStep,
   TaskSession,
-  TaskStatus,
   Usage,
 } from '@loom/session';
 import { LoomClsStore } from '@loom/observability';
 import { AgentDispatcher } from '../dispatch/agent-dispatcher';
+import { TaskRun } from './task-run';
 
 export interface TaskOutcome {
   reply: string;
@@ -25,10 +23,18 @@ export interface TaskOutcome {
   usage: Usage;
 }
 
+export type TaskResult =
+  { ok: true; outcome: TaskOutcome } | { ok: false; error: { code: string; message: string } };
+
+/** Failures of these codes keep their code (503); any other agent failure is AGENT_FAILED. */
+const PASS_THROUGH = new Set<string>([LoomErrorCode.TIMEOUT, LoomErrorCode.UNAVAILABLE]);
+
 /**
- * Runs a task's plan in order: dispatch each agent with a signed assignment, record the
- * execution and checkpoint the task after every step (seed 000 pitfall 4). A required failure
- * fails the task; an optional one is recorded and skipped.
+ * Runs a task's plan from its last checkpoint: every step whose dependencies have settled runs
+ * now, independent ones in parallel. A step is checkpointed as RUNNING with its agentSessionId
+ * before it is dispatched and again with its result, so a resumed task skips settled steps and
+ * re-dispatches an interrupted one under the same agentSessionId (the agent returns its stored
+ * result instead of working twice). A required failure fails the task; an optional one is skipped.
  */
 @Injectable()
 export class TaskExecutor {
@@ -38,25 +44,19 @@ export class TaskExecutor {
     @Inject(LOOM_ENV) private readonly env: LoomEnv,
     private readonly dispatcher: AgentDispatcher,
     private readonly signer: AssignmentSigner,
-    private readonly tasks: TaskRepository,
     private readonly cls: ClsService<LoomClsStore>,
   ) {}
 
-  async run(
-    owner: Owner,
-    task: TaskSession,
-    language: 'zh' | 'en',
-    lock: LockHandle,
-  ): Promise<TaskOutcome> {
-    const finished = new Set(
-      task.executions.filter((e) => e.status === ExecutionStatus.COMPLETED).map((e) => e.agentType),
+  async run(run: TaskRun, language: 'zh' | 'en'): Promise<TaskResult> {
+    const { task } = run;
+    const settled = new Set(
+      task.plan
+        .filter((s) => {
+          const status = latest(task, s.agentType)?.status;
+          return status !== undefined && status !== ExecutionStatus.RUNNING;
+        })
+        .map((s) => s.agentType),
     );
-    const settled = new Set(finished);
-    // Checkpoints of parallel steps are written one after another, each with everything so far.
-    let checkpoints = Promise.resolve();
-    const checkpoint = () =>
-      (checkpoints = checkpoints.then(() => this.tasks.save(owner, task, lock.fence)));
-    // Waves: every step whose dependencies have settled runs now, independent ones in parallel.
     for (;;) {
       const wave = task.plan.filter(
         (s) => !settled.has(s.agentType) && s.dependsOn.every((d) => settled.has(d)),
@@ -64,29 +64,51 @@ export class TaskExecutor {
       if (wave.length === 0) break;
       await Promise.all(
         wave.map(async (step) => {
-          const record = await this.execute(owner, task, step.agentType, language);
+          await this.step(run, step, language);
           settled.add(step.agentType);
-          task.executions = [...task.executions, record];
-          await checkpoint();
         }),
       );
-      await lock.renew();
       const failed = wave.find(
-        (s) => s.required && this.latest(task, s.agentType)?.status === ExecutionStatus.FAILED,
+        (s) => s.required && latest(task, s.agentType)?.status === ExecutionStatus.FAILED,
       );
       if (failed) {
-        const error = this.latest(task, failed.agentType)!.error;
-        task.status = TaskStatus.FAILED;
-        task.error = error;
-        task.completedAt = new Date().toISOString();
-        await this.tasks.save(owner, task, lock.fence);
-        throw new LoomError(
-          LoomErrorCode.AGENT_FAILED,
-          `required agent ${failed.agentType} failed: ${error?.message ?? 'unknown error'}`,
-        );
+        const error = latest(task, failed.agentType)!.error;
+        const code = PASS_THROUGH.has(error?.code ?? '') ? error!.code : LoomErrorCode.AGENT_FAILED;
+        return {
+          ok: false,
+          error: {
+            code,
+            message: `required agent ${failed.agentType} failed: ${error?.message ?? 'unknown error'}`,
+          },
+        };
       }
     }
-    return this.outcome(task, language);
+    return { ok: true, outcome: this.outcome(task, language) };
+  }
+
+  /** Dispatch one step: checkpointed before (RUNNING, its agentSessionId) and after (result). */
+  private async step(run: TaskRun, step: PlanStep, language: 'zh' | 'en'): Promise<void> {
+    const { task } = run;
+    const interrupted = latest(task, step.agentType);
+    const record: AgentExecutionRecord =
+      interrupted?.status === ExecutionStatus.RUNNING
+        ? { ...interrupted, attempts: interrupted.attempts + 1 }
+        : {
+            agentSessionId: newId('a'),
+            agentType: step.agentType,
+            status: ExecutionStatus.RUNNING,
+            attempts: 1,
+            startedAt: new Date().toISOString(),
+            completedAt: null,
+            error: null,
+            context: { historyMessages: 0, summaryIncluded: false, sharedKeys: [] },
+            output: null,
+            usage: emptyUsage(),
+          };
+    put(task, record);
+    await run.checkpoint();
+    put(task, await this.execute(run, record, language));
+    await run.checkpoint();
   }
 
   /** The reply is the last completed required step's output (else any completed step's). */
@@ -95,7 +117,7 @@ export class TaskExecutor {
     let reply: string | null = null;
     let answeredBy: string | null = null;
     for (const step of task.plan) {
-      const record = this.latest(task, step.agentType);
+      const record = latest(task, step.agentType);
       if (record?.status !== ExecutionStatus.COMPLETED) continue;
       usage.promptTokens += record.usage.promptTokens;
       usage.completionTokens += record.usage.completionTokens;
@@ -116,32 +138,13 @@ export class TaskExecutor {
     };
   }
 
-  private latest(task: TaskSession, agentType: string): AgentExecutionRecord | undefined {
-    return task.executions.filter((e) => e.agentType === agentType).at(-1);
-  }
-
-  /** Marks the task COMPLETED with its reply and drops its agent sessions (seed 000 pitfall 3). */
-  async complete(owner: Owner, task: TaskSession, replySeq: number, fence: number): Promise<void> {
-    task.status = TaskStatus.COMPLETED;
-    task.replySeq = replySeq;
-    task.completedAt = new Date().toISOString();
-    task.lease = null;
-    await this.tasks.save(owner, task, fence);
-    await this.tasks.removeAgentSessions(
-      owner,
-      task.conversationId,
-      task.executions.map((e) => e.agentSessionId),
-    );
-  }
-
   private async execute(
-    owner: Owner,
-    task: TaskSession,
-    agentType: string,
+    run: TaskRun,
+    record: AgentExecutionRecord,
     language: 'zh' | 'en',
   ): Promise<AgentExecutionRecord> {
-    const agentSessionId = newId('a');
-    const startedAt = new Date().toISOString();
+    const { owner, task } = run;
+    const { agentSessionId, agentType } = record;
     const assignment = this.signer.sign({
       tenantId: owner.tenantId,
       userId: owner.userId,
@@ -158,19 +161,14 @@ export class TaskExecutor {
       taskId: task.taskId,
       agentType,
     };
-    const base = {
-      agentSessionId,
-      agentType,
-      attempts: 1,
-      startedAt,
-      context: { historyMessages: 0, summaryIncluded: false, sharedKeys: [] },
-      usage: emptyUsage(),
-    };
     try {
       const result = await this.dispatcher.execute(agentType, { assignment, meta, language });
-      this.log.log(`${agentType} answered (${result.context.historyMessages} history messages)`);
+      this.log.log(
+        `${agentType} answered (${result.context.historyMessages} history messages` +
+          `${result.replayed ? ', stored result' : ''})`,
+      );
       return {
-        ...base,
+        ...record,
         status: ExecutionStatus.COMPLETED,
         completedAt: new Date().toISOString(),
         error: null,
@@ -184,7 +182,7 @@ export class TaskExecutor {
         : new LoomError(LoomErrorCode.AGENT_FAILED, 'agent call failed');
       this.log.warn(`${agentType} failed: ${e.code} ${e.message}`);
       return {
-        ...base,
+        ...record,
         status: ExecutionStatus.FAILED,
         completedAt: new Date().toISOString(),
         error: { code: e.code, message: e.message },
@@ -192,4 +190,15 @@ export class TaskExecutor {
       };
     }
   }
+}
+
+function latest(task: TaskSession, agentType: string): AgentExecutionRecord | undefined {
+  return task.executions.filter((e) => e.agentType === agentType).at(-1);
+}
+
+/** Replaces the record of the same agentSessionId, or appends it. */
+function put(task: TaskSession, record: AgentExecutionRecord): void {
+  const i = task.executions.findIndex((e) => e.agentSessionId === record.agentSessionId);
+  task.executions =
+    i < 0 ? [...task.executions, record] : task.executions.map((e, j) => (j === i ? record : e));
 }

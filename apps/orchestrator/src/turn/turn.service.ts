@@ -1,49 +1,56 @@
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Injectable, Logger } from '@nestjs/common';
 import { createHash } from 'crypto';
 import { ClsService } from 'nestjs-cls';
-import {
-  AGENT_REGISTRY,
-  AgentRegistry,
-  detectLanguage,
-  LOOM_ENV,
-  LoomEnv,
-  Planner,
-} from '@loom/agent-kit';
+import { detectLanguage, Planner } from '@loom/agent-kit';
 import {
   ConversationLock,
-  ConversationMeta,
+  ConversationMessage,
   ConversationRepository,
+  LockHandle,
   LoomError,
   LoomErrorCode,
   newId,
   Owner,
+  SystemRepository,
   TaskRepository,
   TaskSession,
   TaskStatus,
 } from '@loom/session';
 import { LoomClsStore } from '@loom/observability';
 import { messageView, TurnView } from '../conversations/views';
-import { TaskExecutor } from './task-executor';
+import { AgentCatalog } from './agent-catalog';
 import { HistoryMaintenance } from './history-maintenance';
+import { failure, TaskCompletion } from './task-completion';
+import { TaskExecutor } from './task-executor';
+import { TaskResumer } from './task-resumer';
+import { TaskLeases } from './task-run';
 
 export const MAX_CONTENT = 32_000;
 
+type Plan = Awaited<ReturnType<Planner['plan']>>;
+
 /**
- * One user turn (DESIGN.md §6): lock, append the user message, plan, run the agents with a
- * checkpoint after each, append the reply, update the conversation, release.
+ * One user turn (DESIGN.md §6) under the conversation lock. Writes are ordered so that a crash
+ * between any two is harmless or recoverable: the run-index entry first (recovery can find the
+ * task), then the user message, the Idempotency-Key, the task (RUNNING, leased), the
+ * conversation's active tasks; then the agents, each checkpointed; then TaskCompletion. Nothing
+ * is acknowledged before all of it is committed.
  */
 @Injectable()
 export class TurnService {
   private readonly log = new Logger('TurnService');
 
   constructor(
-    @Inject(LOOM_ENV) private readonly env: LoomEnv,
-    @Inject(AGENT_REGISTRY) private readonly registry: AgentRegistry,
     private readonly planner: Planner,
+    private readonly catalog: AgentCatalog,
     private readonly conversations: ConversationRepository,
     private readonly tasks: TaskRepository,
+    private readonly system: SystemRepository,
     private readonly lock: ConversationLock,
+    private readonly leases: TaskLeases,
     private readonly executor: TaskExecutor,
+    private readonly completion: TaskCompletion,
+    private readonly resumer: TaskResumer,
     private readonly history: HistoryMaintenance,
     private readonly cls: ClsService<LoomClsStore>,
   ) {}
@@ -62,153 +69,133 @@ export class TurnService {
     }
     await this.conversations.get(owner, conversationId);
     this.cls.set('conversationId', conversationId);
-    const handle = await this.lock.acquire({ tenantId: owner.tenantId }, conversationId);
+    const lock = await this.lock.acquire({ tenantId: owner.tenantId }, conversationId);
     try {
-      const meta = await this.conversations.get(owner, conversationId, true);
       const keyHash = idempotencyKey
         ? createHash('sha256').update(idempotencyKey).digest('hex').slice(0, 40)
         : null;
-      if (keyHash) {
-        const previous = await this.tasks.idempotentTask(owner, conversationId, keyHash);
-        if (previous) return this.replay(owner, conversationId, previous);
-      }
-      const language = detectLanguage(content);
-      const history = await this.conversations.messages(owner, conversationId, { last: 10 });
-      const userMessage = await this.conversations.appendMessage(
-        owner,
-        conversationId,
-        {
-          role: 'user',
-          content,
-          agentType: null,
-          taskId: null,
-          createdAt: new Date().toISOString(),
-          tokens: 0,
-        },
-        handle.fence,
-      );
-      const agents = (await this.registry.live()).map((a) => a.descriptor);
-      const plan = await this.planner.plan({
-        message: content,
-        history,
-        currentIntent: meta.currentIntent,
-        agents,
-      });
-      const task = this.newTask(owner, conversationId, content, plan, userMessage.seq, keyHash);
-      this.cls.set('taskId', task.taskId);
-      await this.tasks.create(owner, task, handle.fence);
-      if (keyHash)
-        await this.tasks.rememberIdempotent(
-          owner,
-          conversationId,
-          keyHash,
-          task.taskId,
-          handle.fence,
-        );
-      meta.activeTaskIds = [...meta.activeTaskIds, task.taskId];
-      await this.conversations.save(owner, meta, handle.fence);
-      this.log.log(
-        `plan ${plan.intent}: ${plan.steps.map((s) => s.agentType).join(' → ') || '(none)'}`,
-      );
-
-      const outcome = await this.executor.run(owner, task, language, handle);
-      const reply = await this.conversations.appendMessage(
-        owner,
-        conversationId,
-        {
-          role: 'assistant',
-          content: outcome.reply,
-          agentType: outcome.answeredBy,
-          taskId: task.taskId,
-          createdAt: new Date().toISOString(),
-          tokens: 0,
-        },
-        handle.fence,
-      );
-      await this.executor.complete(owner, task, reply.seq, handle.fence);
-      await this.finishConversation(
-        owner,
-        meta,
-        task,
-        plan.intent,
-        language,
-        reply.seq,
-        outcome.usage,
-        handle.fence,
-      );
-      await this.history
-        .afterTurn(owner, conversationId, handle.fence)
-        .catch((err) => this.log.warn(`history maintenance failed: ${err.message}`));
-      return {
-        taskId: task.taskId,
-        agents: plan.steps.map((s) => s.agentType),
-        userMessage: messageView(userMessage),
-        reply: messageView(reply),
-      };
+      const previous = await this.settleEarlier(owner, conversationId, keyHash, lock);
+      if (previous) return await this.completion.view(owner, previous);
+      return await this.start(owner, conversationId, content, keyHash, lock);
     } finally {
-      await handle.release();
+      await lock.release();
     }
   }
 
-  /** A retried request: the TurnView of the first, nothing added. */
-  private async replay(owner: Owner, conversationId: string, taskId: string): Promise<TurnView> {
-    const task = await this.tasks.get(owner, conversationId, taskId);
-    if (!task || task.replySeq === null)
-      throw new LoomError(
-        LoomErrorCode.CONFLICT,
-        'the first request with this Idempotency-Key has not finished',
-      );
-    const [user] = await this.conversations.messages(owner, conversationId, {
-      afterSeq: task.userSeq - 1,
-      limit: 1,
-    });
-    const [reply] = await this.conversations.messages(owner, conversationId, {
-      afterSeq: task.replySeq - 1,
-      limit: 1,
-    });
-    return {
-      taskId,
-      agents: task.plan.map((s) => s.agentType),
-      userMessage: messageView(user),
-      reply: messageView(reply),
-    };
+  /**
+   * Interrupted turns of this conversation are finished before a new one starts (turns stay in
+   * order); returns the task an Idempotency-Key retry refers to, if its first attempt got that far.
+   */
+  private async settleEarlier(
+    owner: Owner,
+    conversationId: string,
+    keyHash: string | null,
+    lock: LockHandle,
+  ): Promise<TaskSession | null> {
+    const meta = await this.conversations.get(owner, conversationId, true);
+    for (const taskId of meta.activeTaskIds)
+      await this.resumer.resume(owner, conversationId, taskId, lock);
+    if (!keyHash) return null;
+    const taskId = await this.tasks.idempotentTask(owner, conversationId, keyHash);
+    if (!taskId) return null;
+    const task = await this.tasks.get(owner, conversationId, taskId, true);
+    if (task?.status !== TaskStatus.RUNNING) return task;
+    return this.resumer.resume(owner, conversationId, taskId, lock);
   }
 
-  private async finishConversation(
+  private async start(
     owner: Owner,
-    meta: ConversationMeta,
-    task: TaskSession,
-    intent: string,
-    language: string,
-    replySeq: number,
-    usage: { promptTokens: number; completionTokens: number; costUsd: number },
-    fence: number,
-  ): Promise<void> {
-    const fresh = await this.conversations.get(owner, meta.conversationId, true);
-    fresh.currentIntent = intent;
-    fresh.language = language;
-    fresh.messageCount = replySeq;
-    fresh.lastActiveAt = new Date().toISOString();
-    fresh.activeTaskIds = fresh.activeTaskIds.filter((id) => id !== task.taskId);
-    fresh.usage = {
-      promptTokens: fresh.usage.promptTokens + usage.promptTokens,
-      completionTokens: fresh.usage.completionTokens + usage.completionTokens,
-      costUsd: fresh.usage.costUsd + usage.costUsd,
+    conversationId: string,
+    content: string,
+    keyHash: string | null,
+    lock: LockHandle,
+  ): Promise<TurnView> {
+    const meta = await this.conversations.get(owner, conversationId, true);
+    const language = detectLanguage(content);
+    const history = await this.conversations.messages(owner, conversationId, { last: 10 });
+    const plan = await this.plan(content, history, meta.currentIntent);
+    const taskId = newId('t');
+    this.cls.set('taskId', taskId);
+    await this.system.saveRun({
+      taskId,
+      tenantId: owner.tenantId,
+      userId: owner.userId,
+      conversationId,
+      owner: this.leases.instanceId,
+      lockToken: lock.token,
+      createdAt: new Date().toISOString(),
+    });
+    const userMessage = await this.conversations.appendMessage(
+      owner,
+      conversationId,
+      {
+        role: 'user',
+        content,
+        agentType: null,
+        taskId,
+        createdAt: new Date().toISOString(),
+        tokens: 0,
+      },
+      lock.fence,
+    );
+    if (keyHash)
+      await this.tasks.rememberIdempotent(owner, conversationId, keyHash, taskId, lock.fence);
+    const task = this.newTask(owner, taskId, conversationId, content, plan, userMessage.seq);
+    task.idempotencyKey = keyHash;
+    await this.tasks.create(owner, task, lock.fence);
+    meta.activeTaskIds = [...meta.activeTaskIds, taskId];
+    await this.conversations.save(owner, meta, lock.fence);
+    this.log.log(
+      `plan ${plan.intent}: ${plan.steps.map((s) => s.agentType).join(' → ') || '(none)'}`,
+    );
+
+    const run = this.leases.open(owner, task, lock).start();
+    let view: TurnView;
+    try {
+      const result = await this.executor.run(run, language);
+      if (!result.ok) {
+        await this.completion.fail(run, result.error);
+        throw failure(result.error);
+      }
+      view = await this.completion.finish(run, result.outcome, null);
+    } finally {
+      run.stop();
+    }
+    await this.history
+      .afterTurn(owner, conversationId, lock.fence)
+      .catch((err) => this.log.warn(`history maintenance failed: ${err.message}`));
+    return { ...view, userMessage: messageView(userMessage) };
+  }
+
+  /**
+   * Planned from every known agent type; an optional step never waits for an agent that is not
+   * running, a required one is queued for it (and fails with TIMEOUT after AGENT_TIMEOUT_MS).
+   */
+  private async plan(
+    content: string,
+    history: ConversationMessage[],
+    currentIntent: string | null,
+  ): Promise<Plan> {
+    const { agents, live } = await this.catalog.agents();
+    const plan = await this.planner.plan({ message: content, history, currentIntent, agents });
+    const steps = plan.steps.filter((s) => s.required || live.has(s.agentType));
+    const kept = new Set(steps.map((s) => s.agentType));
+    return {
+      ...plan,
+      steps: steps.map((s) => ({ ...s, dependsOn: s.dependsOn.filter((d) => kept.has(d)) })),
     };
-    if (!fresh.title) fresh.title = await this.history.title(task.userIntent);
-    await this.conversations.save(owner, fresh, fence);
   }
 
   private newTask(
     owner: Owner,
+    taskId: string,
     conversationId: string,
     content: string,
-    plan: { intent: string; taskType: string; steps: TaskSession['plan'] },
+    plan: Plan,
     userSeq: number,
-    keyHash: string | null,
   ): TaskSession {
     return {
-      taskId: newId('t'),
+      taskId,
       conversationId,
       tenantId: owner.tenantId,
       userId: owner.userId,
@@ -220,10 +207,10 @@ export class TurnService {
       executions: [],
       userSeq,
       replySeq: null,
-      idempotencyKey: keyHash,
+      idempotencyKey: null,
       lease: {
-        owner: 'orchestrator',
-        expiresAt: new Date(Date.now() + this.env.TASK_LEASE_MS).toISOString(),
+        owner: this.leases.instanceId,
+        expiresAt: new Date(Date.now() + this.leases.leaseMs).toISOString(),
       },
       createdAt: new Date().toISOString(),
       completedAt: null,

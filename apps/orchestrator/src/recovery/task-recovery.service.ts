@@ -1,0 +1,104 @@
+import { Injectable, Logger } from '@nestjs/common';
+import {
+  ConversationLock,
+  ConversationRepository,
+  newId,
+  RunEntry,
+  SystemRepository,
+  TaskRepository,
+  TaskStatus,
+} from '@loom/session';
+import { runWithMdc } from '@loom/observability';
+import { TaskResumer } from '../turn/task-resumer';
+import { TaskLeases } from '../turn/task-run';
+
+/** Entries of the run index one scan looks at, and tasks it recovers at most (4 at a time). */
+const SCAN_LIMIT = 10_000;
+const RECOVER_LIMIT = 50;
+const PARALLEL = 4;
+
+export interface ScanReport {
+  indexed: number;
+  due: number;
+  recovered: number;
+}
+
+/**
+ * The recovery scan (seed 000's TaskRecoveryService, done across replicas): reads the run index,
+ * and for every task whose lease ran out takes its conversation lock — free, or still held by
+ * the dead worker's token — and resumes it. The lock's atomic take-over is what makes exactly one
+ * replica recover a task; its new fence shuts out the former worker should it wake up.
+ */
+@Injectable()
+export class TaskRecovery {
+  private readonly log = new Logger('TaskRecovery');
+
+  constructor(
+    private readonly system: SystemRepository,
+    private readonly tasks: TaskRepository,
+    private readonly conversations: ConversationRepository,
+    private readonly lock: ConversationLock,
+    private readonly leases: TaskLeases,
+    private readonly resumer: TaskResumer,
+  ) {}
+
+  async scan(): Promise<ScanReport> {
+    const entries = await this.system.runs(SCAN_LIMIT);
+    const due: RunEntry[] = [];
+    for (const entry of entries) {
+      if (due.length >= RECOVER_LIMIT) break;
+      if (await this.due(entry).catch(() => false)) due.push(entry);
+    }
+    let recovered = 0;
+    for (let i = 0; i < due.length; i += PARALLEL) {
+      const results = await Promise.all(due.slice(i, i + PARALLEL).map((e) => this.recover(e)));
+      recovered += results.filter(Boolean).length;
+    }
+    return { indexed: entries.length, due: due.length, recovered };
+  }
+
+  /** Recovers one task in a CLS context of its own; false when it was busy, renewed or failed. */
+  recover(entry: RunEntry): Promise<boolean> {
+    const { tenantId, userId, conversationId, taskId } = entry;
+    const fields = { correlationId: newId('r'), tenantId, userId, conversationId, taskId };
+    return runWithMdc(fields, async () => {
+      try {
+        return await this.recoverLocked(entry);
+      } catch (err) {
+        this.log.warn(`recovery of ${entry.taskId} failed: ${(err as Error).message}`);
+        return false;
+      }
+    });
+  }
+
+  private async recoverLocked(entry: RunEntry): Promise<boolean> {
+    const { tenantId, userId, conversationId, taskId } = entry;
+    // The cheap check read Redis; decide on what MySQL holds before disturbing anyone.
+    await this.conversations.refresh(conversationId);
+    if (!(await this.due(entry))) return false;
+    const lock = await this.lock.takeOver({ tenantId }, conversationId, entry.lockToken);
+    if (!lock) return false; // another turn or replica holds the conversation: it settles the task
+    const started = Date.now();
+    try {
+      const task = await this.resumer.resume({ tenantId, userId }, conversationId, taskId, lock);
+      this.log.log(
+        `recovered ${taskId} (${task?.status ?? 'gone'}) in ${Date.now() - started} ms, ` +
+          `lease owner was ${entry.owner}`,
+      );
+      return true;
+    } finally {
+      await lock.release();
+    }
+  }
+
+  /** Its worker stopped: the lease ran out, or it closed the task but did not clean up. */
+  private async due(entry: RunEntry): Promise<boolean> {
+    const owner = { tenantId: entry.tenantId, userId: entry.userId };
+    const task = await this.tasks.get(owner, entry.conversationId, entry.taskId, true);
+    const now = Date.now();
+    const grace = this.leases.leaseMs;
+    if (!task) return Date.parse(entry.createdAt) + grace <= now;
+    if (task.status === TaskStatus.RUNNING) return this.leases.expired(task, now);
+    return Date.parse(task.completedAt ?? entry.createdAt) + grace <= now;
+  }
+}

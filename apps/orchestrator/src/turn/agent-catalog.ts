@@ -1,0 +1,85 @@
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import {
+  AGENT_REGISTRY,
+  AgentDescriptor,
+  AgentRegistration,
+  AgentRegistry,
+  RegisteredAgent,
+} from '@loom/agent-kit';
+import { LoomError, LoomErrorCode, SystemRepository, SystemSessions } from '@loom/session';
+
+interface CatalogEntry {
+  descriptor: AgentRegistration;
+  lastSeenAt: number;
+}
+
+type Catalog = Record<string, CatalogEntry>;
+
+const KEY = 'agents';
+/** An agent type not seen running for this long is no longer planned. */
+const RETENTION_MS = 7 * 86_400_000;
+/** How stale this process's copy of the stored catalog (and its last-seen stamps) may get. */
+const REFRESH_MS = 60_000;
+
+/**
+ * The agent types a turn may be planned with: every type seen running in the last week, kept in
+ * a system session so every orchestrator (also one started while an agent is down) knows it. A
+ * type with no live instance can still be the required specialist: its request waits in the
+ * stream until an instance starts, or fails with TIMEOUT after AGENT_TIMEOUT_MS.
+ */
+@Injectable()
+export class AgentCatalog {
+  private readonly log = new Logger('AgentCatalog');
+  private catalog: Catalog | null = null;
+  private loadedAt = 0;
+
+  constructor(
+    @Inject(AGENT_REGISTRY) private readonly registry: AgentRegistry,
+    private readonly system: SystemRepository,
+  ) {}
+
+  async agents(): Promise<{ agents: AgentDescriptor[]; live: Set<string> }> {
+    const running = await this.registry.live().catch(() => {
+      throw new LoomError(LoomErrorCode.UNAVAILABLE, 'the agent registry is unavailable');
+    });
+    const catalog = await this.remember(running);
+    const live = new Set(running.map((a) => a.descriptor.agentType));
+    const now = Date.now();
+    const agents = Object.entries(catalog)
+      .filter(([type, e]) => live.has(type) || now - e.lastSeenAt < RETENTION_MS)
+      .map(([, e]) => e.descriptor);
+    return { agents, live };
+  }
+
+  /** Merges what runs now into the catalog; writes it only when something changed or aged. */
+  private async remember(running: RegisteredAgent[]): Promise<Catalog> {
+    const now = Date.now();
+    if (!this.catalog || now - this.loadedAt > REFRESH_MS) {
+      const stored = await this.system
+        .value<Catalog>(SystemSessions.catalog, KEY)
+        .catch(() => null);
+      const merged: Catalog = { ...stored };
+      for (const [type, entry] of Object.entries(this.catalog ?? {}))
+        if (!merged[type] || merged[type].lastSeenAt < entry.lastSeenAt) merged[type] = entry;
+      this.catalog = merged;
+      this.loadedAt = now;
+    }
+    let changed = false;
+    for (const { descriptor } of running) {
+      const known = this.catalog[descriptor.agentType];
+      if (
+        known &&
+        now - known.lastSeenAt < REFRESH_MS &&
+        JSON.stringify(known.descriptor) === JSON.stringify(descriptor)
+      )
+        continue;
+      this.catalog[descriptor.agentType] = { descriptor, lastSeenAt: now };
+      changed = true;
+    }
+    if (changed)
+      await this.system
+        .saveValue(SystemSessions.catalog, KEY, this.catalog)
+        .catch((err) => this.log.warn(`agent catalog not saved: ${err.message}`));
+    return this.catalog;
+  }
+}

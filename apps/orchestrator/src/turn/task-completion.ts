@@ -1,0 +1,162 @@
+import { Injectable, Logger } from '@nestjs/common';
+import { detectLanguage } from '@loom/agent-kit';
+import {
+  ConversationMessage,
+  ConversationRepository,
+  LoomError,
+  LoomErrorCode,
+  Owner,
+  SystemRepository,
+  TaskRepository,
+  TaskSession,
+  TaskStatus,
+  Usage,
+} from '@loom/session';
+import { messageView, TurnView } from '../conversations/views';
+import { HistoryMaintenance } from './history-maintenance';
+import { TaskOutcome } from './task-executor';
+import { TaskRun } from './task-run';
+
+/**
+ * The end of a task, written so that a crash between any two writes is finished by recovery
+ * without doing anything twice: (1) the reply, unless one with this taskId exists; (2) the
+ * conversation (usage, intent, messageCount), only while the task is still in activeTaskIds,
+ * which that same write clears; (3) the task COMPLETED, lease dropped; (4) agent sessions and
+ * the run-index entry removed.
+ */
+@Injectable()
+export class TaskCompletion {
+  private readonly log = new Logger('TaskCompletion');
+
+  constructor(
+    private readonly conversations: ConversationRepository,
+    private readonly tasks: TaskRepository,
+    private readonly system: SystemRepository,
+    private readonly history: HistoryMaintenance,
+  ) {}
+
+  /** `reply`: the reply an earlier attempt already appended (recovery), else null. */
+  async finish(
+    run: TaskRun,
+    outcome: TaskOutcome,
+    reply: ConversationMessage | null,
+  ): Promise<TurnView> {
+    const { owner, task, lock } = run;
+    reply ??= await this.conversations.appendMessage(
+      owner,
+      task.conversationId,
+      {
+        role: 'assistant',
+        content: outcome.reply,
+        agentType: outcome.answeredBy,
+        taskId: task.taskId,
+        createdAt: new Date().toISOString(),
+        tokens: 0,
+      },
+      lock.fence,
+    );
+    await this.applyToConversation(owner, task, reply.seq, outcome.usage, lock.fence);
+    task.status = TaskStatus.COMPLETED;
+    task.replySeq = reply.seq;
+    task.completedAt = new Date().toISOString();
+    task.error = null;
+    await run.close();
+    await this.cleanup(owner, task);
+    return this.view(owner, task);
+  }
+
+  /** A required step failed: the task is FAILED, leaves the conversation's active tasks. */
+  async fail(run: TaskRun, error: { code: string; message: string }): Promise<void> {
+    const { owner, task, lock } = run;
+    task.status = TaskStatus.FAILED;
+    task.error = error;
+    task.completedAt = new Date().toISOString();
+    await run.close();
+    await this.leave(owner, task, lock.fence);
+    await this.cleanup(owner, task);
+  }
+
+  /** A closed task still indexed or listed as active (its worker died after closing it). */
+  async tidy(owner: Owner, task: TaskSession, fence: number): Promise<void> {
+    await this.leave(owner, task, fence);
+    await this.cleanup(owner, task);
+  }
+
+  /** The TurnView of a finished task; the failed task's error; CONFLICT while it still runs. */
+  async view(owner: Owner, task: TaskSession): Promise<TurnView> {
+    if (task.status === TaskStatus.FAILED) throw failure(task.error);
+    if (task.status !== TaskStatus.COMPLETED || task.replySeq === null)
+      throw new LoomError(
+        LoomErrorCode.CONFLICT,
+        'the first request with this Idempotency-Key has not finished',
+      );
+    const [user, reply] = await Promise.all(
+      [task.userSeq, task.replySeq].map(async (seq) => {
+        const [m] = await this.conversations.messages(owner, task.conversationId, {
+          afterSeq: seq - 1,
+          limit: 1,
+        });
+        return m;
+      }),
+    );
+    return {
+      taskId: task.taskId,
+      agents: task.plan.map((s) => s.agentType),
+      userMessage: messageView(user),
+      reply: messageView(reply),
+    };
+  }
+
+  /** Best effort: leftovers expire (agent rows) or are tidied by the next recovery scan. */
+  private async cleanup(owner: Owner, task: TaskSession): Promise<void> {
+    try {
+      await this.tasks.removeAgentSessions(
+        owner,
+        task.conversationId,
+        task.executions.map((e) => e.agentSessionId),
+      );
+      await this.system.removeRun(task.taskId);
+    } catch (err) {
+      this.log.warn(`cleanup of ${task.taskId} incomplete: ${(err as Error).message}`);
+    }
+  }
+
+  private async applyToConversation(
+    owner: Owner,
+    task: TaskSession,
+    replySeq: number,
+    usage: Usage,
+    fence: number,
+  ): Promise<void> {
+    const meta = await this.conversations.get(owner, task.conversationId, true);
+    if (!meta.activeTaskIds.includes(task.taskId)) return; // applied before a crash
+    meta.currentIntent = task.intent;
+    meta.language = detectLanguage(task.userIntent);
+    meta.messageCount = Math.max(meta.messageCount, replySeq);
+    meta.lastActiveAt = new Date().toISOString();
+    meta.activeTaskIds = meta.activeTaskIds.filter((id) => id !== task.taskId);
+    meta.usage = {
+      promptTokens: meta.usage.promptTokens + usage.promptTokens,
+      completionTokens: meta.usage.completionTokens + usage.completionTokens,
+      costUsd: meta.usage.costUsd + usage.costUsd,
+    };
+    if (!meta.title) meta.title = await this.history.title(task.userIntent);
+    await this.conversations.save(owner, meta, fence);
+  }
+
+  private async leave(owner: Owner, task: TaskSession, fence: number): Promise<void> {
+    const meta = await this.conversations.find(owner, task.conversationId, true);
+    if (!meta?.activeTaskIds.includes(task.taskId)) return;
+    meta.activeTaskIds = meta.activeTaskIds.filter((id) => id !== task.taskId);
+    await this.conversations.save(owner, meta, fence);
+  }
+}
+
+/** A failed task's error as the caller sees it: TIMEOUT/UNAVAILABLE (503), else AGENT_FAILED. */
+export function failure(error: { code: string; message: string } | null): LoomError {
+  const code =
+    error?.code === LoomErrorCode.TIMEOUT || error?.code === LoomErrorCode.UNAVAILABLE
+      ? error.code
+      : LoomErrorCode.AGENT_FAILED;
+  return new LoomError(code as LoomErrorCode, error?.message ?? 'the task failed');
+}

@@ -1,0 +1,95 @@
+import { Injectable, Logger } from '@nestjs/common';
+import { detectLanguage } from '@loom/agent-kit';
+import {
+  ConversationRepository,
+  ExecutionStatus,
+  LockHandle,
+  Owner,
+  SystemRepository,
+  TaskRepository,
+  TaskSession,
+  TaskStatus,
+} from '@loom/session';
+import { HistoryMaintenance } from './history-maintenance';
+import { TaskCompletion } from './task-completion';
+import { TaskExecutor } from './task-executor';
+import { TaskLeases } from './task-run';
+
+/**
+ * Finishes an interrupted task from its last checkpoint, under the conversation lock the caller
+ * holds (a later turn of the same conversation, an Idempotency-Key retry, or the recovery
+ * scheduler). Settled steps are not re-run, the reply is appended once, and whatever the
+ * crashed worker left half-done is completed or tidied.
+ */
+@Injectable()
+export class TaskResumer {
+  private readonly log = new Logger('TaskResumer');
+
+  constructor(
+    private readonly conversations: ConversationRepository,
+    private readonly tasks: TaskRepository,
+    private readonly system: SystemRepository,
+    private readonly leases: TaskLeases,
+    private readonly executor: TaskExecutor,
+    private readonly completion: TaskCompletion,
+    private readonly history: HistoryMaintenance,
+  ) {}
+
+  /** The task as it ends up (COMPLETED, FAILED), or null when it no longer exists. */
+  async resume(
+    owner: Owner,
+    conversationId: string,
+    taskId: string,
+    lock: LockHandle,
+  ): Promise<TaskSession | null> {
+    // What a killed process committed to MySQL but not to Redis must be seen.
+    await this.conversations.refresh(conversationId);
+    const meta = await this.conversations.find(owner, conversationId, true);
+    const task = meta && (await this.tasks.get(owner, conversationId, taskId, true));
+    if (!meta || !task) {
+      if (meta?.activeTaskIds.includes(taskId)) {
+        meta.activeTaskIds = meta.activeTaskIds.filter((id) => id !== taskId);
+        await this.conversations.save(owner, meta, lock.fence);
+      }
+      await this.system.removeRun(taskId);
+      return null;
+    }
+    if (task.status !== TaskStatus.RUNNING) {
+      await this.completion.tidy(owner, task, lock.fence);
+      return task;
+    }
+    this.log.log(
+      `resuming ${taskId}: ${task.executions.filter((e) => e.status !== ExecutionStatus.RUNNING).length} ` +
+        `of ${task.plan.length} steps settled`,
+    );
+    await this.system.saveRun({
+      taskId,
+      tenantId: owner.tenantId,
+      userId: owner.userId,
+      conversationId,
+      owner: this.leases.instanceId,
+      lockToken: lock.token,
+      createdAt: task.createdAt,
+    });
+    const reply = await this.conversations.findReply(owner, conversationId, taskId, task.userSeq);
+    if (!reply && !meta.activeTaskIds.includes(taskId)) {
+      // Crashed before it joined the conversation's active tasks: join now, before any reply.
+      meta.activeTaskIds = [...meta.activeTaskIds, taskId];
+      await this.conversations.save(owner, meta, lock.fence);
+    }
+    const run = this.leases.open(owner, task, lock).start();
+    try {
+      await run.checkpoint();
+      const result = await this.executor.run(run, detectLanguage(task.userIntent));
+      if (result.ok) await this.completion.finish(run, result.outcome, reply);
+      else await this.completion.fail(run, result.error);
+    } finally {
+      run.stop();
+    }
+    await this.history
+      .afterTurn(owner, conversationId, lock.fence)
+      .catch((err) => this.log.warn(`history maintenance failed: ${err.message}`));
+    this.log.log(`resumed ${taskId}: ${task.status}`);
+    return task;
+  }
+}
