@@ -1,0 +1,110 @@
+import { randomBytes } from 'crypto';
+import { TRUE_CASES } from '../libs/security/src/pii/pii-corpus';
+import { client, RunningSystem, startSystem } from './system';
+
+/** One PII value of each type from the labelled corpus (seed 002 §9.4). */
+function corpusValues(): string[] {
+  const byType = new Map<string, string>();
+  for (const c of TRUE_CASES)
+    for (const e of c.expected)
+      if (!byType.has(e.type) && e.value.length >= 8) byType.set(e.type, e.value);
+  return [...byType.values()];
+}
+
+/**
+ * DESIGN.md §8 across real processes: every line logged in a turn's context, by the orchestrator
+ * and by each agent, carries the turn's conversationId and taskId; no process logs the PII the
+ * user sent. Stored redaction is off here, so the PII really flows through every service.
+ */
+describe('system: correlated logs without PII', () => {
+  let sys: RunningSystem;
+  let alice: ReturnType<typeof client>;
+
+  beforeAll(async () => {
+    sys = await startSystem();
+    alice = client(sys.base, sys.token('tenant-a', 'alice'));
+  });
+  afterAll(() => sys?.stop());
+
+  it('honours and echoes x-correlation-id, and replaces a malformed one', async () => {
+    const given = `corr-${randomBytes(6).toString('hex')}`;
+    const res = await alice('GET', '/v1/conversations', undefined, { 'x-correlation-id': given });
+    expect(res.headers.get('x-correlation-id')).toBe(given);
+    for (const bad of ['has spaces', 'x'.repeat(200), '<script>']) {
+      const r = await alice('GET', '/v1/conversations', undefined, { 'x-correlation-id': bad });
+      expect(r.headers.get('x-correlation-id')).toMatch(/^[0-9a-f-]{36}$/);
+    }
+    const fresh = await alice('GET', '/v1/conversations');
+    expect(fresh.headers.get('x-correlation-id')).toMatch(/^[0-9a-f-]{36}$/);
+    // the access log line of that request carries it, with the tenant
+    await new Promise((r) => setTimeout(r, 200));
+    const line = sys.logs().find((l) => l.json?.correlationId === given);
+    expect(line?.json).toMatchObject({
+      msg: 'request completed',
+      status: 200,
+      tenantId: 'tenant-a',
+    });
+  });
+
+  it('stamps conversationId and taskId on every line of a turn, in every process, and logs no PII', async () => {
+    const pii = corpusValues();
+    expect(pii.length).toBeGreaterThanOrEqual(8);
+    const id = (await alice('POST', '/v1/conversations', {})).body.conversationId;
+    const turns: Array<{ correlationId: string; taskId: string }> = [];
+    for (const content of [
+      `我跟公司签的劳动合同有问题。我的资料：${pii.slice(0, 5).join('，')}`,
+      `上面那份合同里关于竞业协议的部分怎么看? 另外 ${pii.slice(5).join(' ; ')}`,
+    ]) {
+      const correlationId = `turn-${randomBytes(6).toString('hex')}`;
+      const res = await alice(
+        'POST',
+        `/v1/conversations/${id}/messages`,
+        { content },
+        { 'x-correlation-id': correlationId },
+      );
+      expect(res.status).toBe(201);
+      expect(res.headers.get('x-correlation-id')).toBe(correlationId);
+      turns.push({ correlationId, taskId: res.body.taskId });
+    }
+    // the PII was stored as sent (LOOM_REDACT_STORED is off) and reached the agents
+    const stored = (await alice('GET', `/v1/conversations/${id}/messages`)).body.items;
+    expect(stored[0].content).toContain(pii[0]);
+    await new Promise((r) => setTimeout(r, 300));
+
+    const logs = sys.logs();
+    for (const { correlationId, taskId } of turns) {
+      const lines = logs.filter((l) => l.json?.correlationId === correlationId);
+      const apps = new Set(lines.map((l) => l.app));
+      expect([...apps].sort()).toEqual(['labor-law-agent', 'legal-research-agent', 'orchestrator']);
+      for (const l of lines) {
+        expect({
+          app: l.app,
+          msg: l.json!.msg,
+          conversationId: l.json!.conversationId,
+          taskId: l.json!.taskId,
+        }).toEqual({
+          app: l.app,
+          msg: l.json!.msg,
+          conversationId: id,
+          taskId,
+        });
+        expect(l.json!.tenantId).toBe('tenant-a');
+        if (l.app !== 'orchestrator')
+          expect(l.json).toMatchObject({
+            agentType: l.app.replace(/-agent$/, ''),
+            agentId: expect.any(String),
+          });
+      }
+      expect(lines.some((l) => l.json!.msg === 'request completed')).toBe(true);
+      expect(lines.filter((l) => /^executing with/.test(String(l.json!.msg)))).toHaveLength(2);
+      console.log(
+        `turn ${taskId}: ${lines.length} lines\n` +
+          lines.map((l) => `  ${l.app}: ${String(l.json!.msg).slice(0, 80)}`).join('\n'),
+      );
+    }
+    // every line every process printed, startup included, is JSON and free of the PII sent
+    expect(logs.filter((l) => l.json === null)).toEqual([]);
+    for (const v of pii)
+      expect(logs.filter((l) => l.line.includes(v)).map((l) => l.line)).toEqual([]);
+  });
+});
