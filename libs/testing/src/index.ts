@@ -1,3 +1,4 @@
 export * from './infra';
 export * from './private-redis';
 export * from './agent-harness';
+export * from './private-mariadb';
