@@ -1,0 +1,113 @@
+import { client, RunningSystem, startSystem } from './system';
+import { debugLogs, logLines, storedMessages, waitFor } from './faults.support';
+const { freePort } = require('../scripts/lib/processes');
+
+const SHORT_TIMEOUT_MS = 2500;
+
+/**
+ * No instance of the specialist runs. The orchestrator still plans it (every agent type seen in
+ * the last week is in the catalog) and its request waits in the stream: an instance that starts
+ * within AGENT_TIMEOUT_MS answers it and the turn completes; otherwise the task fails with a
+ * typed TIMEOUT (503), and the stale request is never run when the agent comes back.
+ */
+describe('system: an agent type with no live instance', () => {
+  let sys: RunningSystem;
+  let alice: ReturnType<typeof client>;
+  let failedTaskId: string;
+
+  beforeAll(async () => {
+    sys = await startSystem({ env: { AGENT_TIMEOUT_MS: '30000' } });
+    alice = client(sys.base, sys.token('tenant-n', 'alice'));
+    // A deployment that has run: the orchestrators have seen the specialist at work.
+    const warm = (await alice('POST', '/v1/conversations', {})).body.conversationId;
+    const t = await alice('POST', `/v1/conversations/${warm}/messages`, {
+      content: '劳动合同问题',
+    });
+    expect(t.body.reply.agentType).toBe('labor-law');
+    await sys.kill(sys.processes('labor-law-agent')[0], 'SIGTERM');
+    await waitFor(
+      async () =>
+        !(await alice('GET', '/v1/agents')).body.items.some(
+          (a: { agentType: string }) => a.agentType === 'labor-law',
+        ),
+      { what: 'labor-law to leave the registry', timeoutMs: 20_000 },
+    );
+  });
+  afterAll(() => sys?.stop());
+
+  it('fails clearly with TIMEOUT (503) when none starts in time', async () => {
+    // A second orchestrator with a short agent time-out; it never saw labor-law itself.
+    const port = await freePort();
+    const second = sys.start('orchestrator', {
+      PORT: String(port),
+      AGENT_TIMEOUT_MS: String(SHORT_TIMEOUT_MS),
+    });
+    const impatient = client(`http://127.0.0.1:${port}`, sys.token('tenant-n', 'alice'));
+    await waitFor(async () => (await impatient('GET', '/health')).status === 200, {
+      what: 'the second orchestrator',
+    });
+    const conversationId = (await impatient('POST', '/v1/conversations', {})).body.conversationId;
+    const started = Date.now();
+    const res = await impatient('POST', `/v1/conversations/${conversationId}/messages`, {
+      content: '公司拖欠工资，劳动合同怎么处理',
+    });
+    const elapsedMs = Date.now() - started;
+    const [user] = await storedMessages(sys.env.MYSQL_URL, conversationId);
+    const task = (await impatient('GET', `/v1/tasks/${user.taskId}`)).body;
+    const view = (await impatient('GET', `/v1/conversations/${conversationId}`)).body;
+    console.log(
+      `no live agent, short time-out: ${JSON.stringify({ status: res.status, code: res.body.code, elapsedMs, task: task.status })}`,
+    );
+    expect(res.status).toBe(503);
+    expect(res.body.code).toBe('TIMEOUT');
+    expect(elapsedMs).toBeLessThan(SHORT_TIMEOUT_MS + 3000);
+    expect(task.status).toBe('FAILED');
+    expect(task.executions).toMatchObject([
+      { agentType: 'legal-research', status: 'COMPLETED' },
+      { agentType: 'labor-law', status: 'FAILED', error: { code: 'TIMEOUT' } },
+    ]);
+    expect(view.activeTaskIds).toEqual([]);
+    expect(await storedMessages(sys.env.MYSQL_URL, conversationId)).toHaveLength(1);
+    failedTaskId = user.taskId!;
+    await sys.kill(second, 'SIGTERM');
+  });
+
+  it('completes the turn when an instance starts within the time-out', async () => {
+    const conversationId = (await alice('POST', '/v1/conversations', {})).body.conversationId;
+    const started = Date.now();
+    const turn = alice('POST', `/v1/conversations/${conversationId}/messages`, {
+      content: '我跟公司签的劳动合同有问题',
+    });
+    await waitFor(
+      () => logLines(sys, 'orchestrator', 'plan labor-law', { conversationId }).length,
+      {
+        what: 'the turn to be planned',
+        intervalMs: 20,
+      },
+    );
+    sys.start('labor-law-agent');
+    const res = await turn;
+    const elapsedMs = Date.now() - started;
+    const stored = await storedMessages(sys.env.MYSQL_URL, conversationId);
+    const counts = {
+      status: res.status,
+      elapsedMs,
+      laborExecutions: logLines(sys, 'labor-law-agent', 'executing', { conversationId }).length,
+      staleRequestRuns: logLines(sys, 'labor-law-agent', 'executing', { taskId: failedTaskId })
+        .length,
+      storedMessages: stored.length,
+    };
+    console.log(`no live agent, then one starts: ${JSON.stringify(counts)}`);
+    debugLogs(sys);
+    expect(res.body).toMatchObject({
+      userMessage: { seq: 1 },
+      reply: { seq: 2, agentType: 'labor-law' },
+    });
+    expect(counts).toMatchObject({
+      status: 201,
+      laborExecutions: 1,
+      staleRequestRuns: 0,
+      storedMessages: 2,
+    });
+  });
+});
