@@ -1,0 +1,158 @@
+import { createTestDatabase, createTestPrefix, TEST_REDIS_URL } from '@loom/testing';
+import { DEFAULT_TTL } from '../config/session-options';
+import { LoomErrorCode } from '../errors/session-error';
+import { ExecutionClaims } from '../lock/execution-claim';
+import { ConversationLock } from '../lock/conversation-lock';
+import { StateKeys } from '../model/state-keys';
+import { createSessionInfra, SessionInfra } from '../session.providers';
+import { MysqlSessionStore } from '../store/mysql/mysql-session.store';
+import { TieredSessionStore } from '../store/tiered/tiered-session.store';
+import { ConversationRepository } from './conversation.repository';
+import { SystemRepository, SystemSessions } from './system.repository';
+
+/** What recovery and the sweeper rely on, against real MySQL and Redis. */
+describe('recovery support (MySQL + Redis)', () => {
+  let infra: SessionInfra;
+  let cleanup: () => Promise<void>;
+  let conversations: ConversationRepository;
+  let system: SystemRepository;
+  let lock: ConversationLock;
+  const alice = { tenantId: 't-rec', userId: 'alice' };
+
+  beforeAll(async () => {
+    const db = await createTestDatabase();
+    const prefix = createTestPrefix();
+    infra = await createSessionInfra({
+      profile: 'distributed',
+      mysqlUrl: db.url,
+      redisUrl: TEST_REDIS_URL,
+      keyPrefix: prefix.prefix,
+      migrationsRun: true,
+      dataDir: '',
+      ttl: DEFAULT_TTL,
+      idleExpiryDays: 30,
+      lockTtlMs: 30_000,
+      lockWaitMs: 200,
+      lruMax: 1000,
+      lruTtlMs: 1000,
+      redisCallTimeoutMs: 250,
+    });
+    cleanup = async () => {
+      await infra.close();
+      await Promise.all([db.drop(), prefix.cleanup()]);
+    };
+    conversations = new ConversationRepository(infra.store, { idleExpiryDays: 30 });
+    system = new SystemRepository(infra.store);
+    lock = new ConversationLock(infra.redis, infra.keys, infra.store, {
+      ttlMs: 30_000,
+      waitMs: 200,
+    });
+  });
+  afterAll(() => cleanup());
+
+  const message = (role: 'user' | 'assistant', taskId: string) => ({
+    role,
+    content: `${role} of ${taskId}`,
+    agentType: null,
+    taskId,
+    createdAt: new Date().toISOString(),
+    tokens: 0,
+  });
+
+  it('keeps the run index as one row per task, listed without scanning keys', async () => {
+    const entry = (taskId: string) => ({
+      taskId,
+      tenantId: alice.tenantId,
+      userId: alice.userId,
+      conversationId: 'c_conversation01',
+      owner: 'orchestrator-x',
+      lockToken: 'a'.repeat(32),
+      createdAt: new Date().toISOString(),
+    });
+    await system.saveRun(entry('t_task00000001'));
+    await system.saveRun(entry('t_task00000002'));
+    await system.removeRun('t_task00000001');
+    expect((await system.runs(100)).map((e) => e.taskId)).toEqual(['t_task00000002']);
+    expect(await system.run('t_task00000002')).toMatchObject({ owner: 'orchestrator-x' });
+  });
+
+  it('never adopts a system session id as a conversation id', async () => {
+    const { meta, created } = await conversations.create(alice, SystemSessions.runs);
+    expect(created).toBe(true);
+    expect(meta.conversationId).not.toBe(SystemSessions.runs);
+  });
+
+  it('finds a reply MySQL holds even when the hot copy missed it', async () => {
+    const { meta } = await conversations.create(alice);
+    const id = meta.conversationId;
+    await conversations.appendMessage(alice, id, message('user', 't_task00000010'));
+    expect(await conversations.findReply(alice, id, 't_task00000010', 0)).toBeNull();
+    // A process killed between its MySQL commit and its Redis write: MySQL only.
+    const durable = (infra.store as TieredSessionStore).durable;
+    await durable.append(alice, id, StateKeys.messages, message('assistant', 't_task00000010'));
+    expect(await conversations.findReply(alice, id, 't_task00000010', 0)).toBeNull();
+    await conversations.refresh(id);
+    expect(await conversations.findReply(alice, id, 't_task00000010', 0)).toMatchObject({
+      seq: 2,
+      role: 'assistant',
+    });
+  });
+
+  it('takes over a lock only from the stale holder named, and fences that holder out', async () => {
+    const { meta } = await conversations.create(alice);
+    const id = meta.conversationId;
+    const dead = await lock.acquire(alice, id);
+    expect(await lock.takeOver(alice, id, 'f'.repeat(32))).toBeNull();
+    const next = await lock.takeOver(alice, id, dead.token);
+    expect(next).not.toBeNull();
+    expect(next!.fence).toBeGreaterThan(dead.fence);
+    await expect(conversations.save(alice, meta, dead.fence)).rejects.toMatchObject({
+      code: LoomErrorCode.STALE_FENCING_TOKEN,
+    });
+    await conversations.save(alice, meta, next!.fence);
+    await expect(lock.acquire(alice, id, 50)).rejects.toMatchObject({
+      code: LoomErrorCode.LOCK_TIMEOUT,
+    });
+    await next!.release();
+    const free = await lock.takeOver(alice, id, null);
+    expect(free).not.toBeNull();
+    await free!.release();
+  });
+
+  it('lets one delivery of an execution run at a time', async () => {
+    const claims = new ExecutionClaims(infra.redis, infra.keys, { ttlMs: 2000, pollMs: 20 });
+    const first = await claims.acquire('c_conversation01', 'a_execution0001', Date.now() + 5000);
+    const order: string[] = [];
+    const second = claims
+      .acquire('c_conversation01', 'a_execution0001', Date.now() + 5000)
+      .then((c) => (order.push('second'), c));
+    await new Promise((r) => setTimeout(r, 100));
+    order.push('first done');
+    await first.release();
+    await (await second).release();
+    expect(order).toEqual(['first done', 'second']);
+    const held = await claims.acquire('c_conversation01', 'a_execution0002', Date.now() + 5000);
+    await expect(
+      claims.acquire('c_conversation01', 'a_execution0002', Date.now() + 100),
+    ).rejects.toMatchObject({ code: LoomErrorCode.TIMEOUT });
+    await held.release();
+  });
+
+  it('sweeps idle conversations whole and other expired rows, never a conversation row alone', async () => {
+    const durable = (infra.store as TieredSessionStore).durable as MysqlSessionStore;
+    const { meta } = await conversations.create(alice);
+    const id = meta.conversationId;
+    await conversations.appendMessage(alice, id, message('user', 't_task00000020'));
+    const past = new Date(Date.now() - 1000);
+    await infra.store.save(alice, id, StateKeys.conversation, meta, { expiresAt: past });
+    await infra.store.save(alice, id, StateKeys.agent('a_orphan00000001'), {}, { expiresAt: past });
+    const now = new Date();
+    expect(await durable.sweepExpired(now, 100, { exceptKeys: [StateKeys.conversation] })).toBe(1);
+    expect(await durable.expiredSessions(StateKeys.conversation, now, 10)).toEqual([
+      { sessionId: id, tenantId: alice.tenantId },
+    ]);
+    await conversations.purge(alice.tenantId, id);
+    expect(await infra.store.exists(alice, id)).toBe(false);
+    expect(await durable.expiredSessions(StateKeys.conversation, now, 10)).toEqual([]);
+  });
+});

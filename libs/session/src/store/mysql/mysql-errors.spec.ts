@@ -1,0 +1,30 @@
+import { LoomError, LoomErrorCode } from '../../errors/session-error';
+import { asUnavailable, isConnectionError } from './mysql-errors';
+
+describe('driver connection errors', () => {
+  it.each([
+    Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:3306'), { code: 'ECONNREFUSED' }),
+    Object.assign(new Error('Connection lost: The server closed the connection.'), {
+      code: 'PROTOCOL_CONNECTION_LOST',
+      fatal: true,
+    }),
+    Object.assign(new Error('Too many connections'), { code: 'ER_CON_COUNT_ERROR', errno: 1040 }),
+    Object.assign(new Error('query failed'), { driverError: { code: 'ETIMEDOUT' } }),
+    { errno: 1053, message: 'Server shutdown in progress' },
+    new Error("Can't add new command when connection is in closed state"),
+  ])('become UNAVAILABLE: %s', (err) => {
+    expect(isConnectionError(err)).toBe(true);
+    expect(asUnavailable(err)).toMatchObject({ code: LoomErrorCode.UNAVAILABLE });
+  });
+
+  it.each([
+    Object.assign(new Error('Duplicate entry'), { code: 'ER_DUP_ENTRY', errno: 1062 }),
+    Object.assign(new Error('syntax'), { code: 'ER_PARSE_ERROR', errno: 1064 }),
+    new LoomError(LoomErrorCode.STALE_FENCING_TOKEN, 'the connection is not the holder'),
+    null,
+    'ECONNREFUSED',
+  ])('leave every other error as it is: %s', (err) => {
+    expect(isConnectionError(err)).toBe(false);
+    expect(asUnavailable(err)).toBe(err);
+  });
+});
