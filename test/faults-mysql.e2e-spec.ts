@@ -39,7 +39,7 @@ describe('system: MySQL stopped mid-load', () => {
 
   it('answers 503 while it is down, loses no acknowledged turn, and resumes by itself', async () => {
     const token = sys.token('tenant-m', 'alice');
-    const post = async (path: string, body: unknown) => {
+    const post = async (path: string, body: unknown): Promise<{ status: number; body: any }> => {
       try {
         const res = await fetch(`${sys.base}${path}`, {
           method: 'POST',

@@ -10,6 +10,7 @@ import {
   TaskSession,
   TaskStatus,
 } from '@loom/session';
+import { runWithMdc } from '@loom/observability';
 import { HistoryMaintenance } from './history-maintenance';
 import { TaskCompletion } from './task-completion';
 import { TaskExecutor } from './task-executor';
@@ -36,7 +37,17 @@ export class TaskResumer {
   ) {}
 
   /** The task as it ends up (COMPLETED, FAILED), or null when it no longer exists. */
-  async resume(
+  resume(
+    owner: Owner,
+    conversationId: string,
+    taskId: string,
+    lock: LockHandle,
+  ): Promise<TaskSession | null> {
+    // Its log lines carry its own task id, also when a later turn resumes it.
+    return runWithMdc({ taskId }, () => this.settle(owner, conversationId, taskId, lock));
+  }
+
+  private async settle(
     owner: Owner,
     conversationId: string,
     taskId: string,

@@ -1,0 +1,134 @@
+import { createTestDatabase, createTestPrefix, TEST_REDIS_URL } from '@loom/testing';
+import {
+  ConversationLock,
+  ConversationRepository,
+  createSessionInfra,
+  DEFAULT_TTL,
+  SessionInfra,
+  StateKeys,
+  SYSTEM_TENANT,
+  SystemSessions,
+  TaskRepository,
+  TieredSessionStore,
+} from '@loom/session';
+import { SessionSweeper } from '../apps/orchestrator/src/recovery/session-sweeper.service';
+import { storedMessages } from './faults.support';
+
+/**
+ * The sweeper against real MySQL and Redis: idle conversations go whole (messages, tasks and
+ * their task-ref sessions included), a conversation touched again or busy stays, expired rows of
+ * other keys go, and only one replica sweeps at a time.
+ */
+describe('recovery: the sweeper', () => {
+  let infra: SessionInfra;
+  let cleanup: () => Promise<void>;
+  let mysqlUrl: string;
+  let conversations: ConversationRepository;
+  let tasks: TaskRepository;
+  let lock: ConversationLock;
+  let sweeper: SessionSweeper;
+  const bob = { tenantId: 't-sweep', userId: 'bob' };
+
+  beforeAll(async () => {
+    const db = await createTestDatabase('loom_sweep');
+    const prefix = createTestPrefix('loomsweep');
+    mysqlUrl = db.url;
+    infra = await createSessionInfra({
+      profile: 'distributed',
+      mysqlUrl: db.url,
+      redisUrl: TEST_REDIS_URL,
+      keyPrefix: prefix.prefix,
+      migrationsRun: true,
+      dataDir: '',
+      ttl: DEFAULT_TTL,
+      idleExpiryDays: 30,
+      lockTtlMs: 30_000,
+      lockWaitMs: 200,
+      lruMax: 1000,
+      lruTtlMs: 1000,
+      redisCallTimeoutMs: 250,
+    });
+    cleanup = async () => {
+      await infra.close();
+      await Promise.all([db.drop(), prefix.cleanup()]);
+    };
+    conversations = new ConversationRepository(infra.store, { idleExpiryDays: 30 });
+    tasks = new TaskRepository(infra.store);
+    lock = new ConversationLock(infra.redis, infra.keys, infra.store, {
+      ttlMs: 30_000,
+      waitMs: 200,
+    });
+    sweeper = new SessionSweeper(infra, conversations, lock);
+  });
+  afterAll(() => cleanup());
+
+  /** A conversation with a message and a task (its task-ref session too), idle since `ago`. */
+  async function conversation(idleMs: number): Promise<{ id: string; taskId: string }> {
+    const { meta } = await conversations.create(bob);
+    const id = meta.conversationId;
+    const taskId = `t_sweep${Math.random().toString(36).slice(2, 12)}`;
+    await conversations.appendMessage(bob, id, {
+      role: 'user',
+      content: 'hello',
+      agentType: null,
+      taskId,
+      createdAt: new Date().toISOString(),
+      tokens: 0,
+    });
+    await tasks.create(bob, { taskId, conversationId: id, userId: bob.userId } as never);
+    meta.expiresAt = new Date(Date.now() - idleMs).toISOString();
+    await infra.store.save(bob, id, StateKeys.conversation, meta, {
+      userId: bob.userId,
+      expiresAt: new Date(meta.expiresAt),
+    });
+    return { id, taskId };
+  }
+
+  it('purges idle conversations whole, keeps live and busy ones, sweeps other expired rows', async () => {
+    const idle = await conversation(60_000);
+    const live = await conversation(-86_400_000);
+    const busy = await conversation(60_000);
+    const held = await lock.acquire(bob, busy.id);
+    const { meta } = await conversations.create(bob);
+    const past = new Date(Date.now() - 1000);
+    await infra.store.save(
+      bob,
+      meta.conversationId,
+      StateKeys.agent('a_orphaned000001'),
+      {},
+      {
+        expiresAt: past,
+      },
+    );
+
+    const first = await sweeper.sweep();
+    const other = await lock.acquire({ tenantId: SYSTEM_TENANT }, SystemSessions.sweeper, 0);
+    const concurrent = await sweeper.sweep();
+    await other.release();
+    await held.release();
+    const afterBusy = await sweeper.sweep();
+    const counts = {
+      first,
+      concurrent,
+      afterBusy,
+      idleMessages: (await storedMessages(mysqlUrl, idle.id)).length,
+      liveMessages: (await storedMessages(mysqlUrl, live.id)).length,
+      busyMessages: (await storedMessages(mysqlUrl, busy.id)).length,
+    };
+    console.log(`sweeper: ${JSON.stringify(counts)}`);
+
+    expect(first).toEqual({ conversations: 1, rows: 1, skipped: false });
+    expect(concurrent).toEqual({ conversations: 0, rows: 0, skipped: true });
+    expect(afterBusy).toEqual({ conversations: 1, rows: 0, skipped: false });
+    expect(counts).toMatchObject({ idleMessages: 0, liveMessages: 1, busyMessages: 0 });
+    expect(await infra.store.exists(bob, idle.id)).toBe(false);
+    expect(await infra.store.exists(bob, idle.taskId)).toBe(false); // its task-ref session
+    expect(await conversations.find(bob, live.id)).not.toBeNull();
+    expect(await infra.store.exists(bob, live.taskId)).toBe(true);
+    // Gone from MySQL; a hot copy (if any) dies with its own, shorter TTL.
+    const durable = (infra.store as TieredSessionStore).durable;
+    expect(await durable.get(bob, meta.conversationId, StateKeys.agent('a_orphaned000001'))).toBe(
+      null,
+    );
+  });
+});
