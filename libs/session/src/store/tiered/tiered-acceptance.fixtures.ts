@@ -13,7 +13,6 @@ import { RedisSessionStore } from '../redis/redis-session.store';
 import { HotTierGuardOptions } from './hot-tier-guard';
 import { TieredSessionStore } from './tiered-session.store';
 
-
 export { PrivateRedisServer, sleep } from '@loom/testing';
 
 /** Runs `fn` and returns its result with how long it took (ms). */
