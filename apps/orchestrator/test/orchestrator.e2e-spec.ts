@@ -125,4 +125,49 @@ describe('orchestrator (HTTP, in-process)', () => {
     });
     expect(list.body.items[0].usage.completionTokens).toBeGreaterThan(0);
   });
+
+  it('folds older turns into a summary past 30 messages, keeps raw messages, titles once', async () => {
+    const server = app.getHttpServer();
+    const auth = token('tenant-a', 'summary-user');
+    const id = (await request(server).post('/v1/conversations').set('authorization', auth).send({}))
+      .body.conversationId;
+    let last;
+    for (let i = 1; i <= 16; i++) {
+      last = await request(server)
+        .post(`/v1/conversations/${id}/messages`)
+        .set('authorization', auth)
+        .send({
+          content:
+            i === 1
+              ? '我的劳动合同被公司单方面解除了，想咨询经济补偿怎么计算才合理合法的问题'
+              : `第${i}个问题：加班工资怎么算`,
+        });
+      expect(last.status).toBe(201);
+    }
+    const all = await request(server)
+      .get(`/v1/conversations/${id}/messages?limit=200`)
+      .set('authorization', auth);
+    expect(all.body.items.map((m: { seq: number }) => m.seq)).toEqual(
+      Array.from({ length: 32 }, (_, i) => i + 1),
+    );
+    const view = await request(server).get(`/v1/conversations/${id}`).set('authorization', auth);
+    expect(Array.from(view.body.title as string).length).toBeLessThanOrEqual(60);
+    expect(view.body.title).toContain('劳动合同');
+    const next = await request(server)
+      .post(`/v1/conversations/${id}/messages`)
+      .set('authorization', auth)
+      .send({ content: '那年假呢?' });
+    const task = await request(server)
+      .get(`/v1/tasks/${next.body.taskId}`)
+      .set('authorization', auth);
+    const labor = task.body.executions.find(
+      (e: { agentType: string }) => e.agentType === 'labor-law',
+    );
+    expect(labor.context.summaryIncluded).toBe(true);
+    // history after the summary's range only: the summary covers seq 1..12 after 32 messages
+    expect(labor.context.historyMessages).toBeLessThanOrEqual(20);
+    expect(
+      (await request(server).get(`/v1/conversations/${id}`).set('authorization', auth)).body.title,
+    ).toBe(view.body.title);
+  });
 });

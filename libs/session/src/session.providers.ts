@@ -49,6 +49,7 @@ export async function createSessionInfra(
   });
   const redis = createRedis(opts.redisUrl, 'loom-session');
   redis.on('error', (err) => onHotError?.(err));
+  await connected(redis, 3000);
   const store = new TieredSessionStore(
     new MysqlSessionStore(dataSource),
     new RedisSessionStore(redis, opts.keyPrefix, { authoritative: false, ownsConnection: false }),
@@ -70,4 +71,21 @@ export async function createSessionInfra(
       redis.disconnect();
     },
   };
+}
+
+/**
+ * Waits (bounded) until the connection is ready, so an app does not start by failing its first
+ * Redis calls; if Redis is down the app starts anyway and the breaker sends calls to MySQL.
+ */
+async function connected(redis: Redis, timeoutMs: number): Promise<void> {
+  if (redis.status === 'ready') return;
+  await new Promise<void>((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      redis.off('ready', done);
+      resolve();
+    };
+    const timer = setTimeout(done, timeoutMs);
+    redis.once('ready', done);
+  });
 }
