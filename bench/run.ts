@@ -4,6 +4,8 @@
  */
 const BENCHES: Record<string, () => Promise<{ run(): Promise<void> }>> = {
   'session-append': () => import('./session-append.bench'),
+  dispatch: () => import('./dispatch.bench'),
+  turn: () => import('./turn.bench'),
 };
 
 async function main(names: string[]): Promise<void> {
