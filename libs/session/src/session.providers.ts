@@ -46,6 +46,7 @@ export async function createSessionInfra(
   const dataSource = await openSessionDataSource({
     url: opts.mysqlUrl,
     migrationsRun: opts.migrationsRun,
+    poolSize: opts.mysqlPoolSize,
   });
   const redis = createRedis(opts.redisUrl, 'loom-session');
   redis.on('error', (err) => onHotError?.(err));

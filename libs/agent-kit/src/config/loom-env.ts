@@ -48,6 +48,8 @@ export class LoomEnv {
   @IsIn(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) LOG_LEVEL = 'info';
   @IsIn(['json', 'pretty']) LOG_FORMAT: 'json' | 'pretty' = 'json';
   @Transform(toBool) @IsBoolean() DB_MIGRATIONS_RUN = true;
+  /** MySQL connections per process (several replicas share one server's max_connections). */
+  @Transform(toInt) @IsInt() @Min(1) @Max(200) DB_POOL_SIZE = 10;
   @IsString() LOOM_DATA_DIR = '.loom-data';
   /** Embedded profile: TCP port of an agent app (0 = any free port). */
   @Transform(toInt) @IsInt() @Min(0) @Max(65535) AGENT_PORT = 0;

@@ -13,6 +13,7 @@ export function sessionOptionsFrom(env: LoomEnv): SessionOptions & {
     redisUrl: env.REDIS_URL,
     keyPrefix: env.LOOM_KEY_PREFIX,
     migrationsRun: env.DB_MIGRATIONS_RUN,
+    mysqlPoolSize: env.DB_POOL_SIZE,
     dataDir: env.LOOM_DATA_DIR,
     ttl: DEFAULT_TTL,
     idleExpiryDays: 30,

@@ -9,6 +9,8 @@ export interface SessionOptions {
   redisUrl: string;
   keyPrefix: string;
   migrationsRun: boolean;
+  /** MySQL connections per process (default 10). */
+  mysqlPoolSize?: number;
   /** Directory of the JSON-file store (embedded profile). */
   dataDir: string;
   ttl: { conversationSeconds: number; taskSeconds: number; agentSeconds: number };
