@@ -251,11 +251,18 @@ describe('system: security (isolation, signed assignments, ACL, hardening)', () 
       });
       const victimClaims = claimsFor(victim, ['tenant-a', 'alice']);
       const mallorysOwn = signer.sign(claimsFor(own, ['tenant-b', 'mallory']));
-      const cases: Array<[string, unknown, string]> = [
-        ['unsigned', { ...victimClaims }, 'unsigned assignment'],
+      const cases: Array<[string, unknown, string, string]> = [
+        // well-formed but never signed (the shape check lets it through to the guard)
+        [
+          'unsigned',
+          { ...victimClaims, signature: '0'.repeat(64) },
+          'ASSIGNMENT_REJECTED',
+          'bad assignment signature',
+        ],
         [
           'forged',
           { ...victimClaims, signature: randomBytes(32).toString('hex') },
+          'ASSIGNMENT_REJECTED',
           'bad assignment signature',
         ],
         [
@@ -268,29 +275,34 @@ describe('system: security (isolation, signed assignments, ACL, hardening)', () 
             conversationId: victim.id,
             taskId: victim.taskId,
           },
+          'ASSIGNMENT_REJECTED',
           'bad assignment signature',
         ],
         [
           // a genuine assignment for alice's task, replayed after it expired
           'expired',
           signer.sign({ ...victimClaims, expiresAt: Date.now() - 1000 }),
+          'ASSIGNMENT_REJECTED',
           'assignment expired',
         ],
         [
           // signed for another agent type, sent to labor-law
           'other agent type',
           signer.sign({ ...victimClaims, agentType: 'contract-law' }),
+          'ASSIGNMENT_REJECTED',
           'assignment is for another agent type',
         ],
+        // no signature at all: malformed before it is even checked
+        ['no signature', { ...victimClaims }, 'VALIDATION_FAILED', 'invalid payload: assignment'],
       ];
-      for (const [name, assignment, reason] of cases) {
+      for (const [name, assignment, code, reason] of cases) {
         const correlationId = `forged-${name.replace(/ /g, '-')}-${randomBytes(4).toString('hex')}`;
         const reply = await publish('labor-law', {
           assignment,
           meta: { correlationId },
           language: 'en',
         });
-        expect([name, reply.err]).toEqual([name, { code: 'ASSIGNMENT_REJECTED', message: reason }]);
+        expect([name, reply.err]).toEqual([name, { code, message: reason }]);
         expect(reply.response).toBeUndefined();
         const sid = (assignment as AssignmentClaims).agentSessionId;
         // nothing written: no agent session (MySQL or Redis), no shared-context write
@@ -302,7 +314,11 @@ describe('system: security (isolation, signed assignments, ACL, hardening)', () 
         // the agent logged the rejection, and nothing after it for that request
         const lines = sys.logs().filter((l) => l.json?.correlationId === correlationId);
         expect(lines.map((l) => [l.app, l.json!.msg, l.json!.reason])).toEqual([
-          ['labor-law-agent', 'assignment rejected', reason],
+          [
+            'labor-law-agent',
+            code === 'ASSIGNMENT_REJECTED' ? 'assignment rejected' : 'execution rejected',
+            reason,
+          ],
         ]);
         expect(lines[0].json).toMatchObject({ level: 'warn', agentType: 'labor-law' });
         expect(lines[0].json).not.toHaveProperty('conversationId');
@@ -350,7 +366,7 @@ describe('system: security (isolation, signed assignments, ACL, hardening)', () 
           // what the client refuses to send goes straight to the stream
           for (const raw of [null, 'string', 42, []])
             expect((await publish(agentType, raw)).err).toMatchObject({
-              code: 'ASSIGNMENT_REJECTED',
+              code: 'VALIDATION_FAILED',
             });
           const payloads: unknown[] = ['string', 42, [], {}, { meta: { correlationId: '\u0000' } }];
           for (const bad of FUZZ) {

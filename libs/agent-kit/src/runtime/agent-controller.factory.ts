@@ -6,7 +6,7 @@ import {
   ExecuteAgentResult,
 } from '../contracts/agent-messages';
 import { AgentRunner } from './agent-runner';
-import { AssignmentInterceptor } from './assignment.interceptor';
+import { AgentContextInterceptor, AssignmentPipe } from './assignment.interceptor';
 
 const PROPERTY = /^[A-Za-z0-9_]{1,64}$/;
 
@@ -26,8 +26,9 @@ export const rpcValidationPipe = new ValidationPipe({
 
 /**
  * @MessagePattern needs a constant, and the pattern depends on the agent type: one class per
- * agent. Execute messages pass the AssignmentInterceptor (signed assignment, CLS) before the
- * validation pipe and the runner.
+ * agent. Execute messages run in a CLS context of their own (AgentContextInterceptor), then
+ * their shape is validated and their signed assignment verified (AssignmentPipe) before the
+ * runner reads anything.
  */
 export function createAgentController(agentType: string): Type<unknown> {
   @Controller()
@@ -35,8 +36,8 @@ export function createAgentController(agentType: string): Type<unknown> {
     constructor(private readonly runner: AgentRunner) {}
 
     @MessagePattern(agentExecutePattern(agentType))
-    @UseInterceptors(AssignmentInterceptor)
-    @UsePipes(rpcValidationPipe)
+    @UseInterceptors(AgentContextInterceptor)
+    @UsePipes(rpcValidationPipe, AssignmentPipe)
     execute(@Payload() req: ExecuteAgentRequest): Promise<ExecuteAgentResult> {
       return this.runner.execute(req);
     }

@@ -5,6 +5,7 @@ import {
   Injectable,
   Logger,
   NestInterceptor,
+  PipeTransform,
 } from '@nestjs/common';
 import { RpcException } from '@nestjs/microservices';
 import { ClsService } from 'nestjs-cls';
@@ -17,18 +18,16 @@ import { AGENT_DESCRIPTOR } from './agent-handler';
 import { INSTANCE_ID } from './agent-runner';
 
 /**
- * The agent-side guard of every execute message, run before payload validation and the handler:
- * opens the CLS context (correlationId from `meta`, agentType and agentId; tenant, conversation
- * and task only from a verified assignment), then verifies the signed assignment. Unsigned,
- * altered, expired or foreign assignments end here with ASSIGNMENT_REJECTED, logged, before
- * anything is read. Typed failures after that are logged with their code.
+ * Opens the CLS context of every execute message before anything else runs (payload pipes
+ * included): correlationId from `meta` (when well-formed), agentType and agentId. Tenant,
+ * conversation and task are added by AssignmentPipe, from a verified assignment only. Typed
+ * failures are logged with their code (assignment rejections by the pipe itself).
  */
 @Injectable()
-export class AssignmentInterceptor implements NestInterceptor {
-  private readonly log = new Logger('AssignmentGuard');
+export class AgentContextInterceptor implements NestInterceptor {
+  private readonly log = new Logger('AgentExecute');
 
   constructor(
-    private readonly signer: AssignmentSigner,
     private readonly cls: ClsService<LoomClsStore>,
     @Inject(AGENT_DESCRIPTOR) private readonly descriptor: AgentRegistration,
     @Inject(INSTANCE_ID) private readonly instanceId: string,
@@ -43,41 +42,60 @@ export class AssignmentInterceptor implements NestInterceptor {
         if (meta.correlationId) this.cls.set('correlationId', meta.correlationId);
         this.cls.set('agentType', this.descriptor.agentType);
         this.cls.set('agentId', this.instanceId);
-        try {
-          const claims = this.signer.verify(raw.assignment, this.descriptor.agentType);
-          // Signed, but still shaped before it reaches a log line (the payload pipe checks ids next).
-          const known = pickMdc(claims);
-          for (const f of ['tenantId', 'conversationId', 'taskId'] as const)
-            if (known[f]) this.cls.set(f, known[f]);
-        } catch (err) {
-          const reason = LoomError.is(err) ? err.message : 'invalid assignment';
-          this.log.warn({
-            msg: 'assignment rejected',
-            code: LoomErrorCode.ASSIGNMENT_REJECTED,
-            reason,
-          });
-          subscriber.error(
-            new RpcException({ code: LoomErrorCode.ASSIGNMENT_REJECTED, message: reason }),
-          );
-          return;
-        }
         next.handle().subscribe({
           next: (v) => subscriber.next(v),
           complete: () => subscriber.complete(),
           error: (err: unknown) => {
             const body = err instanceof RpcException ? err.getError() : null;
-            const code =
-              body && typeof body === 'object' ? (body as { code?: unknown }).code : null;
-            if (typeof code === 'string')
-              this.log.warn({
-                msg: 'execution rejected',
-                code,
-                reason: (body as { message?: unknown }).message,
-              });
+            const { code, message } = (body && typeof body === 'object' ? body : {}) as {
+              code?: unknown;
+              message?: unknown;
+            };
+            if (typeof code === 'string' && code !== LoomErrorCode.ASSIGNMENT_REJECTED)
+              this.log.warn({ msg: 'execution rejected', code, reason: message });
             subscriber.error(err);
           },
         });
       }),
     );
+  }
+}
+
+/**
+ * The agent-side guard, run right after the payload's shape is validated (VALIDATION_FAILED
+ * for a malformed one) and before the runner reads anything: unsigned, altered, expired or
+ * foreign assignments end here with ASSIGNMENT_REJECTED, logged. A verified assignment puts
+ * tenantId, conversationId and taskId into the CLS context.
+ */
+@Injectable()
+export class AssignmentPipe implements PipeTransform {
+  private readonly log = new Logger('AssignmentGuard');
+
+  constructor(
+    private readonly signer: AssignmentSigner,
+    private readonly cls: ClsService<LoomClsStore>,
+    @Inject(AGENT_DESCRIPTOR) private readonly descriptor: AgentRegistration,
+  ) {}
+
+  transform(value: unknown): unknown {
+    const raw = value && typeof value === 'object' ? (value as Record<string, unknown>) : {};
+    let claims;
+    try {
+      claims = this.signer.verify(raw.assignment, this.descriptor.agentType);
+    } catch (err) {
+      const reason = LoomError.is(err) ? err.message : 'invalid assignment';
+      this.log.warn({
+        msg: 'assignment rejected',
+        code: LoomErrorCode.ASSIGNMENT_REJECTED,
+        reason,
+      });
+      throw new RpcException({ code: LoomErrorCode.ASSIGNMENT_REJECTED, message: reason });
+    }
+    if (this.cls.isActive()) {
+      const known = pickMdc(claims);
+      for (const f of ['tenantId', 'conversationId', 'taskId'] as const)
+        if (known[f]) this.cls.set(f, known[f]);
+    }
+    return value;
   }
 }
