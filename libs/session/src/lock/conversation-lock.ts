@@ -97,9 +97,7 @@ export class ConversationLock {
     redis: Redis | null,
   ): Promise<LockHandle> {
     const key = this.keys.lock(sessionId);
-    const release = async () => {
-      await redis?.eval(RELEASE, 1, key, token).catch((err) => this.opts.onRedisError?.(err));
-    };
+    const release = () => this.release(key, token);
     let fence: number;
     try {
       fence = await this.store.nextFence(scope, sessionId);
@@ -117,6 +115,31 @@ export class ConversationLock {
         return (await redis.eval(RENEW, 1, key, token, this.opts.ttlMs).catch(() => 0)) === 1;
       },
     };
+  }
+
+  /**
+   * Token-checked DEL, also when the lock went on without Redis: a SET that timed out while Redis
+   * was paused still runs when it resumes, and would hold the conversation for a whole TTL. A
+   * failed release is retried every second until the TTL would have freed the lock anyway.
+   */
+  private async release(key: string, token: string): Promise<void> {
+    const redis = this.redis;
+    if (!redis) return;
+    const attempt = () => redis.eval(RELEASE, 1, key, token);
+    try {
+      await attempt();
+    } catch (err) {
+      this.opts.onRedisError?.(err);
+      const until = Date.now() + this.opts.ttlMs;
+      const retry = setInterval(() => {
+        if (Date.now() > until) return clearInterval(retry);
+        attempt().then(
+          () => clearInterval(retry),
+          () => undefined,
+        );
+      }, 1000);
+      retry.unref();
+    }
   }
 }
 

@@ -19,6 +19,8 @@ export interface ExecutionClaimOptions {
   pollMs: number;
 }
 
+const REDIS_PATIENCE_MS = 3000;
+
 /** One process's claims in the embedded profile (no Redis there, and only one process). */
 const localClaims = new Map<string, string>();
 
@@ -45,7 +47,14 @@ export class ExecutionClaims {
     assertId(agentSessionId, 'agent session id');
     const key = `${this.keys.session(conversationId)}:claim:${agentSessionId}`;
     const token = randomBytes(16).toString('hex');
-    while (!(await this.tryTake(key, token))) {
+    // A Redis blip (reconnecting after a restart or pause) is waited out briefly, then UNAVAILABLE.
+    const giveUpOnRedis = Math.min(deadline, Date.now() + REDIS_PATIENCE_MS);
+    for (;;) {
+      const taken = await this.tryTake(key, token).catch((err: unknown) => {
+        if (Date.now() + this.opts.pollMs > giveUpOnRedis) throw err;
+        return false;
+      });
+      if (taken) break;
       if (Date.now() + this.opts.pollMs > deadline)
         throw new LoomError(
           LoomErrorCode.TIMEOUT,
