@@ -21,7 +21,21 @@ export class RedisAgentRegistry implements AgentRegistry {
     private readonly redis: Redis,
     private readonly prefix: string,
     private readonly staleMs = 15_000,
+    private readonly ownsConnection = false,
   ) {}
+
+  /**
+   * Closes a connection of its own when the app stops (an open socket keeps an in-process app,
+   * e.g. in e2e tests, from exiting). Waits a turn first: every shutdown hook of the module has
+   * then issued its calls (the heartbeat's `remove`), and QUIT goes after them.
+   */
+  async onApplicationShutdown(): Promise<void> {
+    if (!this.ownsConnection) return;
+    await new Promise((r) => setImmediate(r));
+    const quit = this.redis.quit().catch(() => undefined);
+    await Promise.race([quit, new Promise((r) => setTimeout(r, 1000).unref())]);
+    this.redis.disconnect();
+  }
 
   async heartbeat(descriptor: AgentRegistration, instanceId: string): Promise<void> {
     await this.redis

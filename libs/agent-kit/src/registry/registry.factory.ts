@@ -11,5 +11,5 @@ export function createRegistry(env: LoomEnv): AgentRegistry {
     retryStrategy: (n) => Math.min(n * 100, 2000),
   });
   redis.on('error', () => undefined); // reconnects by itself; heartbeats log their own failures
-  return new RedisAgentRegistry(redis, env.LOOM_KEY_PREFIX);
+  return new RedisAgentRegistry(redis, env.LOOM_KEY_PREFIX, undefined, true);
 }
