@@ -45,6 +45,10 @@ export class LoomEnv {
   @Transform(toInt) @IsInt() @Min(1000) TASK_LEASE_MS = 600_000;
   @Transform(toInt) @IsInt() @Min(100) RECOVERY_INTERVAL_MS = 30_000;
   @Transform(toInt) @IsInt() @Min(100) AGENT_TIMEOUT_MS = 120_000;
+  /** A request pending this long on an agent instance that stopped answering is handed to another. */
+  @Transform(toInt) @IsInt() @Min(200) AGENT_CLAIM_IDLE_MS = 30_000;
+  /** Deliveries of one request before it is dead-lettered and its task failed. */
+  @Transform(toInt) @IsInt() @Min(1) @Max(100) AGENT_MAX_DELIVERIES = 5;
   @IsIn(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) LOG_LEVEL = 'info';
   @IsIn(['json', 'pretty']) LOG_FORMAT: 'json' | 'pretty' = 'json';
   @Transform(toBool) @IsBoolean() DB_MIGRATIONS_RUN = true;

@@ -36,8 +36,8 @@ export async function bootstrapAgent(
       strategy: new RedisStreamsServer({
         redisUrl: env.REDIS_URL,
         keyPrefix: env.LOOM_KEY_PREFIX,
-        claimIdleMs: 30_000,
-        maxDeliveries: 5,
+        claimIdleMs: env.AGENT_CLAIM_IDLE_MS,
+        maxDeliveries: env.AGENT_MAX_DELIVERIES,
         duplicateDeliveryForTests: env.LOOM_TEST_DUPLICATE_DELIVERY,
       }),
     };
