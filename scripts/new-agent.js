@@ -44,14 +44,14 @@ export const ${constant}: AgentRegistration = {
 };
 `,
   [`src/${name}.handler.ts`]: `import { Injectable } from '@nestjs/common';
-import { AgentHandler, answerFromContext, LlmClient } from '@loom/agent-kit';
+import { AgentHandler, AgentTools, answerFromContext } from '@loom/agent-kit';
 import { SessionContext } from '@loom/session';
 
 /** Answers with the conversation so far and the task-shared data (research, other agents). */
 @Injectable()
 export class ${camel}Handler implements AgentHandler {
-  handle(ctx: SessionContext, tools: { llm: LlmClient; language: 'zh' | 'en' }) {
-    return answerFromContext(ctx, tools.llm, ${JSON.stringify(description)}, tools.language);
+  handle(ctx: SessionContext, tools: AgentTools) {
+    return answerFromContext(ctx, tools, ${JSON.stringify(description)});
   }
 }
 `,

@@ -1,3 +1,5 @@
+import Redis from 'ioredis';
+import { TEST_REDIS_URL } from '@loom/testing';
 import { client, RunningSystem, startSystem } from './system';
 
 /** The whole path as separate processes on real Redis and MySQL (DESIGN.md §6, API.md demo). */
@@ -170,11 +172,24 @@ describe('system: a multi-turn consultation keeps its context across services', 
       body: JSON.stringify({ content: '那加班费呢?' }),
     });
     const text = await res.text();
-    const deltas = [...text.matchAll(/event: delta\ndata: (.*)\n/g)]
-      .map((m) => JSON.parse(m[1]).text)
-      .join('');
+    const events = [...text.matchAll(/event: delta\ndata: (.*)\n/g)].map(
+      (m) => JSON.parse(m[1]).text,
+    );
     const done = JSON.parse(/event: done\ndata: (.*)\n/.exec(text)![1]);
-    expect(deltas).toBe(done.reply.content);
+    expect(events.join('')).toBe(done.reply.content);
+    // The deltas came live from the agent's model through Redis, not from the stored reply.
+    const task = await alice('GET', `/v1/tasks/${done.taskId}`);
+    const labor = task.body.executions.find(
+      (e: { agentType: string }) => e.agentType === 'labor-law',
+    );
+    const redis = new Redis(TEST_REDIS_URL);
+    const published = await redis.xrange(
+      `${sys.env.LOOM_KEY_PREFIX}deltas:{${id}}:${labor.agentSessionId}`,
+      '-',
+      '+',
+    );
+    redis.disconnect();
+    expect(published.map(([, fields]) => fields[1])).toEqual(events);
     expect(done.reply.seq).toBe(4);
     expect((await alice('GET', `/v1/conversations/${id}/messages`)).body.items).toHaveLength(4);
   });

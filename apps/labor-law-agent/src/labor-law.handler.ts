@@ -1,12 +1,12 @@
 import { Injectable } from '@nestjs/common';
-import { AgentHandler, answerFromContext, LlmClient } from '@loom/agent-kit';
+import { AgentHandler, AgentTools, answerFromContext } from '@loom/agent-kit';
 import { SessionContext } from '@loom/session';
 
 /** Answers with the conversation so far and the statutes the research agent shared. */
 @Injectable()
 export class LaborLawHandler implements AgentHandler {
-  handle(ctx: SessionContext, tools: { llm: LlmClient; language: 'zh' | 'en' }) {
+  handle(ctx: SessionContext, tools: AgentTools) {
     const role = tools.language === 'zh' ? '劳动法专家' : 'Labour-law specialist';
-    return answerFromContext(ctx, tools.llm, role, tools.language);
+    return answerFromContext(ctx, tools, role);
   }
 }

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { AgentHandler, LlmClient, searchStatutes } from '@loom/agent-kit';
+import { AgentHandler, AgentTools, searchStatutes } from '@loom/agent-kit';
 import { SessionContext } from '@loom/session';
 
 export const RESEARCH_KEY = 'research.statutes';
@@ -10,7 +10,7 @@ export const RESEARCH_KEY = 'research.statutes';
  */
 @Injectable()
 export class LegalResearchHandler implements AgentHandler {
-  async handle(ctx: SessionContext, tools: { llm: LlmClient; language: 'zh' | 'en' }) {
+  async handle(ctx: SessionContext, tools: AgentTools) {
     const domain = ctx.task.intent.includes('labor')
       ? 'labor'
       : ctx.task.intent.includes('contract')

@@ -14,3 +14,4 @@ export * from './planning';
 export * from './knowledge';
 export * from './transport';
 export * from './runtime/answer-from-context';
+export * from './streaming/delta-channel';

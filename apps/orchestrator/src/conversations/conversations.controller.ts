@@ -107,10 +107,17 @@ export class ConversationsController {
       .setHeader('Content-Type', 'text/event-stream')
       .setHeader('Cache-Control', 'no-cache');
     res.flushHeaders();
+    const delta = (text: string) =>
+      res.write(`event: delta\ndata: ${JSON.stringify({ text })}\n\n`);
+    let streamed = false;
     try {
-      const view = await this.turns.turn(owner, id, content, idempotencyKey);
-      for (const text of chunks(view.reply.content))
-        res.write(`event: delta\ndata: ${JSON.stringify({ text })}\n\n`);
+      // Deltas arrive while the answering agent's model writes; the reply is stored once, at the end.
+      const view = await this.turns.turn(owner, id, content, idempotencyKey, (_agentType, text) => {
+        streamed = true;
+        delta(text);
+      });
+      // A replayed turn (same Idempotency-Key) or a stored result produced no live text.
+      if (!streamed) for (const text of chunks(view.reply.content)) delta(text);
       res.write(`event: done\ndata: ${JSON.stringify(view)}\n\n`);
     } catch (err) {
       res.write(`event: error\ndata: ${JSON.stringify(toErrorBody(err))}\n\n`);

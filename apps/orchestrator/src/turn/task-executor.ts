@@ -1,8 +1,10 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { ClsService } from 'nestjs-cls';
-import { LOOM_ENV, LoomEnv } from '@loom/agent-kit';
+import { DeltaChannel, LOOM_ENV, LoomEnv } from '@loom/agent-kit';
 import { AssignmentSigner } from '@loom/security';
 import {
+  SESSION_INFRA,
+  SessionInfra,
   AgentExecutionRecord,
   emptyUsage,
   ExecutionStatus,
@@ -45,7 +47,12 @@ export class TaskExecutor {
     private readonly dispatcher: AgentDispatcher,
     private readonly signer: AssignmentSigner,
     private readonly cls: ClsService<LoomClsStore>,
-  ) {}
+    @Inject(SESSION_INFRA) infra: SessionInfra,
+  ) {
+    this.deltas = new DeltaChannel(infra.redis, infra.keys.prefix);
+  }
+
+  private readonly deltas: DeltaChannel;
 
   async run(run: TaskRun, language: 'zh' | 'en'): Promise<TaskResult> {
     const { task } = run;
@@ -161,8 +168,17 @@ export class TaskExecutor {
       taskId: task.taskId,
       agentType,
     };
+    // The reply comes from a required step: an SSE client sees its text as the model writes it.
+    const streamed = run.onDelta && task.plan.find((s) => s.agentType === agentType)?.required;
+    const onDelta = run.onDelta;
+    const subscription =
+      streamed && onDelta
+        ? this.deltas.subscribe(task.conversationId, agentSessionId, (t) => onDelta(agentType, t))
+        : null;
     try {
-      const result = await this.dispatcher.execute(agentType, { assignment, meta, language });
+      const result = await this.dispatcher
+        .execute(agentType, { assignment, meta, language, stream: streamed ? true : undefined })
+        .finally(() => subscription?.stop());
       this.log.log(
         `${agentType} answered (${result.context.historyMessages} history messages` +
           `${result.replayed ? ', stored result' : ''})`,

@@ -24,6 +24,8 @@ export const orchestratorIdProvider = {
  * A holder that lost its lock finds its next fenced write refused (STALE_FENCING_TOKEN).
  */
 export class TaskRun {
+  /** Set by a streaming (SSE) turn: receives the reply's text as the answering agent writes it. */
+  onDelta?: (agentType: string, text: string) => void;
   private chain: Promise<void> = Promise.resolve();
   private timer?: NodeJS.Timeout;
   private closed = false;

@@ -60,6 +60,7 @@ export class TurnService {
     conversationId: string,
     content: string,
     idempotencyKey?: string,
+    onDelta?: (agentType: string, text: string) => void,
   ): Promise<TurnView> {
     if (typeof content !== 'string' || content.length > MAX_CONTENT) {
       throw new LoomError(
@@ -76,7 +77,7 @@ export class TurnService {
         : null;
       const previous = await this.settleEarlier(owner, conversationId, keyHash, lock);
       if (previous) return await this.completion.view(owner, previous);
-      return await this.start(owner, conversationId, content, keyHash, lock);
+      return await this.start(owner, conversationId, content, keyHash, lock, onDelta);
     } finally {
       await lock.release();
     }
@@ -109,6 +110,7 @@ export class TurnService {
     content: string,
     keyHash: string | null,
     lock: LockHandle,
+    onDelta?: (agentType: string, text: string) => void,
   ): Promise<TurnView> {
     const meta = await this.conversations.get(owner, conversationId, true);
     const language = detectLanguage(content);
@@ -150,6 +152,7 @@ export class TurnService {
     );
 
     const run = this.leases.open(owner, task, lock).start();
+    run.onDelta = onDelta;
     let view: TurnView;
     try {
       const result = await this.executor.run(run, language);

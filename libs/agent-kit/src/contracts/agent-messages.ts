@@ -1,5 +1,6 @@
 import { Type } from 'class-transformer';
 import {
+  IsBoolean,
   IsIn,
   IsInt,
   IsObject,
@@ -41,6 +42,8 @@ export class ExecuteAgentRequest {
   @ValidateNested() @Type(() => AssignmentDto) @IsObject() assignment!: AssignmentDto;
   @ValidateNested() @Type(() => DispatchMeta) @IsObject() meta!: DispatchMeta;
   @IsOptional() @IsIn(['zh', 'en']) language?: 'zh' | 'en';
+  /** Publish the reply's text as it is produced (DeltaChannel), for an SSE client. */
+  @IsOptional() @IsBoolean() stream?: boolean;
 }
 
 export interface ExecuteAgentResult {

@@ -1,11 +1,19 @@
 import type { SessionContext, Usage } from '@loom/session';
 import type { LlmClient } from '../llm/llm.types';
 
+/** What the kit hands a handler besides its SessionContext. */
+export interface AgentTools {
+  llm: LlmClient;
+  language: 'zh' | 'en';
+  /** Set when the user is streaming the reply: call it with each piece of text as it is produced. */
+  onDelta?: (text: string) => void;
+}
+
 /** The one thing an agent app writes: how it answers, given its SessionContext. */
 export interface AgentHandler {
   handle(
     ctx: SessionContext,
-    tools: { llm: LlmClient; language: 'zh' | 'en' },
+    tools: AgentTools,
   ): Promise<{ answer: string; usage: Usage; sharedKeysWritten?: string[] }>;
 }
 

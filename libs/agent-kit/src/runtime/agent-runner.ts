@@ -21,6 +21,7 @@ import { LoomClsStore } from '@loom/observability';
 import { AgentRegistration } from '../contracts/agent-descriptor';
 import { ExecuteAgentRequest, ExecuteAgentResult } from '../contracts/agent-messages';
 import { LLM_CLIENT, LlmClient } from '../llm/llm.types';
+import { DeltaChannel } from '../streaming/delta-channel';
 import { AGENT_DESCRIPTOR, AGENT_HANDLER, AgentHandler } from './agent-handler';
 
 export const INSTANCE_ID = Symbol('INSTANCE_ID');
@@ -35,6 +36,7 @@ export const INSTANCE_ID = Symbol('INSTANCE_ID');
 export class AgentRunner {
   private readonly log = new Logger('AgentRunner');
   private readonly claims: ExecutionClaims;
+  private readonly deltas: DeltaChannel;
 
   constructor(
     @Inject(AGENT_DESCRIPTOR) private readonly descriptor: AgentRegistration,
@@ -49,6 +51,7 @@ export class AgentRunner {
     @Inject(SESSION_INFRA) infra: SessionInfra,
   ) {
     this.claims = new ExecutionClaims(infra.redis, infra.keys);
+    this.deltas = new DeltaChannel(infra.redis, infra.keys.prefix);
   }
 
   execute(req: ExecuteAgentRequest): Promise<ExecuteAgentResult> {
@@ -156,7 +159,13 @@ export class AgentRunner {
     this.log.log(`executing with ${ctx.history.length} history messages`);
     const language = req.language ?? 'en';
     try {
-      const out = await this.handler.handle(ctx, { llm: this.llm, language });
+      const onDelta = req.stream
+        ? (text: string) =>
+            void this.deltas
+              .publish(claims.conversationId, claims.agentSessionId, text)
+              .catch((err) => this.log.warn(`delta not published: ${err.message}`))
+        : undefined;
+      const out = await this.handler.handle(ctx, { llm: this.llm, language, onDelta });
       const result: ExecuteAgentResult = {
         agentSessionId: claims.agentSessionId,
         agentType: this.descriptor.agentType,

@@ -1,5 +1,6 @@
 import type { SessionContext, Usage } from '@loom/session';
-import type { LlmClient, LlmMessage } from '../llm/llm.types';
+import type { LlmMessage } from '../llm/llm.types';
+import type { AgentTools } from './agent-handler';
 
 /** Prompt messages and structured context for a model call from what the agent was shown. */
 export function promptFromContext(ctx: SessionContext, role: string, language: 'zh' | 'en') {
@@ -27,14 +28,21 @@ export function promptFromContext(ctx: SessionContext, role: string, language: '
   return { messages, context };
 }
 
-/** A specialist's answer: the model, given the conversation so far and the task-shared data. */
+/** A specialist's answer: the model, given the conversation so far and the task-shared data; streamed when asked. */
 export async function answerFromContext(
   ctx: SessionContext,
-  llm: LlmClient,
+  tools: AgentTools,
   role: string,
-  language: 'zh' | 'en',
 ): Promise<{ answer: string; usage: Usage }> {
-  const { messages, context } = promptFromContext(ctx, role, language);
-  const res = await llm.complete({ purpose: 'answer', messages, context });
+  const { messages, context } = promptFromContext(ctx, role, tools.language);
+  const request = { purpose: 'answer' as const, messages, context };
+  let res;
+  if (tools.onDelta) {
+    const stream = tools.llm.stream(request);
+    for await (const delta of stream.deltas) tools.onDelta(delta);
+    res = await stream.result;
+  } else {
+    res = await tools.llm.complete(request);
+  }
   return { answer: res.text, usage: { ...res.usage, costUsd: 0 } };
 }

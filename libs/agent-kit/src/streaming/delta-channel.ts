@@ -1,0 +1,81 @@
+import { EventEmitter } from 'events';
+import Redis from 'ioredis';
+
+/** The embedded profile runs every app in one process: deltas go through memory there. */
+const local = new EventEmitter().setMaxListeners(0);
+const BLOCK_MS = 500;
+const KEEP_MS = 60_000;
+
+export interface DeltaSubscription {
+  stop(): Promise<void>;
+}
+
+/**
+ * Carries an agent's reply text, as the model produces it, to the orchestrator replica that
+ * streams it to the user (SSE). One short-lived Redis stream per execution,
+ * `<prefix>deltas:{<conversationId>}:<agentSessionId>`, expiring a minute after its last delta.
+ * Deltas are a preview: the stored reply, sent in the final `done` event, is authoritative.
+ */
+export class DeltaChannel {
+  constructor(
+    private readonly redis: Redis | null,
+    private readonly prefix: string,
+  ) {}
+
+  async publish(conversationId: string, agentSessionId: string, text: string): Promise<void> {
+    const key = this.key(conversationId, agentSessionId);
+    if (!this.redis) {
+      local.emit(key, text);
+      return;
+    }
+    await this.redis
+      .multi()
+      .xadd(key, 'MAXLEN', '~', 1000, '*', 't', text)
+      .pexpire(key, KEEP_MS)
+      .exec();
+  }
+
+  /** Calls `onDelta` for every delta of the execution, in order, until `stop()`. */
+  subscribe(
+    conversationId: string,
+    agentSessionId: string,
+    onDelta: (text: string) => void,
+  ): DeltaSubscription {
+    const key = this.key(conversationId, agentSessionId);
+    if (!this.redis) {
+      local.on(key, onDelta);
+      return { stop: async () => void local.off(key, onDelta) };
+    }
+    const reader = this.redis.duplicate({ enableOfflineQueue: true, commandTimeout: BLOCK_MS * 4 });
+    reader.on('error', () => undefined);
+    let stopped = false;
+    let lastId = '0';
+    const drain = async (block: boolean) => {
+      const args: Array<string | number> = block ? ['BLOCK', BLOCK_MS] : [];
+      const res = (await (reader as any).xread(...args, 'STREAMS', key, lastId)) as Array<
+        [string, Array<[string, string[]]>]
+      > | null;
+      for (const [id, fields] of res?.[0]?.[1] ?? []) {
+        lastId = id;
+        onDelta(fields[1]);
+      }
+      return (res?.[0]?.[1]?.length ?? 0) > 0;
+    };
+    const loop = (async () => {
+      while (!stopped) await drain(true).catch(() => new Promise((r) => setTimeout(r, 100)));
+      // The execution has answered: everything it published is in the stream by now.
+      while (await drain(false).catch(() => false));
+    })();
+    return {
+      stop: async () => {
+        stopped = true;
+        await loop;
+        reader.disconnect();
+      },
+    };
+  }
+
+  private key(conversationId: string, agentSessionId: string): string {
+    return `${this.prefix}deltas:{${conversationId}}:${agentSessionId}`;
+  }
+}
