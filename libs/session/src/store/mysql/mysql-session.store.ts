@@ -18,6 +18,10 @@ const FENCE_KEY = '_fence';
 const COLS = 'session_id, state_key, item_index, tenant_id, user_id, state_data, expires_at';
 const ER_DUP_ENTRY = 1062;
 const ER_LOCK_DEADLOCK = 1213;
+/** A single value replaces the previous one, keeping its owner and creation time. */
+const UPSERT =
+  'ON DUPLICATE KEY UPDATE state_data = VALUES(state_data), expires_at = VALUES(expires_at), ' +
+  `user_id = COALESCE(VALUES(user_id), ${TABLE}.user_id), updated_at = CURRENT_TIMESTAMP(3)`;
 const MAX_APPEND_ATTEMPTS = 200;
 
 interface WriteResult {
@@ -45,31 +49,7 @@ export class MysqlSessionStore implements SessionStore {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sessionId, key);
     await this.assertWritable(scope, sessionId);
-    const params = [
-      sessionId,
-      key,
-      0,
-      scope.tenantId,
-      opts.userId ?? null,
-      encodeValue(value),
-      opts.expiresAt ?? null,
-    ];
-    const upsert =
-      'ON DUPLICATE KEY UPDATE state_data = VALUES(state_data), expires_at = VALUES(expires_at), ' +
-      `user_id = COALESCE(VALUES(user_id), ${TABLE}.user_id), updated_at = CURRENT_TIMESTAMP(3)`;
-    if (opts.fence === undefined) {
-      await this.query(
-        `INSERT INTO ${TABLE} (${COLS}) VALUES (?, ?, ?, ?, ?, ?, ?) ${upsert}`,
-        params,
-      );
-      return;
-    }
-    const res: WriteResult = await this.query(
-      `INSERT INTO ${TABLE} (${COLS}) SELECT ?, ?, ?, ?, ?, ?, ? FROM ${TABLE} f ` +
-        `WHERE f.session_id = ? AND f.state_key = '${FENCE_KEY}' AND f.item_index = 0 AND f.state_data = ? ${upsert}`,
-      [...params, sessionId, String(opts.fence)],
-    );
-    if (res.affectedRows === 0) throw stale();
+    await this.insertRow(scope, sessionId, key, 0, encodeValue(value), opts, UPSERT);
   }
 
   async create(
@@ -90,25 +70,8 @@ export class MysqlSessionStore implements SessionStore {
       if (taken.length) return false;
       throw notFound();
     }
-    const params = [
-      sessionId,
-      key,
-      scope.tenantId,
-      opts.userId ?? null,
-      encodeValue(value),
-      opts.expiresAt ?? null,
-    ];
     try {
-      if (opts.fence === undefined) {
-        await this.query(`INSERT INTO ${TABLE} (${COLS}) VALUES (?, ?, 0, ?, ?, ?, ?)`, params);
-        return true;
-      }
-      const res: WriteResult = await this.query(
-        `INSERT INTO ${TABLE} (${COLS}) SELECT ?, ?, 0, ?, ?, ?, ? FROM ${TABLE} f ` +
-          `WHERE f.session_id = ? AND f.state_key = '${FENCE_KEY}' AND f.item_index = 0 AND f.state_data = ?`,
-        [...params, sessionId, String(opts.fence)],
-      );
-      if (res.affectedRows === 0) throw stale();
+      await this.insertRow(scope, sessionId, key, 0, encodeValue(value), opts);
       return true;
     } catch (err) {
       if (errno(err) === ER_DUP_ENTRY) return false;
@@ -147,7 +110,7 @@ export class MysqlSessionStore implements SessionStore {
         );
       }
       try {
-        await this.insertItem(scope, sessionId, key, index, data, opts);
+        await this.insertRow(scope, sessionId, key, index, data, opts);
         return index;
       } catch (err) {
         const code = errno(err);
@@ -332,15 +295,21 @@ export class MysqlSessionStore implements SessionStore {
     assertStateKey(key);
   }
 
-  private async insertItem(
+  /**
+   * One row. With a fence, an INSERT … SELECT that only writes while the session's `_fence` row
+   * still holds that token (it reads the row under a shared lock, so a new holder's fence waits
+   * for this write): a stale holder writes nothing and gets STALE_FENCING_TOKEN.
+   */
+  private async insertRow(
     scope: StoreScope,
     sessionId: string,
     key: string,
     index: number,
     data: string,
-    opts: AppendOptions,
+    opts: WriteOptions,
+    onDuplicate = '',
   ): Promise<void> {
-    const params = [
+    const row = [
       sessionId,
       key,
       index,
@@ -350,13 +319,16 @@ export class MysqlSessionStore implements SessionStore {
       opts.expiresAt ?? null,
     ];
     if (opts.fence === undefined) {
-      await this.query(`INSERT INTO ${TABLE} (${COLS}) VALUES (?, ?, ?, ?, ?, ?, ?)`, params);
+      await this.query(
+        `INSERT INTO ${TABLE} (${COLS}) VALUES (?, ?, ?, ?, ?, ?, ?) ${onDuplicate}`,
+        row,
+      );
       return;
     }
     const res: WriteResult = await this.query(
       `INSERT INTO ${TABLE} (${COLS}) SELECT ?, ?, ?, ?, ?, ?, ? FROM ${TABLE} f ` +
-        `WHERE f.session_id = ? AND f.state_key = '${FENCE_KEY}' AND f.item_index = 0 AND f.state_data = ?`,
-      [...params, sessionId, String(opts.fence)],
+        `WHERE f.session_id = ? AND f.state_key = '${FENCE_KEY}' AND f.item_index = 0 AND f.state_data = ? ${onDuplicate}`,
+      [...row, sessionId, String(opts.fence)],
     );
     if (res.affectedRows === 0) throw stale();
   }
