@@ -537,5 +537,32 @@ function concurrencyTests(store: GetStore): void {
       expect(results.filter(Boolean)).toHaveLength(1);
       expect(await s.get(a, sid, 'lock')).toEqual({ n: results.indexOf(true) });
     });
+
+    it('starts 64 new sessions at once, each with a fence, a value and appends, all written', async () => {
+      // New sessions sit side by side in the durable index: their first writes contend for the
+      // same gaps, which InnoDB can break with a deadlock that the store must absorb.
+      const [s, a] = [store(), tenant()];
+      const sids = range(1, 64).map(() => newId('c'));
+      await Promise.all(
+        sids.map(async (sid, n) => {
+          const fence = await s.nextFence(a, sid);
+          await Promise.all([
+            s.save(a, sid, 'conversation', { n }, { fence }),
+            s.append(a, sid, 'messages', { n, i: 1 }, { fence }),
+            s.append(a, sid, 'tasks', `t${n}`, { fence }),
+          ]);
+          await s.append(a, sid, 'messages', { n, i: 2 }, { fence });
+        }),
+      );
+      for (const [n, sid] of sids.entries()) {
+        expect(await s.get(a, sid, 'conversation')).toEqual({ n });
+        const messages = await s.getList(a, sid, 'messages');
+        expect(messages).toEqual([
+          { index: 1, value: { n, i: 1 } },
+          { index: 2, value: { n, i: 2 } },
+        ]);
+        expect(await s.getList(a, sid, 'tasks')).toEqual([{ index: 1, value: `t${n}` }]);
+      }
+    });
   });
 }

@@ -23,6 +23,9 @@ const UPSERT =
   'ON DUPLICATE KEY UPDATE state_data = VALUES(state_data), expires_at = VALUES(expires_at), ' +
   `user_id = COALESCE(VALUES(user_id), ${TABLE}.user_id), updated_at = CURRENT_TIMESTAMP(3)`;
 const MAX_APPEND_ATTEMPTS = 200;
+const MAX_DEADLOCK_RETRIES = 100;
+/** True while the session is the tenant's or holds no row yet (params: session, tenant, tenant). */
+const OWNED = `COALESCE((SELECT o.tenant_id FROM ${TABLE} o WHERE o.session_id = ? LIMIT 1), ?) = ?`;
 
 interface WriteResult {
   affectedRows: number;
@@ -48,7 +51,6 @@ export class MysqlSessionStore implements SessionStore {
   ): Promise<void> {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sessionId, key);
-    await this.assertWritable(scope, sessionId);
     await this.insertRow(scope, sessionId, key, 0, encodeValue(value), opts, UPSERT);
   }
 
@@ -61,20 +63,18 @@ export class MysqlSessionStore implements SessionStore {
   ): Promise<boolean> {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sessionId, key);
-    const owner = await this.ownerOf(sessionId);
-    if (owner !== null && owner !== scope.tenantId) {
-      const taken = await this.query(
-        `SELECT 1 FROM ${TABLE} WHERE session_id = ? AND state_key = ? AND item_index = 0`,
-        [sessionId, key],
-      );
-      if (taken.length) return false;
-      throw notFound();
-    }
     try {
       await this.insertRow(scope, sessionId, key, 0, encodeValue(value), opts);
       return true;
     } catch (err) {
       if (errno(err) === ER_DUP_ENTRY) return false;
+      if (!LoomError.is(err, LoomErrorCode.NOT_FOUND)) throw err;
+      // Another tenant's session: "exists" if it holds this key, else it reads as missing.
+      const taken = await this.query(
+        `SELECT 1 FROM ${TABLE} WHERE session_id = ? AND state_key = ? AND item_index = 0`,
+        [sessionId, key],
+      );
+      if (taken.length) return false;
       throw err;
     }
   }
@@ -99,26 +99,25 @@ export class MysqlSessionStore implements SessionStore {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sessionId, key);
     const data = encodeValue(item);
+    if (opts.index !== undefined && (!Number.isInteger(opts.index) || opts.index < 1)) {
+      throw new LoomError(LoomErrorCode.VALIDATION_FAILED, 'list index must be a positive integer');
+    }
+    // Uncontended, one statement computes the next index as it inserts. Its read of the list's
+    // end is a locking one, so concurrent appenders can deadlock on the gap they all insert into:
+    // then this append reads the end without locking and races on the primary key instead.
+    let contended = false;
     for (let attempt = 1; ; attempt++) {
-      const { owner, maxIndex } = await this.ownerAndMax(sessionId, key);
-      if (owner !== null && owner !== scope.tenantId) throw notFound();
-      const index = opts.index ?? maxIndex + 1;
-      if (opts.index !== undefined && (!Number.isInteger(index) || index < 1)) {
-        throw new LoomError(
-          LoomErrorCode.VALIDATION_FAILED,
-          'list index must be a positive integer',
-        );
-      }
+      const index = opts.index ?? (contended ? (await this.lastIndex(sessionId, key)) + 1 : 'next');
       try {
-        await this.insertRow(scope, sessionId, key, index, data, opts);
-        return index;
+        return await this.insertRow(scope, sessionId, key, index, data, opts);
       } catch (err) {
         const code = errno(err);
         if (opts.index !== undefined && code === ER_DUP_ENTRY) {
-          throw new LoomError(LoomErrorCode.CONFLICT, `index ${index} of ${key} is taken`);
+          throw new LoomError(LoomErrorCode.CONFLICT, `index ${opts.index} of ${key} is taken`);
         }
-        if ((code !== ER_DUP_ENTRY && code !== ER_LOCK_DEADLOCK) || attempt >= MAX_APPEND_ATTEMPTS)
-          throw err;
+        if (code === ER_LOCK_DEADLOCK && index === 'next') contended = true;
+        // A concurrent append took the same index first.
+        else if (code !== ER_DUP_ENTRY || attempt >= MAX_APPEND_ATTEMPTS) throw err;
       }
     }
   }
@@ -234,12 +233,13 @@ export class MysqlSessionStore implements SessionStore {
   async nextFence(scope: StoreScope, sessionId: string): Promise<number> {
     assertPrincipal(scope.tenantId, 'tenant id');
     assertId(sessionId, 'session id');
-    await this.assertWritable(scope, sessionId);
     const res: WriteResult = await this.query(
-      `INSERT INTO ${TABLE} (${COLS}) VALUES (?, '${FENCE_KEY}', 0, ?, NULL, LAST_INSERT_ID(1), NULL) ` +
+      `INSERT INTO ${TABLE} (${COLS}) SELECT ?, '${FENCE_KEY}', 0, ?, NULL, LAST_INSERT_ID(1), NULL ` +
+        `FROM DUAL WHERE ${OWNED} ` +
         'ON DUPLICATE KEY UPDATE state_data = LAST_INSERT_ID(CAST(state_data AS UNSIGNED) + 1)',
-      [sessionId, scope.tenantId],
+      [sessionId, scope.tenantId, sessionId, scope.tenantId, scope.tenantId],
     );
+    if (res.affectedRows === 0) throw notFound();
     return Number(res.insertId);
   }
 
@@ -281,12 +281,32 @@ export class MysqlSessionStore implements SessionStore {
     if (this.db.isInitialized) await this.db.destroy();
   }
 
-  /** Every statement goes through here: a lost or refused connection becomes UNAVAILABLE. */
-  private async query<T = any>(sql: string, params?: unknown[]): Promise<T> {
-    try {
-      return await this.db.query(sql, params);
-    } catch (err) {
-      throw asUnavailable(err);
+  /**
+   * Every statement goes through here: a lost or refused connection becomes UNAVAILABLE. Each is
+   * its own (autocommit) transaction, so one InnoDB rolled back to break a deadlock had no effect
+   * and runs again (writes take locks on the rows and gaps their guards read, and a gap can reach
+   * into a neighbouring session's rows). `onDeadlock: 'throw'` leaves that to the caller.
+   */
+  private async query<T = any>(
+    sql: string,
+    params?: unknown[],
+    opts: { onDeadlock?: 'retry' | 'throw' } = {},
+  ): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.db.query(sql, params);
+      } catch (err) {
+        if (
+          errno(err) === ER_LOCK_DEADLOCK &&
+          opts.onDeadlock !== 'throw' &&
+          attempt < MAX_DEADLOCK_RETRIES
+        ) {
+          // A short random pause keeps the retries from colliding again.
+          await new Promise((r) => setTimeout(r, Math.random() * Math.min(attempt, 10)));
+          continue;
+        }
+        throw asUnavailable(err);
+      }
     }
   }
 
@@ -296,53 +316,67 @@ export class MysqlSessionStore implements SessionStore {
   }
 
   /**
-   * One row. With a fence, an INSERT … SELECT that only writes while the session's `_fence` row
-   * still holds that token (it reads the row under a shared lock, so a new holder's fence waits
-   * for this write): a stale holder writes nothing and gets STALE_FENCING_TOKEN.
+   * One row, in one statement that also enforces who may write it: an INSERT … SELECT whose
+   * SELECT yields a row only while the session is this tenant's (or has no rows yet) and, with a
+   * fence, only while the session's `_fence` row still holds that token (read under a shared
+   * lock, so a new holder's fence waits for this write). `index` 'next' writes at MAX + 1 of the
+   * list, computed in the same statement and returned through LAST_INSERT_ID. Nothing written:
+   * NOT_FOUND (another tenant's session) or STALE_FENCING_TOKEN. The connection reports found
+   * rows, so an upsert that changes nothing still counts one.
    */
   private async insertRow(
     scope: StoreScope,
     sessionId: string,
     key: string,
-    index: number,
+    index: number | 'next',
     data: string,
     opts: WriteOptions,
     onDuplicate = '',
-  ): Promise<void> {
-    const row = [
+  ): Promise<number> {
+    const next = index === 'next';
+    const indexSql = next
+      ? `LAST_INSERT_ID(COALESCE((SELECT MAX(m.item_index) FROM ${TABLE} m ` +
+        'WHERE m.session_id = ? AND m.state_key = ?), 0) + 1)'
+      : '?';
+    const indexParams = next ? [sessionId, key] : [index];
+    const values = [
       sessionId,
       key,
-      index,
+      ...indexParams,
       scope.tenantId,
       opts.userId ?? null,
       data,
       opts.expiresAt ?? null,
     ];
-    if (opts.fence === undefined) {
-      await this.query(
-        `INSERT INTO ${TABLE} (${COLS}) VALUES (?, ?, ?, ?, ?, ?, ?) ${onDuplicate}`,
-        row,
-      );
-      return;
-    }
-    const res: WriteResult = await this.query(
-      `INSERT INTO ${TABLE} (${COLS}) SELECT ?, ?, ?, ?, ?, ?, ? FROM ${TABLE} f ` +
-        `WHERE f.session_id = ? AND f.state_key = '${FENCE_KEY}' AND f.item_index = 0 AND f.state_data = ? ${onDuplicate}`,
-      [...row, sessionId, String(opts.fence)],
+    const fenced = opts.fence !== undefined;
+    const source = fenced
+      ? `FROM ${TABLE} f WHERE f.session_id = ? AND f.state_key = '${FENCE_KEY}' ` +
+        'AND f.item_index = 0 AND f.tenant_id = ? AND f.state_data = ?'
+      : `FROM DUAL WHERE ${OWNED}`;
+    const sourceParams = fenced
+      ? [sessionId, scope.tenantId, String(opts.fence)]
+      : [sessionId, scope.tenantId, scope.tenantId];
+    // A deadlocked 'next' append is retried by append(), which then avoids the locking read.
+    const res = await this.query<WriteResult>(
+      `INSERT INTO ${TABLE} (${COLS}) SELECT ?, ?, ${indexSql}, ?, ?, ?, ? ${source} ${onDuplicate}`,
+      [...values, ...sourceParams],
+      { onDeadlock: next ? 'throw' : 'retry' },
     );
-    if (res.affectedRows === 0) throw stale();
+    if (res.affectedRows === 0) {
+      if (!fenced) throw notFound();
+      const owner = await this.ownerOf(sessionId);
+      throw owner !== null && owner !== scope.tenantId ? notFound() : stale();
+    }
+    return next ? Number(res.insertId) : index;
   }
 
-  private async ownerAndMax(
-    sessionId: string,
-    key: string,
-  ): Promise<{ owner: string | null; maxIndex: number }> {
-    const rows: Array<{ owner: string | null; max_index: number | null }> = await this.query(
-      `SELECT (SELECT tenant_id FROM ${TABLE} WHERE session_id = ? LIMIT 1) AS owner, ` +
-        `(SELECT MAX(item_index) FROM ${TABLE} WHERE session_id = ? AND state_key = ?) AS max_index`,
-      [sessionId, sessionId, key],
+  /** The list's highest index (0 when empty), by a plain, non-locking read. */
+  private async lastIndex(sessionId: string, key: string): Promise<number> {
+    const rows: Array<{ n: number | null }> = await this.query(
+      `SELECT MAX(item_index) AS n FROM ${TABLE} WHERE session_id = ? AND state_key = ?`,
+      [sessionId, key],
     );
-    return { owner: rows[0]?.owner ?? null, maxIndex: Number(rows[0]?.max_index ?? 0) };
+    return Number(rows[0]?.n ?? 0);
   }
 
   private async ownerOf(sessionId: string): Promise<string | null> {
@@ -351,11 +385,6 @@ export class MysqlSessionStore implements SessionStore {
       [sessionId],
     );
     return rows.length ? rows[0].tenant_id : null;
-  }
-
-  private async assertWritable(scope: StoreScope, sessionId: string): Promise<void> {
-    const owner = await this.ownerOf(sessionId);
-    if (owner !== null && owner !== scope.tenantId) throw notFound();
   }
 }
 
