@@ -84,7 +84,8 @@ export const GET = `${PRELUDE}
 if owner ~= ARGV[1] then return false end
 local v = redis.call('GET', KEYS[3])
 local slide = tonumber(ARGV[2])
-if v and slide > 0 then redis.call('PEXPIRE', KEYS[3], slide); redis.call('PEXPIRE', KEYS[1], slide); redis.call('PEXPIRE', KEYS[2], slide) end
+-- an absent marker (it starts with a NUL byte, which JSON never does) keeps its own short TTL
+if v and slide > 0 and string.byte(v, 1) ~= 0 then redis.call('PEXPIRE', KEYS[3], slide); redis.call('PEXPIRE', KEYS[1], slide); redis.call('PEXPIRE', KEYS[2], slide) end
 return v`;
 
 /**
@@ -129,6 +130,17 @@ local top = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
 local last = top[2] and tonumber(top[2]) or 0
 if ARGV[2] == '1' and last ~= redis.call('ZCARD', KEYS[3]) - 1 then return -1 end
 return last`;
+
+/**
+ * Marks a key absent (cache mode): the durable store holds no value for it. Only in a session the
+ * tenant already owns here and only where the key holds nothing, so it never claims a session,
+ * never hides a write that landed first and is overwritten by the next write. ARGV[2] marker,
+ * ARGV[3] ttl ms.
+ */
+export const MARK_ABSENT = `${PRELUDE}
+if owner ~= ARGV[1] then return 0 end
+if redis.call('SET', KEYS[3], ARGV[2], 'NX', 'PX', tonumber(ARGV[3])) then return 1 end
+return 0`;
 
 /** Deletes the listed state keys (KEYS[3..]) of a session owned by ARGV[1]; ARGV[2..] their names. */
 export const DELETE_KEYS = `${PRELUDE}

@@ -14,6 +14,10 @@ import {
 import { RedisKeys } from './redis-keys';
 import * as scripts from './redis-scripts';
 
+/** What a cache keeps for a key the durable store does not hold: not JSON, so never a value. */
+const ABSENT_MARKER = '\u0000absent';
+export const ABSENT = Symbol('absent');
+
 type Script = (keys: string[], args: Array<string | number>) => Promise<unknown>;
 
 /**
@@ -83,13 +87,45 @@ export class RedisSessionStore implements SessionStore {
     key: string,
     slideTtlSeconds = 0,
   ): Promise<T | null> {
+    const found = await this.probe<T>(scope, sid, key, slideTtlSeconds);
+    return found === null || found === ABSENT ? null : found.value;
+  }
+
+  /**
+   * A key's value; ABSENT when a cache marked it absent from the durable store (markAbsent);
+   * null when this store knows nothing of it.
+   */
+  async probe<T>(
+    scope: StoreScope,
+    sid: string,
+    key: string,
+    slideTtlSeconds = 0,
+  ): Promise<{ value: T } | typeof ABSENT | null> {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
     const raw = (await this.run.GET(this.writeKeys(sid, this.keys.value(sid, key)), [
       scope.tenantId,
       slideTtlSeconds * 1000,
     ])) as string | null;
-    return raw === null ? null : decodeValue<T>(raw);
+    if (raw === null) return null;
+    return raw === ABSENT_MARKER ? ABSENT : { value: decodeValue<T>(raw) };
+  }
+
+  /** Records that the durable store holds no `key` (see MARK_ABSENT); false when not recorded. */
+  async markAbsent(
+    scope: StoreScope,
+    sid: string,
+    key: string,
+    ttlSeconds: number,
+  ): Promise<boolean> {
+    assertPrincipal(scope.tenantId, 'tenant id');
+    this.check(sid, key);
+    const res = await this.run.MARK_ABSENT(this.writeKeys(sid, this.keys.value(sid, key)), [
+      scope.tenantId,
+      ABSENT_MARKER,
+      Math.max(1, Math.floor(ttlSeconds * 1000)),
+    ]);
+    return res === 1;
   }
 
   async append(

@@ -5,6 +5,7 @@ import { openSessionDataSource } from '../mysql/data-source';
 import { MysqlSessionStore } from '../mysql/mysql-session.store';
 import { RedisSessionStore } from '../redis/redis-session.store';
 import { runSessionStoreContract } from '../session-store.contract';
+import { newId } from '../../ids';
 import { TieredSessionStore } from './tiered-session.store';
 
 runSessionStoreContract('tiered (LRU → Redis → MySQL)', async () => {
@@ -22,4 +23,63 @@ runSessionStoreContract('tiered (LRU → Redis → MySQL)', async () => {
       await Promise.all([db.drop(), prefix.cleanup()]);
     },
   };
+});
+
+describe('tiered store: keys MySQL does not hold', () => {
+  let redis: Redis;
+  let store: TieredSessionStore;
+  let durable: MysqlSessionStore;
+  let cleanup: () => Promise<void>;
+  const alice = { tenantId: 'tenant-a' };
+  const bob = { tenantId: 'tenant-b' };
+
+  beforeAll(async () => {
+    const db = await createTestDatabase();
+    const prefix = createTestPrefix();
+    redis = new Redis(TEST_REDIS_URL);
+    durable = new MysqlSessionStore(await openSessionDataSource({ url: db.url }));
+    store = new TieredSessionStore(
+      durable,
+      new RedisSessionStore(new Redis(TEST_REDIS_URL), prefix.prefix, { authoritative: false }),
+      { ttlFor: ttlRules(DEFAULT_TTL), lruTtlMs: 0 },
+    );
+    cleanup = async () => {
+      await store.close();
+      redis.disconnect();
+      await Promise.all([db.drop(), prefix.cleanup()]);
+    };
+  });
+  afterAll(() => cleanup());
+
+  it('answers later reads from a Redis marker, which the next write replaces', async () => {
+    const sid = newId('c');
+    await store.save(alice, sid, 'conversation', { title: 'x' });
+    const reads = jest.spyOn(durable, 'get');
+    expect(await store.get(alice, sid, 'summary')).toBeNull();
+    expect(await store.get(alice, sid, 'summary')).toBeNull();
+    expect(await store.get(alice, sid, 'summary')).toBeNull();
+    expect(reads).toHaveBeenCalledTimes(1);
+    reads.mockRestore();
+    const raw = store.hot.keys.value(sid, 'summary');
+    expect(await redis.get(raw)).toBe('\u0000absent');
+    // A sliding key's reads extend values, not markers: the marker keeps its own hour at most.
+    expect(await redis.pttl(raw)).toBeLessThanOrEqual(3_600_000);
+
+    await store.save(alice, sid, 'summary', { text: 'folded', toSeq: 4 });
+    expect(await store.get(alice, sid, 'summary')).toEqual({ text: 'folded', toSeq: 4 });
+    expect(await store.durable.get(alice, sid, 'summary')).toEqual({ text: 'folded', toSeq: 4 });
+  });
+
+  it('marks nothing in another tenant’s session or in a session Redis does not know', async () => {
+    const sid = newId('c');
+    await store.save(alice, sid, 'conversation', { title: 'x' });
+    expect(await store.get(bob, sid, 'summary')).toBeNull();
+    expect(await redis.exists(store.hot.keys.value(sid, 'summary'))).toBe(0);
+    expect(await store.get(alice, sid, 'summary')).toBeNull(); // alice's own read marks it
+
+    const unknown = newId('c');
+    expect(await store.get(bob, unknown, 'conversation')).toBeNull();
+    expect(await redis.exists(store.hot.keys.meta(unknown))).toBe(0);
+    expect(await redis.exists(store.hot.keys.value(unknown, 'conversation'))).toBe(0);
+  });
 });

@@ -1,7 +1,7 @@
 import { LRUCache } from 'lru-cache';
 import { LoomError, LoomErrorCode } from '../../errors/session-error';
 import { assertId, assertStateKey } from '../../ids';
-import { RedisSessionStore } from '../redis/redis-session.store';
+import { ABSENT, RedisSessionStore } from '../redis/redis-session.store';
 import {
   AppendOptions,
   ListItem,
@@ -30,6 +30,9 @@ export interface TieredOptions {
   maxPendingInvalidations?: number;
   onHotError?: (err: unknown) => void;
 }
+
+/** How long Redis may answer "absent" for a key without asking MySQL again. */
+const ABSENT_TTL_SECONDS = 3600;
 
 interface Pending {
   scope: StoreScope;
@@ -102,11 +105,12 @@ export class TieredSessionStore implements SessionStore {
     if (local) return structuredClone(local.value) as T;
     const rule = this.opts.ttlFor(key);
     const hot = await this.hotRead(() =>
-      this.hot.get<T>(scope, sid, key, rule.sliding ? rule.ttlSeconds : 0),
+      this.hot.probe<T>(scope, sid, key, rule.sliding ? rule.ttlSeconds : 0),
     );
     if (hot.ok && hot.value !== null) {
-      this.lru.set(lruKey, { value: structuredClone(hot.value) });
-      return hot.value;
+      if (hot.value === ABSENT) return null;
+      this.lru.set(lruKey, { value: structuredClone(hot.value.value) });
+      return hot.value.value;
     }
     const value = await this.durable.get<T>(scope, sid, key);
     if (value !== null) {
@@ -115,6 +119,12 @@ export class TieredSessionStore implements SessionStore {
         await this.hotWrite(scope, sid, key, () =>
           this.hot.save(scope, sid, key, value, { ttlSeconds: rule.ttlSeconds }),
         );
+    } else if (hot.ok) {
+      // Keys read before they are ever written (a summary, a new agent session) stop costing a
+      // MySQL read each time. Best effort: a marker that could not be set changes nothing.
+      await this.guard.attempt(() =>
+        this.hot.markAbsent(scope, sid, key, Math.min(rule.ttlSeconds, ABSENT_TTL_SECONDS)),
+      );
     }
     return value;
   }
