@@ -28,8 +28,8 @@ export const INSTANCE_ID = Symbol('INSTANCE_ID');
 
 /**
  * Runs one execution for the agent app: verifies the signed assignment, restores the
- * correlation fields into CLS, returns the stored result for a redelivery of finished work
- * (idempotent by agentSessionId), else claims the execution (one delivery at a time), builds
+ * correlation fields into CLS, claims the execution (one delivery at a time), returns the
+ * stored result for a redelivery of finished work (idempotent by agentSessionId), else builds
  * the SessionContext and calls the handler.
  */
 @Injectable()
@@ -76,16 +76,23 @@ export class AgentRunner {
     claims: ReturnType<AssignmentSigner['verify']>,
   ): Promise<ExecuteAgentResult> {
     const owner = { tenantId: claims.tenantId, userId: claims.userId };
-    const stored = await this.storedResult(owner, claims);
-    if (stored) return stored;
-    // Two deliveries of one execution never run side by side: the second waits for the first.
+    // Two deliveries of one execution never run side by side: the second waits for the first,
+    // then finds its result stored.
     const claim = await this.claims.acquire(
       claims.conversationId,
       claims.agentSessionId,
       claims.expiresAt,
     );
     try {
-      return (await this.storedResult(owner, claims)) ?? (await this.work(req, claims));
+      const session = await this.tasks.agentSession(
+        owner,
+        claims.conversationId,
+        claims.agentSessionId,
+        true,
+      );
+      return (
+        (await this.storedResult(owner, claims, session)) ?? (await this.work(req, claims, session))
+      );
     } finally {
       await claim.release();
     }
@@ -99,9 +106,9 @@ export class AgentRunner {
   private async storedResult(
     owner: Owner,
     claims: ReturnType<AssignmentSigner['verify']>,
+    session: AgentSession | null,
   ): Promise<ExecuteAgentResult | null> {
     const { conversationId, taskId, agentSessionId } = claims;
-    const session = await this.tasks.agentSession(owner, conversationId, agentSessionId, true);
     if (session?.status === ExecutionStatus.COMPLETED && session.output) {
       this.log.log('redelivery of finished work: returning the stored result');
       return { ...(session.output as ExecuteAgentResult), replayed: true };
@@ -132,18 +139,14 @@ export class AgentRunner {
   private async work(
     req: ExecuteAgentRequest,
     claims: ReturnType<AssignmentSigner['verify']>,
+    existing: AgentSession | null,
   ): Promise<ExecuteAgentResult> {
     const owner = { tenantId: claims.tenantId, userId: claims.userId };
-    const existing = await this.tasks.agentSession(
-      owner,
-      claims.conversationId,
-      claims.agentSessionId,
-      true,
-    );
+    // Written once, when the execution ends: a crash before that leaves nothing to clean up, and
+    // the claim (not a RUNNING row) is what keeps a second delivery from working alongside.
     const session = existing ?? this.newSession(claims);
     session.attempts += 1;
     session.status = ExecutionStatus.RUNNING;
-    await this.tasks.saveAgentSession(owner, session);
     const assignment = { owner, ...claims, agentId: this.instanceId };
     const ctx = await SessionContext.build(
       {
@@ -176,13 +179,12 @@ export class AgentRunner {
         usage: out.usage,
         replayed: false,
       };
-      await this.tasks.appendAgentMessage(owner, claims.conversationId, claims.agentSessionId, {
-        role: 'assistant',
-        content: out.answer,
-        at: new Date().toISOString(),
-      });
       await this.tasks.saveAgentSession(owner, {
         ...ctx.agent,
+        messages: [
+          ...(ctx.agent.messages ?? []),
+          { role: 'assistant', content: out.answer, at: new Date().toISOString() },
+        ],
         status: ExecutionStatus.COMPLETED,
         output: result,
         completedAt: new Date().toISOString(),
@@ -212,6 +214,7 @@ export class AgentRunner {
       lastError: null,
       localMemory: {},
       toolCalls: [],
+      messages: [],
       output: null,
       startedAt: new Date().toISOString(),
       completedAt: null,

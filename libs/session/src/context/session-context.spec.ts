@@ -47,6 +47,7 @@ function agentFor(a: Omit<Assignment, 'owner' | 'agentId'>): AgentSession {
     lastError: null,
     localMemory: {},
     toolCalls: [],
+    messages: [],
     output: null,
     startedAt: new Date().toISOString(),
     completedAt: null,

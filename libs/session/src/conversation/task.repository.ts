@@ -25,8 +25,12 @@ export class TaskRepository {
   async create(owner: Owner, task: TaskSession, fence?: number): Promise<void> {
     const scope = { tenantId: owner.tenantId };
     const ref: TaskRef = { conversationId: task.conversationId, userId: owner.userId };
-    await this.store.save(scope, task.taskId, StateKeys.taskRef, ref, { userId: owner.userId });
-    await this.store.append(scope, task.conversationId, StateKeys.tasks, task.taskId, { fence });
+    // The reference (GET /v1/tasks/:id) and the list entry before the task itself: a task that
+    // exists (and so may be recovered) is always reachable by its id.
+    await Promise.all([
+      this.store.save(scope, task.taskId, StateKeys.taskRef, ref, { userId: owner.userId }),
+      this.store.append(scope, task.conversationId, StateKeys.tasks, task.taskId, { fence }),
+    ]);
     await this.store.save(scope, task.conversationId, StateKeys.task(task.taskId), task, { fence });
   }
 
@@ -70,16 +74,6 @@ export class TaskRepository {
       ref && ref.userId === owner.userId ? await this.get(owner, ref.conversationId, taskId) : null;
     if (!task) throw new LoomError(LoomErrorCode.NOT_FOUND, 'task not found');
     return task;
-  }
-
-  /** Task ids of a conversation, oldest first. */
-  async taskIds(owner: Owner, conversationId: string): Promise<string[]> {
-    const items = await this.store.getList<string>(
-      { tenantId: owner.tenantId },
-      conversationId,
-      StateKeys.tasks,
-    );
-    return items.map((i) => i.value);
   }
 
   /** One atomic write to task-shared context; returns what it replaced (for overwrite auditing). */
@@ -145,32 +139,14 @@ export class TaskRepository {
     );
   }
 
-  async appendAgentMessage(
-    owner: Owner,
-    conversationId: string,
-    agentSessionId: string,
-    message: PrivateMessage,
-  ): Promise<void> {
-    await this.store.append(
-      { tenantId: owner.tenantId },
-      conversationId,
-      StateKeys.agentMessages(agentSessionId),
-      message,
-      { expiresAt: new Date(Date.now() + AGENT_SESSION_DURABLE_MS) },
-    );
-  }
-
+  /** The private messages of an agent session (kept in the session itself). */
   async agentMessages(
     owner: Owner,
     conversationId: string,
     agentSessionId: string,
   ): Promise<PrivateMessage[]> {
-    const items = await this.store.getList<PrivateMessage>(
-      { tenantId: owner.tenantId },
-      conversationId,
-      StateKeys.agentMessages(agentSessionId),
-    );
-    return items.map((i) => i.value);
+    const session = await this.agentSession(owner, conversationId, agentSessionId);
+    return session?.messages ?? [];
   }
 
   /** Seed 000 pitfall 3: agent sessions go as soon as their task completes, not only by TTL. */
@@ -180,10 +156,9 @@ export class TaskRepository {
     agentSessionIds: string[],
   ): Promise<void> {
     const scope = { tenantId: owner.tenantId };
-    for (const id of agentSessionIds) {
-      await this.store.deleteKey(scope, conversationId, StateKeys.agent(id));
-      await this.store.deleteKey(scope, conversationId, StateKeys.agentMessages(id));
-    }
+    await Promise.all(
+      agentSessionIds.map((id) => this.store.deleteKey(scope, conversationId, StateKeys.agent(id))),
+    );
   }
 
   private read<T>(

@@ -19,6 +19,8 @@ export interface AgentSession {
   lastError: string | null;
   localMemory: Record<string, unknown>;
   toolCalls: ToolCallRecord[];
+  /** The agent's private messages, kept in its session: one write per execution, not one per message. */
+  messages: PrivateMessage[];
   output: unknown;
   startedAt: string;
   completedAt: string | null;

@@ -7,7 +7,6 @@ export const StateKeys = {
   task: (taskId: string) => `task:${taskId}`,
   shared: (taskId: string) => `task:${taskId}:shared`,
   agent: (agentSessionId: string) => `agent:${agentSessionId}`,
-  agentMessages: (agentSessionId: string) => `agent:${agentSessionId}:messages`,
   idempotency: (keyHash: string) => `idem:${keyHash}`,
   /** Stored in a session of its own, keyed by task id: which conversation a task belongs to. */
   taskRef: 'task-ref',
