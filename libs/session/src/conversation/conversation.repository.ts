@@ -7,6 +7,7 @@ import {
   ConversationSummary,
   emptyUsage,
 } from '../model/conversation.model';
+import { countTokens } from '../context/token-counter';
 import { StateKeys } from '../model/state-keys';
 import { SessionStore, SessionSummary } from '../store/session-store';
 import { Owner } from './owner';
@@ -103,14 +104,16 @@ export class ConversationRepository {
     message: Omit<ConversationMessage, 'seq'>,
     fence?: number,
   ): Promise<ConversationMessage> {
+    // Counted once here, so no reader has to tokenize history again (token budgets, usage).
+    const counted = { ...message, tokens: message.tokens || countTokens(message.content) };
     const seq = await this.store.append(
       { tenantId: owner.tenantId },
       conversationId,
       StateKeys.messages,
-      message,
+      counted,
       { fence },
     );
-    return { ...message, seq };
+    return { ...counted, seq };
   }
 
   /** Messages in seq order: after a seq, the last N, or a page. */

@@ -49,6 +49,7 @@ export interface ConversationMessage {
   agentType: string | null;
   taskId: string | null;
   createdAt: string;
+  /** cl100k tokens of `content`, counted when the message was appended. */
   tokens: number;
 }
 
