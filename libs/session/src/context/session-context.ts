@@ -76,13 +76,17 @@ export class SessionContext {
       agent.agentType !== a.agentType
     )
       throw outside('agent session');
-    const conversation = await deps.conversations.get(a.owner, a.conversationId);
-    const task = await deps.tasks.get(a.owner, a.conversationId, a.taskId);
+    // Independent reads, all within the assignment's conversation and tenant: side by side.
+    const [conversation, task, summary, shared] = await Promise.all([
+      deps.conversations.get(a.owner, a.conversationId),
+      deps.tasks.get(a.owner, a.conversationId, a.taskId),
+      deps.conversations.summary(a.owner, a.conversationId),
+      deps.tasks.shared(a.owner, a.conversationId, a.taskId),
+    ]);
     if (!task) throw new LoomError(LoomErrorCode.NOT_FOUND, 'task not found');
     if (task.conversationId !== a.conversationId || task.tenantId !== a.owner.tenantId)
       throw outside('task');
     if (!task.plan.some((s) => s.agentType === a.agentType)) throw outside('task plan');
-    const summary = await deps.conversations.summary(a.owner, a.conversationId);
     const recent = await deps.conversations.messages(a.owner, a.conversationId, {
       afterSeq: summary?.toSeq ?? 0,
       last: budget.maxMessages + 1,
@@ -92,7 +96,6 @@ export class SessionContext {
       beforeThisTurn.slice(-budget.maxMessages),
       budget.historyTokens,
     );
-    const shared = await deps.tasks.shared(a.owner, a.conversationId, a.taskId);
     return new SessionContext(deps, a, conversation, task, agent, history, summary, shared);
   }
 
