@@ -73,15 +73,9 @@ export class TaskResumer {
       `resuming ${taskId}: ${task.executions.filter((e) => e.status !== ExecutionStatus.RUNNING).length} ` +
         `of ${task.plan.length} steps settled`,
     );
-    await this.system.saveRun({
-      taskId,
-      tenantId: owner.tenantId,
-      userId: owner.userId,
-      conversationId,
-      owner: this.leases.instanceId,
-      lockToken: lock.token,
-      createdAt: task.createdAt,
-    });
+    await this.system.saveRun(
+      this.leases.runEntry(owner, conversationId, taskId, lock, task.createdAt),
+    );
     const reply = await this.conversations.findReply(owner, conversationId, taskId, task.userSeq);
     if (!reply && !meta.activeTaskIds.includes(taskId)) {
       // Crashed before it joined the conversation's active tasks: join now, before any reply.

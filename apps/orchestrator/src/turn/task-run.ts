@@ -4,6 +4,7 @@ import { LOOM_ENV, LoomEnv } from '@loom/agent-kit';
 import {
   LockHandle,
   Owner,
+  RunEntry,
   SESSION_OPTIONS,
   SessionOptions,
   TaskRepository,
@@ -119,6 +120,25 @@ export class TaskLeases {
       instanceId: this.instanceId,
       log: this.log,
     });
+  }
+
+  /** The run-index entry naming this process, and the lock it holds, as the task's worker. */
+  runEntry(
+    owner: Owner,
+    conversationId: string,
+    taskId: string,
+    lock: LockHandle,
+    createdAt = new Date().toISOString(),
+  ): RunEntry {
+    return {
+      taskId,
+      tenantId: owner.tenantId,
+      userId: owner.userId,
+      conversationId,
+      owner: this.instanceId,
+      lockToken: lock.token,
+      createdAt,
+    };
   }
 
   /** A lease that was never taken or has run out: the task's worker stopped renewing it. */

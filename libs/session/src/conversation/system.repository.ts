@@ -34,30 +34,36 @@ const scope = { tenantId: SYSTEM_TENANT };
 /**
  * Loom's system sessions. The run index is one session whose value keys are `run:<taskId>`:
  * written before a task's first write, removed after its last, so a scan reads only the tasks
- * that may need recovery (one row each), never the keyspace.
+ * that may need recovery (one row each), never the keyspace. It lives in the durable store alone
+ * (a tiered store's `durable`): only recovery reads it, and a cached copy would only cost a Redis
+ * write per turn.
  */
 export class SystemRepository {
-  constructor(private readonly store: SessionStore) {}
+  private readonly runStore: SessionStore;
+
+  constructor(private readonly store: SessionStore) {
+    this.runStore = (store as SessionStore & { durable?: SessionStore }).durable ?? store;
+  }
 
   async saveRun(entry: RunEntry): Promise<void> {
-    await this.store.save(scope, SystemSessions.runs, RUN_PREFIX + entry.taskId, entry);
+    await this.runStore.save(scope, SystemSessions.runs, RUN_PREFIX + entry.taskId, entry);
   }
 
   async removeRun(taskId: string): Promise<void> {
-    await this.store.deleteKey(scope, SystemSessions.runs, RUN_PREFIX + taskId);
+    await this.runStore.deleteKey(scope, SystemSessions.runs, RUN_PREFIX + taskId);
   }
 
   async run(taskId: string): Promise<RunEntry | null> {
-    return this.store.get<RunEntry>(scope, SystemSessions.runs, RUN_PREFIX + taskId);
+    return this.runStore.get<RunEntry>(scope, SystemSessions.runs, RUN_PREFIX + taskId);
   }
 
   /** Up to `limit` entries of the run index, oldest task id order not guaranteed. */
   async runs(limit: number): Promise<RunEntry[]> {
-    const keys = (await this.store.listSessionKeys(scope, SystemSessions.runs))
+    const keys = (await this.runStore.listSessionKeys(scope, SystemSessions.runs))
       .filter((k) => k.startsWith(RUN_PREFIX))
       .slice(0, limit);
     const entries = await Promise.all(
-      keys.map((k) => this.store.get<RunEntry>(scope, SystemSessions.runs, k)),
+      keys.map((k) => this.runStore.get<RunEntry>(scope, SystemSessions.runs, k)),
     );
     return entries.filter((e): e is RunEntry => e !== null);
   }
