@@ -38,8 +38,18 @@ export class HistoryMaintenance {
     return makeTitle(clean, TITLE_MAX);
   }
 
-  async afterTurn(owner: Owner, conversationId: string, fence: number): Promise<void> {
-    const count = await this.conversations.messageCount(owner, conversationId);
+  /**
+   * `messageCount`: the log's length when the caller knows it (the turn that just appended the
+   * reply under the lock); read otherwise. Below the threshold there is nothing to fold.
+   */
+  async afterTurn(
+    owner: Owner,
+    conversationId: string,
+    fence: number,
+    messageCount?: number,
+  ): Promise<void> {
+    const count = messageCount ?? (await this.conversations.messageCount(owner, conversationId));
+    if (count <= SUMMARY_THRESHOLD) return;
     const previous = await this.conversations.summary(owner, conversationId);
     const range = needsCompaction(count, previous?.toSeq ?? 0, SUMMARY_THRESHOLD, KEEP_RECENT);
     if (!range) return;

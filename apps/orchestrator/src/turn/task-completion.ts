@@ -35,11 +35,15 @@ export class TaskCompletion {
     private readonly history: HistoryMaintenance,
   ) {}
 
-  /** `reply`: the reply an earlier attempt already appended (recovery), else null. */
+  /**
+   * `reply`: the reply an earlier attempt already appended (recovery), else null; `user`: the
+   * task's user message when the caller has it (the view then reads neither message back).
+   */
   async finish(
     run: TaskRun,
     outcome: TaskOutcome,
     reply: ConversationMessage | null,
+    user?: ConversationMessage,
   ): Promise<TurnView> {
     const { owner, task, lock } = run;
     reply ??= await this.conversations.appendMessage(
@@ -61,8 +65,11 @@ export class TaskCompletion {
     task.completedAt = new Date().toISOString();
     task.error = null;
     await run.close();
-    await this.cleanup(owner, task);
-    return this.view(owner, task);
+    const [view] = await Promise.all([
+      this.view(owner, task, { user, reply }),
+      this.cleanup(owner, task),
+    ]);
+    return view;
   }
 
   /** A required step failed: the task is FAILED, leaves the conversation's active tasks. */
@@ -83,22 +90,29 @@ export class TaskCompletion {
   }
 
   /** The TurnView of a finished task; the failed task's error; CONFLICT while it still runs. */
-  async view(owner: Owner, task: TaskSession): Promise<TurnView> {
+  async view(
+    owner: Owner,
+    task: TaskSession,
+    known: { user?: ConversationMessage; reply?: ConversationMessage } = {},
+  ): Promise<TurnView> {
     if (task.status === TaskStatus.FAILED) throw failure(task.error);
     if (task.status !== TaskStatus.COMPLETED || task.replySeq === null)
       throw new LoomError(
         LoomErrorCode.CONFLICT,
         'the first request with this Idempotency-Key has not finished',
       );
-    const [user, reply] = await Promise.all(
-      [task.userSeq, task.replySeq].map(async (seq) => {
-        const [m] = await this.conversations.messages(owner, task.conversationId, {
-          afterSeq: seq - 1,
-          limit: 1,
-        });
-        return m;
-      }),
-    );
+    const message = async (seq: number, have?: ConversationMessage) => {
+      if (have?.seq === seq) return have;
+      const [m] = await this.conversations.messages(owner, task.conversationId, {
+        afterSeq: seq - 1,
+        limit: 1,
+      });
+      return m;
+    };
+    const [user, reply] = await Promise.all([
+      message(task.userSeq, known.user),
+      message(task.replySeq, known.reply),
+    ]);
     return {
       taskId: task.taskId,
       agents: task.plan.map((s) => s.agentType),
@@ -110,12 +124,14 @@ export class TaskCompletion {
   /** Best effort: leftovers expire (agent rows) or are tidied by the next recovery scan. */
   private async cleanup(owner: Owner, task: TaskSession): Promise<void> {
     try {
-      await this.tasks.removeAgentSessions(
-        owner,
-        task.conversationId,
-        task.executions.map((e) => e.agentSessionId),
-      );
-      await this.system.removeRun(task.taskId);
+      await Promise.all([
+        this.tasks.removeAgentSessions(
+          owner,
+          task.conversationId,
+          task.executions.map((e) => e.agentSessionId),
+        ),
+        this.system.removeRun(task.taskId),
+      ]);
     } catch (err) {
       this.log.warn(`cleanup of ${task.taskId} incomplete: ${(err as Error).message}`);
     }

@@ -33,10 +33,12 @@ const PASS_THROUGH = new Set<string>([LoomErrorCode.TIMEOUT, LoomErrorCode.UNAVA
 
 /**
  * Runs a task's plan from its last checkpoint: every step whose dependencies have settled runs
- * now, independent ones in parallel. A step is checkpointed as RUNNING with its agentSessionId
- * before it is dispatched and again with its result, so a resumed task skips settled steps and
- * re-dispatches an interrupted one under the same agentSessionId (the agent returns its stored
- * result instead of working twice). A required failure fails the task; an optional one is skipped.
+ * now, independent ones in parallel (a wave). Before a wave is dispatched, one checkpoint records
+ * its steps as RUNNING with their agentSessionIds together with the previous wave's results; the
+ * last wave's results are written when the task completes or fails. A resumed task skips settled
+ * steps and re-dispatches a RUNNING one under the same agentSessionId, and an agent that already
+ * finished it returns its stored result instead of working twice. A required failure fails the
+ * task; an optional one is skipped.
  */
 @Injectable()
 export class TaskExecutor {
@@ -69,9 +71,14 @@ export class TaskExecutor {
         (s) => !settled.has(s.agentType) && s.dependsOn.every((d) => settled.has(d)),
       );
       if (wave.length === 0) break;
+      // One checkpoint per wave: the previous wave's results and this wave's RUNNING records
+      // (their agentSessionIds) land together, before this wave is dispatched.
+      const records = wave.map((step) => dispatchRecord(task, step));
+      records.forEach((record) => put(task, record));
+      await run.checkpoint();
       await Promise.all(
-        wave.map(async (step) => {
-          await this.step(run, step, language);
+        wave.map(async (step, i) => {
+          put(task, await this.execute(run, records[i], language));
           settled.add(step.agentType);
         }),
       );
@@ -91,31 +98,6 @@ export class TaskExecutor {
       }
     }
     return { ok: true, outcome: this.outcome(task, language) };
-  }
-
-  /** Dispatch one step: checkpointed before (RUNNING, its agentSessionId) and after (result). */
-  private async step(run: TaskRun, step: PlanStep, language: 'zh' | 'en'): Promise<void> {
-    const { task } = run;
-    const interrupted = latest(task, step.agentType);
-    const record: AgentExecutionRecord =
-      interrupted?.status === ExecutionStatus.RUNNING
-        ? { ...interrupted, attempts: interrupted.attempts + 1 }
-        : {
-            agentSessionId: newId('a'),
-            agentType: step.agentType,
-            status: ExecutionStatus.RUNNING,
-            attempts: 1,
-            startedAt: new Date().toISOString(),
-            completedAt: null,
-            error: null,
-            context: { historyMessages: 0, summaryIncluded: false, sharedKeys: [] },
-            output: null,
-            usage: emptyUsage(),
-          };
-    put(task, record);
-    await run.checkpoint();
-    put(task, await this.execute(run, record, language));
-    await run.checkpoint();
   }
 
   /** The reply is the last completed required step's output (else any completed step's). */
@@ -206,6 +188,25 @@ export class TaskExecutor {
       };
     }
   }
+}
+
+/** A step's record as it is dispatched: an interrupted one again (same agentSessionId), else new. */
+function dispatchRecord(task: TaskSession, step: PlanStep): AgentExecutionRecord {
+  const interrupted = latest(task, step.agentType);
+  if (interrupted?.status === ExecutionStatus.RUNNING)
+    return { ...interrupted, attempts: interrupted.attempts + 1 };
+  return {
+    agentSessionId: newId('a'),
+    agentType: step.agentType,
+    status: ExecutionStatus.RUNNING,
+    attempts: 1,
+    startedAt: new Date().toISOString(),
+    completedAt: null,
+    error: null,
+    context: { historyMessages: 0, summaryIncluded: false, sharedKeys: [] },
+    output: null,
+    usage: emptyUsage(),
+  };
 }
 
 function latest(task: TaskSession, agentType: string): AgentExecutionRecord | undefined {

@@ -5,6 +5,7 @@ import { detectLanguage, Planner } from '@loom/agent-kit';
 import {
   ConversationLock,
   ConversationMessage,
+  ConversationMeta,
   ConversationRepository,
   LockHandle,
   LoomError,
@@ -32,7 +33,7 @@ type Plan = Awaited<ReturnType<Planner['plan']>>;
 /**
  * One user turn (DESIGN.md §6) under the conversation lock. Writes are ordered so that a crash
  * between any two is harmless or recoverable: the run-index entry first (recovery can find the
- * task), then the user message, the Idempotency-Key, the task (RUNNING, leased), the
+ * task), then the user message, the Idempotency-Key, the task (RUNNING, leased) beside the
  * conversation's active tasks; then the agents, each checkpointed; then TaskCompletion. Nothing
  * is acknowledged before all of it is committed.
  */
@@ -75,9 +76,9 @@ export class TurnService {
       const keyHash = idempotencyKey
         ? createHash('sha256').update(idempotencyKey).digest('hex').slice(0, 40)
         : null;
-      const previous = await this.settleEarlier(owner, conversationId, keyHash, lock);
+      const { previous, meta } = await this.settleEarlier(owner, conversationId, keyHash, lock);
       if (previous) return await this.completion.view(owner, previous);
-      return await this.start(owner, conversationId, content, keyHash, lock, onDelta);
+      return await this.start(owner, meta, content, keyHash, lock, onDelta);
     } finally {
       await lock.release();
     }
@@ -85,48 +86,44 @@ export class TurnService {
 
   /**
    * Interrupted turns of this conversation are finished before a new one starts (turns stay in
-   * order); returns the task an Idempotency-Key retry refers to, if its first attempt got that far.
+   * order). Returns the task an Idempotency-Key retry refers to, if its first attempt got that
+   * far, and the conversation as it stands now.
    */
   private async settleEarlier(
     owner: Owner,
     conversationId: string,
     keyHash: string | null,
     lock: LockHandle,
-  ): Promise<TaskSession | null> {
-    const meta = await this.conversations.get(owner, conversationId, true);
-    for (const taskId of meta.activeTaskIds)
-      await this.resumer.resume(owner, conversationId, taskId, lock);
-    if (!keyHash) return null;
+  ): Promise<{ previous: TaskSession | null; meta: ConversationMeta }> {
+    let meta = await this.conversations.get(owner, conversationId, true);
+    if (meta.activeTaskIds.length > 0) {
+      for (const taskId of meta.activeTaskIds)
+        await this.resumer.resume(owner, conversationId, taskId, lock);
+      meta = await this.conversations.get(owner, conversationId, true);
+    }
+    if (!keyHash) return { previous: null, meta };
     const taskId = await this.tasks.idempotentTask(owner, conversationId, keyHash);
-    if (!taskId) return null;
+    if (!taskId) return { previous: null, meta };
     const task = await this.tasks.get(owner, conversationId, taskId, true);
-    if (task?.status !== TaskStatus.RUNNING) return task;
-    return this.resumer.resume(owner, conversationId, taskId, lock);
+    if (task?.status !== TaskStatus.RUNNING) return { previous: task, meta };
+    return { previous: await this.resumer.resume(owner, conversationId, taskId, lock), meta };
   }
 
   private async start(
     owner: Owner,
-    conversationId: string,
+    meta: ConversationMeta,
     content: string,
     keyHash: string | null,
     lock: LockHandle,
     onDelta?: (agentType: string, text: string) => void,
   ): Promise<TurnView> {
-    const meta = await this.conversations.get(owner, conversationId, true);
+    const { conversationId } = meta;
     const language = detectLanguage(content);
     const history = await this.conversations.messages(owner, conversationId, { last: 10 });
     const plan = await this.plan(content, history, meta.currentIntent);
     const taskId = newId('t');
     this.cls.set('taskId', taskId);
-    await this.system.saveRun({
-      taskId,
-      tenantId: owner.tenantId,
-      userId: owner.userId,
-      conversationId,
-      owner: this.leases.instanceId,
-      lockToken: lock.token,
-      createdAt: new Date().toISOString(),
-    });
+    await this.system.saveRun(this.leases.runEntry(owner, conversationId, taskId, lock));
     const userMessage = await this.conversations.appendMessage(
       owner,
       conversationId,
@@ -144,9 +141,13 @@ export class TurnService {
       await this.tasks.rememberIdempotent(owner, conversationId, keyHash, taskId, lock.fence);
     const task = this.newTask(owner, taskId, conversationId, content, plan, userMessage.seq);
     task.idempotencyKey = keyHash;
-    await this.tasks.create(owner, task, lock.fence);
     meta.activeTaskIds = [...meta.activeTaskIds, taskId];
-    await this.conversations.save(owner, meta, lock.fence);
+    // Side by side: the resumer joins a task missing from activeTaskIds and drops an id whose
+    // task was never written, so any crash between the two is recoverable.
+    await Promise.all([
+      this.tasks.create(owner, task, lock.fence),
+      this.conversations.save(owner, meta, lock.fence),
+    ]);
     this.log.log(
       `plan ${plan.intent}: ${plan.steps.map((s) => s.agentType).join(' → ') || '(none)'}`,
     );
@@ -160,12 +161,12 @@ export class TurnService {
         await this.completion.fail(run, result.error);
         throw failure(result.error);
       }
-      view = await this.completion.finish(run, result.outcome, null);
+      view = await this.completion.finish(run, result.outcome, null, userMessage);
     } finally {
       run.stop();
     }
     await this.history
-      .afterTurn(owner, conversationId, lock.fence)
+      .afterTurn(owner, conversationId, lock.fence, view.reply.seq)
       .catch((err) => this.log.warn(`history maintenance failed: ${err.message}`));
     return { ...view, userMessage: messageView(userMessage) };
   }
