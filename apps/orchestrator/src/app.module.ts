@@ -2,7 +2,7 @@ import { DynamicModule, Module } from '@nestjs/common';
 import { JwtModule } from '@nestjs/jwt';
 import { ScheduleModule } from '@nestjs/schedule';
 import { TerminusModule } from '@nestjs/terminus';
-import { randomUUID } from 'crypto';
+import { createSecretKey, randomUUID } from 'crypto';
 import { ClsModule } from 'nestjs-cls';
 import {
   AGENT_REGISTRY,
@@ -63,7 +63,9 @@ export class AppModule {
         }),
         SessionModule.forRootAsync({ useFactory: () => sessionOptionsFrom(env) }),
         JwtModule.register({
-          secret: env.LOOM_JWT_SECRET ?? EMBEDDED_JWT_SECRET,
+          // A KeyObject made once: given a string, jsonwebtoken first tries (and fails) to parse
+          // it as a public key on every request, which cost more than the rest of verification.
+          secretOrKeyProvider: jwtKey(env.LOOM_JWT_SECRET ?? EMBEDDED_JWT_SECRET),
           verifyOptions: { algorithms: ['HS256'] },
         }),
         TerminusModule,
@@ -112,4 +114,9 @@ export class AppModule {
       ],
     };
   }
+}
+
+function jwtKey(secret: string) {
+  const key = createSecretKey(Buffer.from(secret, 'utf8'));
+  return () => key;
 }
