@@ -10,13 +10,16 @@ import {
   requestStreamKey,
 } from './redis-streams.options';
 import {
+  PendingListener,
   RedisStreamsEvents,
   closeConnection,
   createConnection,
   errorMessage,
+  listenOnBoth,
   fieldsToRecord,
   parseJson,
   sleep,
+  unwrapBoth,
 } from './redis-streams.util';
 
 const RETRY_DELAY_MS = 500;
@@ -40,7 +43,7 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
   private readLoop?: Promise<void>;
   private lastId = '0-0';
   private readonly timers = new Map<string, NodeJS.Timeout>();
-  private listeners: { event: string; callback: (...args: any[]) => void }[] = [];
+  private listeners: PendingListener[] = [];
 
   constructor(private readonly options: RedisStreamsClientOptions) {
     super();
@@ -74,18 +77,12 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
 
   /** Registers a listener on both connections (`(type, ...args)`, type `cmd` or `reader`). */
   override on<K extends string, C extends RedisStreamsEvents[K]>(event: K, callback: C): void {
-    if (this.cmd && this.reader) {
-      this.cmd.on(event, (...args) => callback('cmd', ...args));
-      this.reader.on(event, (...args) => callback('reader', ...args));
-    } else {
-      this.listeners.push({ event, callback });
-    }
+    listenOnBoth(this.cmd, this.reader, this.listeners, event, callback);
   }
 
   /** Returns `[commandConnection, blockingReaderConnection]`. */
   unwrap<T>(): T {
-    if (!this.cmd || !this.reader) throw new Error('Not initialized: call connect() first');
-    return [this.cmd, this.reader] as T;
+    return unwrapBoth<T>(this.cmd, this.reader, 'connect');
   }
 
   protected publish(

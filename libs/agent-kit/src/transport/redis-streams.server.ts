@@ -30,12 +30,15 @@ import {
 import { ConsumerGroup } from './redis-streams.group';
 import { Slots } from './redis-streams.slots';
 import {
+  PendingListener,
   RedisStreamsEvents,
   closeConnection,
   createConnection,
   errorMessage,
+  listenOnBoth,
   parseJson,
   sleep,
+  unwrapBoth,
 } from './redis-streams.util';
 
 interface InFlight {
@@ -68,7 +71,7 @@ export class RedisStreamsServer
   private closed = false;
   private loops: Promise<void>[] = [];
   private readonly inFlight = new Map<string, InFlight>(); // `${key} ${entryId}`, queued or running
-  private listeners: { event: string; callback: (...args: any[]) => void }[] = [];
+  private listeners: PendingListener[] = [];
 
   constructor(private readonly options: RedisStreamsOptions) {
     super();
@@ -116,18 +119,12 @@ export class RedisStreamsServer
 
   /** Registers a listener on both connections (`(type, ...args)`, type `cmd` or `reader`). */
   on<K extends string, C extends RedisStreamsEvents[K]>(event: K, callback: C): void {
-    if (this.cmd && this.reader) {
-      this.cmd.on(event, (...args) => callback('cmd', ...args));
-      this.reader.on(event, (...args) => callback('reader', ...args));
-    } else {
-      this.listeners.push({ event, callback });
-    }
+    listenOnBoth(this.cmd, this.reader, this.listeners, event, callback);
   }
 
   /** Returns `[commandConnection, blockingReaderConnection]`. */
   unwrap<T>(): T {
-    if (!this.cmd || !this.reader) throw new Error('Not initialized: call listen() first');
-    return [this.cmd, this.reader] as T;
+    return unwrapBoth<T>(this.cmd, this.reader, 'listen');
   }
 
   private connection(type: 'cmd' | 'reader'): Redis {

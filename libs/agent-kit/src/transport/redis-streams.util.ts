@@ -4,6 +4,34 @@ import Redis from 'ioredis';
 /** ioredis events, called as `(connectionType, ...eventArgs)`. */
 export type RedisStreamsEvents = Record<string, (...args: any[]) => void>;
 
+/** A listener registered through `on()` before the connections existed. */
+export type PendingListener = { event: string; callback: (...args: any[]) => void };
+
+/**
+ * `on()` of the client and the server: the listener goes on both connections, called with the
+ * connection's type first, or waits in `pending` until createConnection() applies it.
+ */
+export function listenOnBoth(
+  cmd: Redis | undefined,
+  reader: Redis | undefined,
+  pending: PendingListener[],
+  event: string,
+  callback: (...args: any[]) => void,
+): void {
+  if (cmd && reader) {
+    cmd.on(event, (...args) => callback('cmd', ...args));
+    reader.on(event, (...args) => callback('reader', ...args));
+  } else {
+    pending.push({ event, callback });
+  }
+}
+
+/** `unwrap()` of the client and the server: `[commandConnection, blockingReaderConnection]`. */
+export function unwrapBoth<T>(cmd: Redis | undefined, reader: Redis | undefined, init: string): T {
+  if (!cmd || !reader) throw new Error(`Not initialized: call ${init}() first`);
+  return [cmd, reader] as T;
+}
+
 export interface ConnectionHooks {
   /** `cmd` or `reader`: passed first to user listeners and used in logs. */
   type: string;
@@ -11,7 +39,7 @@ export interface ConnectionHooks {
   /** Receives `connected` / `reconnecting`. */
   status: (status: 'connected' | 'reconnecting') => void;
   /** Listeners registered through `on()` before the connection existed. */
-  listeners: { event: string; callback: (...args: any[]) => void }[];
+  listeners: PendingListener[];
 }
 
 /** A connection that reconnects forever and queues commands while Redis is away. */
