@@ -1,9 +1,7 @@
-import { createTestDatabase, createTestPrefix, TEST_REDIS_URL } from '@loom/testing';
+import { createTestSessionInfra } from '@loom/testing';
 import {
   ConversationLock,
   ConversationRepository,
-  createSessionInfra,
-  DEFAULT_TTL,
   SessionInfra,
   StateKeys,
   SYSTEM_TENANT,
@@ -30,28 +28,7 @@ describe('recovery: the sweeper', () => {
   const bob = { tenantId: 't-sweep', userId: 'bob' };
 
   beforeAll(async () => {
-    const db = await createTestDatabase('loom_sweep');
-    const prefix = createTestPrefix('loomsweep');
-    mysqlUrl = db.url;
-    infra = await createSessionInfra({
-      profile: 'distributed',
-      mysqlUrl: db.url,
-      redisUrl: TEST_REDIS_URL,
-      keyPrefix: prefix.prefix,
-      migrationsRun: true,
-      dataDir: '',
-      ttl: DEFAULT_TTL,
-      idleExpiryDays: 30,
-      lockTtlMs: 30_000,
-      lockWaitMs: 200,
-      lruMax: 1000,
-      lruTtlMs: 1000,
-      redisCallTimeoutMs: 250,
-    });
-    cleanup = async () => {
-      await infra.close();
-      await Promise.all([db.drop(), prefix.cleanup()]);
-    };
+    ({ infra, cleanup, mysqlUrl } = await createTestSessionInfra('loom_sweep'));
     conversations = new ConversationRepository(infra.store, { idleExpiryDays: 30 });
     tasks = new TaskRepository(infra.store);
     lock = new ConversationLock(infra.redis, infra.keys, infra.store, {

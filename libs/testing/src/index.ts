@@ -2,3 +2,4 @@ export * from './infra';
 export * from './private-redis';
 export * from './agent-harness';
 export * from './private-mariadb';
+export * from './session-infra';

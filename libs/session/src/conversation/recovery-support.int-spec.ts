@@ -1,10 +1,9 @@
-import { createTestDatabase, createTestPrefix, TEST_REDIS_URL } from '@loom/testing';
-import { DEFAULT_TTL } from '../config/session-options';
+import { createTestSessionInfra } from '@loom/testing';
 import { LoomErrorCode } from '../errors/session-error';
 import { ExecutionClaims } from '../lock/execution-claim';
 import { ConversationLock } from '../lock/conversation-lock';
 import { StateKeys } from '../model/state-keys';
-import { createSessionInfra, SessionInfra } from '../session.providers';
+import { SessionInfra } from '../session.providers';
 import { MysqlSessionStore } from '../store/mysql/mysql-session.store';
 import { TieredSessionStore } from '../store/tiered/tiered-session.store';
 import { ConversationRepository } from './conversation.repository';
@@ -20,27 +19,7 @@ describe('recovery support (MySQL + Redis)', () => {
   const alice = { tenantId: 't-rec', userId: 'alice' };
 
   beforeAll(async () => {
-    const db = await createTestDatabase();
-    const prefix = createTestPrefix();
-    infra = await createSessionInfra({
-      profile: 'distributed',
-      mysqlUrl: db.url,
-      redisUrl: TEST_REDIS_URL,
-      keyPrefix: prefix.prefix,
-      migrationsRun: true,
-      dataDir: '',
-      ttl: DEFAULT_TTL,
-      idleExpiryDays: 30,
-      lockTtlMs: 30_000,
-      lockWaitMs: 200,
-      lruMax: 1000,
-      lruTtlMs: 1000,
-      redisCallTimeoutMs: 250,
-    });
-    cleanup = async () => {
-      await infra.close();
-      await Promise.all([db.drop(), prefix.cleanup()]);
-    };
+    ({ infra, cleanup } = await createTestSessionInfra());
     conversations = new ConversationRepository(infra.store, { idleExpiryDays: 30 });
     system = new SystemRepository(infra.store);
     lock = new ConversationLock(infra.redis, infra.keys, infra.store, {

@@ -1,0 +1,36 @@
+import { createSessionInfra, DEFAULT_TTL, SessionInfra } from '@loom/session';
+import { createTestDatabase, createTestPrefix, TEST_REDIS_URL } from './infra';
+
+/**
+ * The distributed session infrastructure (tiered store over real MySQL and Redis) on a database
+ * and key prefix of one suite's own; `cleanup()` closes it and drops both.
+ */
+export async function createTestSessionInfra(
+  name = 'loom_test',
+): Promise<{ infra: SessionInfra; mysqlUrl: string; cleanup: () => Promise<void> }> {
+  const db = await createTestDatabase(name);
+  const prefix = createTestPrefix(name.replace(/_/g, ''));
+  const infra = await createSessionInfra({
+    profile: 'distributed',
+    mysqlUrl: db.url,
+    redisUrl: TEST_REDIS_URL,
+    keyPrefix: prefix.prefix,
+    migrationsRun: true,
+    dataDir: '',
+    ttl: DEFAULT_TTL,
+    idleExpiryDays: 30,
+    lockTtlMs: 30_000,
+    lockWaitMs: 200,
+    lruMax: 1000,
+    lruTtlMs: 1000,
+    redisCallTimeoutMs: 250,
+  });
+  return {
+    infra,
+    mysqlUrl: db.url,
+    cleanup: async () => {
+      await infra.close();
+      await Promise.all([db.drop(), prefix.cleanup()]);
+    },
+  };
+}
