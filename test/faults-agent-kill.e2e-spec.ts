@@ -4,15 +4,16 @@ import { contiguous, debugLogs, logLines, storedMessages, waitFor } from './faul
 /**
  * The specialist is killed (-9) in the middle of its model call and started again. Its request
  * stays pending in the stream, the new instance reclaims it once it has been idle for the
- * transport's claim time (30 s) and runs it under the same agentSessionId (the dead instance's
- * execution claim has expired by then); the turn the user is waiting for completes once.
+ * transport's claim time (AGENT_CLAIM_IDLE_MS, 3 s here instead of the default 30 s, so the test
+ * waits less) and runs it under the same agentSessionId once the dead instance's execution claim
+ * (15 s, no longer renewed) has expired; the turn the user is waiting for completes once.
  */
 describe('system: an agent killed mid-task', () => {
   let sys: RunningSystem;
 
   beforeAll(async () => {
     sys = await startSystem({
-      env: { AGENT_TIMEOUT_MS: '90000' },
+      env: { AGENT_TIMEOUT_MS: '90000', AGENT_CLAIM_IDLE_MS: '3000' },
       appEnv: { 'labor-law-agent': { LLM_OFFLINE_DELAY_MS: '1500' } },
     });
   });
