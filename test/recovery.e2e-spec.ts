@@ -75,6 +75,12 @@ describe('system: recovery of a task whose orchestrator died between two agents'
       { what: 'the recovered task', intervalMs: 50, timeoutMs: 30_000 },
     );
     const recoveryMs = Date.now() - restartedAt;
+    // The recoverer logs once the resume has returned, a moment after the task is COMPLETED.
+    await waitFor(() => logLines(sys, 'orchestrator', `recovered ${taskId}`).length > 0, {
+      what: 'the recoverer to report',
+      intervalMs: 20,
+      timeoutMs: 5_000,
+    });
 
     const byType = (type: string) => done.executions.filter((e: any) => e.agentType === type);
     const researchRuns = logLines(sys, 'legal-research-agent', 'executing', { taskId });
