@@ -1,0 +1,91 @@
+import { randomBytes } from 'crypto';
+import { mkdtempSync, rmSync } from 'fs';
+import { tmpdir } from 'os';
+import { join } from 'path';
+import { AppProcess, client } from './system';
+const { startApp, stopAll, freePort, waitFor, signJwt } = require('../scripts/lib/processes');
+
+/**
+ * The embedded profile as `npm run demo` runs it on a machine with only Node: every app in one
+ * process, JSON files, TCP between orchestrator and agents. REDIS_URL and MYSQL_URL point at a
+ * closed port, so the process could not use Redis or MySQL even by mistake.
+ */
+describe('system: the embedded profile (only Node)', () => {
+  const secret = randomBytes(24).toString('hex');
+  const token = signJwt({ sub: 'alice', tid: 'tenant-e' }, secret);
+  let dataDir: string;
+  let children: AppProcess[] = [];
+  let api: ReturnType<typeof client>;
+
+  async function start(): Promise<void> {
+    const port = await freePort();
+    children.push(
+      startApp('embedded', {
+        LOOM_PROFILE: 'embedded',
+        LOOM_DATA_DIR: dataDir,
+        PORT: String(port),
+        LOOM_JWT_SECRET: secret,
+        REDIS_URL: 'redis://127.0.0.1:1',
+        MYSQL_URL: 'mysql://root@127.0.0.1:1/none',
+        LOG_LEVEL: 'warn',
+      }),
+    );
+    const base = `http://127.0.0.1:${port}`;
+    api = client(base, token);
+    await waitFor(async () => (await fetch(`${base}/health`)).status === 200, {
+      what: 'the embedded orchestrator',
+      timeoutMs: 60_000,
+    });
+    await waitFor(async () => (await api('GET', '/v1/agents')).body?.items?.length >= 3, {
+      what: 'three agents in the embedded process',
+      timeoutMs: 30_000,
+    });
+  }
+
+  beforeAll(async () => {
+    dataDir = mkdtempSync(join(tmpdir(), 'loom-embedded-test-'));
+    await start();
+  });
+
+  afterAll(async () => {
+    await stopAll(children);
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('answers the follow-up with the first turn in context, and keeps it across a restart', async () => {
+    const id = (await api('POST', '/v1/conversations', {})).body.conversationId;
+    const t1 = await api('POST', `/v1/conversations/${id}/messages`, {
+      content: '我跟公司签的劳动合同有问题',
+    });
+    expect(t1.status).toBe(201);
+    expect(t1.body.reply.agentType).toBe('labor-law');
+
+    const t2 = await api('POST', `/v1/conversations/${id}/messages`, {
+      content: '上面那份合同里关于竞业协议的部分怎么看?',
+    });
+    expect(t2.status).toBe(201);
+    expect(t2.body.reply.agentType).toBe('labor-law');
+    const task = (await api('GET', `/v1/tasks/${t2.body.taskId}`)).body;
+    const labor = task.executions.find((e: { agentType: string }) => e.agentType === 'labor-law');
+    expect(labor.context.historyMessages).toBe(2);
+    expect(labor.context.sharedKeys).toEqual(['research.statutes']);
+    expect(t2.body.reply.content).toContain('我跟公司签的劳动合同有问题');
+
+    // The JSON files are the store: a new process sees the conversation whole.
+    await stopAll(children);
+    children = [];
+    await start();
+    const t3 = await api('POST', `/v1/conversations/${id}/messages`, {
+      content: 'What about the non-compete period in that contract?',
+    });
+    expect(t3.status).toBe(201);
+    expect(t3.body.reply.agentType).toBe('labor-law');
+    const task3 = (await api('GET', `/v1/tasks/${t3.body.taskId}`)).body;
+    expect(
+      task3.executions.find((e: { agentType: string }) => e.agentType === 'labor-law').context
+        .historyMessages,
+    ).toBe(4);
+    const messages = (await api('GET', `/v1/conversations/${id}/messages`)).body.items;
+    expect(messages.map((m: { seq: number }) => m.seq)).toEqual([1, 2, 3, 4, 5, 6]);
+  });
+});
