@@ -40,6 +40,7 @@ interface TurnResult {
 }
 interface LogLine {
   app: string;
+  line: string;
   json: Record<string, unknown> | null;
 }
 
@@ -280,15 +281,24 @@ describe('system: Redis Streams dispatch under load and faults (three instances 
         `${during.length} in flight during the pause: ${JSON.stringify(duringStatuses)}; slowest ${slowest} ms`,
     );
     const rejected = results.filter((r) => r.status !== 201);
-    if (rejected.length)
+    if (rejected.length) {
+      // The cause first (CI keeps only part of a long output): what each process logged as an
+      // error, with its stack, then the rejected turns grouped by answer.
+      console.log('pause: first errors logged:\n' + errorLines(sys.logs()).slice(0, 3).join('\n'));
+      console.log('pause: warnings and errors logged:', JSON.stringify(problems(sys.logs())));
       console.log(
-        'pause: non-201 turns (ms after SIGCONT they started):',
+        'pause: non-201 turns by answer (start and duration in ms, relative to SIGCONT):',
         JSON.stringify(
-          rejected.map((r) => ({ ...brief(r), startedAfterResume: r.startedAt - resumedAt })),
+          countBy(
+            rejected.map(
+              (r) =>
+                `${r.status} ${typeof r.body === 'object' ? r.body?.code : String(r.body).slice(0, 80)} ` +
+                `turn ${r.turn} started ${Math.round((r.startedAt - resumedAt) / 1000)} s, took ${Math.round(r.ms / 1000)} s`,
+            ),
+          ),
         ),
       );
-    if (rejected.length)
-      console.log('pause: warnings and errors logged:', JSON.stringify(problems(sys.logs())));
+    }
     expect(during.length).toBeGreaterThan(0);
     // No request hung past its time-out (status 0) or failed untyped (500).
     expect(results.filter((r) => r.status === 0 || (r.status >= 500 && r.status !== 503))).toEqual(
@@ -459,6 +469,15 @@ function problems(lines: LogLine[]): Record<string, number> {
           `${l.app}: ${String(l.json!.msg ?? '').replace(/\b[a-z]_[A-Za-z0-9_-]{16,}/g, '<id>')}`,
       ),
   );
+}
+
+/** Error-level lines in full (stack included), one per distinct message. */
+function errorLines(lines: LogLine[]): string[] {
+  const seen = new Map<string, string>();
+  for (const l of lines)
+    if (l.json && ['error', 'fatal'].includes(String(l.json.level)))
+      seen.set(String(l.json.msg ?? ''), `${l.app}: ${l.line.slice(0, 3000)}`);
+  return [...seen.values()];
 }
 
 function countBy(xs: string[]): Record<string, number> {
