@@ -1,0 +1,73 @@
+#!/usr/bin/env node
+// `npm run bench:compare -- <git rev> [rounds]`: the turn benchmark of an earlier revision and of
+// this checkout, run alternately (default 3 rounds each), so both see the same machine. This
+// machine's speed drifts within minutes; ratios are only meaningful from one such run.
+// The revision is checked out into a temporary git worktree that shares this node_modules.
+const { execFileSync, spawnSync } = require('child_process');
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+
+const root = path.resolve(__dirname, '..');
+const [rev, roundsArg] = process.argv.slice(2);
+const rounds = Number(roundsArg ?? 3);
+if (!rev || !Number.isInteger(rounds) || rounds < 1) {
+  console.error('usage: npm run bench:compare -- <git rev> [rounds]');
+  process.exit(2);
+}
+
+const git = (...args) => execFileSync('git', args, { cwd: root, encoding: 'utf8' }).trim();
+const commit = git('rev-parse', '--verify', `${rev}^{commit}`);
+const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'loom-compare-'));
+const trees = { [`${rev} (${commit.slice(0, 7)})`]: dir, 'this checkout': root };
+
+/** One turn benchmark in `tree`: the "whole turn" row (p50, p99 ms, turns/s), or null. */
+function turnBench(tree) {
+  const res = spawnSync(process.execPath, [path.join(tree, 'dist', 'bench', 'run.js'), 'turn'], {
+    cwd: tree,
+    encoding: 'utf8',
+  });
+  const row = /whole turn\s+([\d.]+)\s+([\d.]+)\s+\d+\s+([\d.]+) turns/.exec(res.stdout ?? '');
+  if (!row) {
+    process.stderr.write(res.stdout ?? '');
+    process.stderr.write(res.stderr ?? '');
+    return null;
+  }
+  return { p50: Number(row[1]), p99: Number(row[2]), perSecond: Number(row[3]) };
+}
+
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+
+try {
+  git('worktree', 'add', '--detach', dir, commit);
+  fs.symlinkSync(path.join(root, 'node_modules'), path.join(dir, 'node_modules'), 'dir');
+  for (const tree of Object.values(trees))
+    execFileSync(process.execPath, [path.join(tree, 'scripts', 'build.js')], {
+      cwd: tree,
+      stdio: 'ignore',
+    });
+  const results = Object.fromEntries(Object.keys(trees).map((name) => [name, []]));
+  for (let i = 1; i <= rounds; i++) {
+    for (const [name, tree] of Object.entries(trees)) {
+      const r = turnBench(tree);
+      if (!r) throw new Error(`the turn benchmark of ${name} failed`);
+      results[name].push(r);
+      console.log(
+        `round ${i} ${name}: turn p50 ${r.p50} ms, p99 ${r.p99} ms, ${r.perSecond} turns/s @64`,
+      );
+    }
+  }
+  const [before, after] = Object.values(results);
+  const p50 = median(after.map((r, i) => r.p50 / before[i].p50));
+  const tps = median(after.map((r, i) => r.perSecond / before[i].perSecond));
+  console.log(
+    `\nthis checkout / ${rev}, median of ${rounds} paired rounds: turn p50 ${p50.toFixed(2)}×, ` +
+      `throughput ${tps.toFixed(2)}×`,
+  );
+} catch (err) {
+  console.error(`bench:compare: ${err.message}`);
+  process.exitCode = 1;
+} finally {
+  spawnSync('git', ['worktree', 'remove', '--force', dir], { cwd: root });
+  fs.rmSync(dir, { recursive: true, force: true });
+}
