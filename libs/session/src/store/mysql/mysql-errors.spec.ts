@@ -18,6 +18,14 @@ describe('driver connection errors', () => {
   });
 
   it.each([
+    Object.assign(new Error('Deadlock found when trying to get lock'), { errno: 1213 }),
+    Object.assign(new Error('query failed'), { driverError: { errno: 1205 } }),
+  ])('contention that outlasted its retries becomes UNAVAILABLE too: %s', (err) => {
+    expect(isConnectionError(err)).toBe(false);
+    expect(asUnavailable(err)).toMatchObject({ code: LoomErrorCode.UNAVAILABLE });
+  });
+
+  it.each([
     Object.assign(new Error('Duplicate entry'), { code: 'ER_DUP_ENTRY', errno: 1062 }),
     Object.assign(new Error('syntax'), { code: 'ER_PARSE_ERROR', errno: 1064 }),
     new LoomError(LoomErrorCode.STALE_FENCING_TOKEN, 'the connection is not the holder'),

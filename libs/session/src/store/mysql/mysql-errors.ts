@@ -39,9 +39,26 @@ export function isConnectionError(err: unknown): boolean {
   return typeof e.message === 'string' && CLOSED_STATE.test(e.message) && !LoomError.is(err);
 }
 
-/** The one mapping of driver connection failures to the domain: UNAVAILABLE (HTTP 503). */
+/** Lock contention that outlasted its retries (ER_LOCK_WAIT_TIMEOUT, ER_LOCK_DEADLOCK). */
+const CONTENTION_ERRNOS = new Set([1205, 1213]);
+
+/** True when `err` says the statement lost to other writers: it may well succeed if retried. */
+export function isContentionError(err: unknown): boolean {
+  if (!err || typeof err !== 'object') return false;
+  const e = err as { errno?: unknown; driverError?: { errno?: unknown } };
+  return [e.errno, e.driverError?.errno].some(
+    (n) => typeof n === 'number' && CONTENTION_ERRNOS.has(n),
+  );
+}
+
+/**
+ * The one mapping of driver failures that are not the request's fault to the domain:
+ * UNAVAILABLE (HTTP 503, worth a retry), for a database out of reach or too contended.
+ */
 export function asUnavailable(err: unknown): unknown {
-  return isConnectionError(err)
-    ? new LoomError(LoomErrorCode.UNAVAILABLE, 'the durable store is unavailable')
-    : err;
+  if (isConnectionError(err))
+    return new LoomError(LoomErrorCode.UNAVAILABLE, 'the durable store is unavailable');
+  if (isContentionError(err))
+    return new LoomError(LoomErrorCode.UNAVAILABLE, 'the durable store is busy; retry');
+  return err;
 }

@@ -23,7 +23,8 @@ const UPSERT =
   'ON DUPLICATE KEY UPDATE state_data = VALUES(state_data), expires_at = VALUES(expires_at), ' +
   `user_id = COALESCE(VALUES(user_id), ${TABLE}.user_id), updated_at = CURRENT_TIMESTAMP(3)`;
 const MAX_APPEND_ATTEMPTS = 200;
-const MAX_DEADLOCK_RETRIES = 100;
+/** How long a deadlocked statement is retried before the caller gets UNAVAILABLE (ms). */
+const DEADLOCK_RETRY_MS = 5_000;
 /** True while the session is the tenant's or holds no row yet (params: session, tenant, tenant). */
 const OWNED = `COALESCE((SELECT o.tenant_id FROM ${TABLE} o WHERE o.session_id = ? LIMIT 1), ?) = ?`;
 
@@ -116,8 +117,10 @@ export class MysqlSessionStore implements SessionStore {
           throw new LoomError(LoomErrorCode.CONFLICT, `index ${opts.index} of ${key} is taken`);
         }
         if (code === ER_LOCK_DEADLOCK && index === 'next') contended = true;
-        // A concurrent append took the same index first.
-        else if (code !== ER_DUP_ENTRY || attempt >= MAX_APPEND_ATTEMPTS) throw err;
+        else if (code !== ER_DUP_ENTRY) throw err;
+        // A concurrent append took the same index first: try the next one, within reason.
+        else if (attempt >= MAX_APPEND_ATTEMPTS)
+          throw new LoomError(LoomErrorCode.UNAVAILABLE, `the list ${key} is too contended; retry`);
       }
     }
   }
@@ -282,28 +285,30 @@ export class MysqlSessionStore implements SessionStore {
   }
 
   /**
-   * Every statement goes through here: a lost or refused connection becomes UNAVAILABLE. Each is
-   * its own (autocommit) transaction, so one InnoDB rolled back to break a deadlock had no effect
-   * and runs again (writes take locks on the rows and gaps their guards read, and a gap can reach
-   * into a neighbouring session's rows). `onDeadlock: 'throw'` leaves that to the caller.
+   * Every statement goes through here: a lost or refused connection, or contention that outlasts
+   * the retries, becomes UNAVAILABLE. Each statement is its own (autocommit) transaction, so one
+   * InnoDB rolled back to break a deadlock had no effect and runs again, after a random pause
+   * that grows with each attempt, for up to DEADLOCK_RETRY_MS (writes take locks on the rows and
+   * gaps their guards read, and a gap can reach into a neighbouring session's rows).
+   * `onDeadlock: 'throw'` hands the raw deadlock to the caller, which has a better way out.
    */
   private async query<T = any>(
     sql: string,
     params?: unknown[],
     opts: { onDeadlock?: 'retry' | 'throw' } = {},
   ): Promise<T> {
+    const giveUpAt = Date.now() + DEADLOCK_RETRY_MS;
     for (let attempt = 1; ; attempt++) {
       try {
         return await this.db.query(sql, params);
       } catch (err) {
-        if (
-          errno(err) === ER_LOCK_DEADLOCK &&
-          opts.onDeadlock !== 'throw' &&
-          attempt < MAX_DEADLOCK_RETRIES
-        ) {
-          // A short random pause keeps the retries from colliding again.
-          await new Promise((r) => setTimeout(r, Math.random() * Math.min(attempt, 10)));
-          continue;
+        if (errno(err) === ER_LOCK_DEADLOCK) {
+          if (opts.onDeadlock === 'throw') throw err;
+          if (Date.now() < giveUpAt) {
+            const pauseMs = Math.random() * Math.min(2 ** attempt, 50);
+            await new Promise((r) => setTimeout(r, pauseMs));
+            continue;
+          }
         }
         throw asUnavailable(err);
       }
