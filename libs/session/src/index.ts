@@ -24,3 +24,4 @@ export * from './session.module';
 export * from './conversation/system.repository';
 export * from './lock/execution-claim';
 export * from './store/mysql/mysql-errors';
+export * from './store/redis/redis-errors';

@@ -1,6 +1,12 @@
 import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger } from '@nestjs/common';
 import { Response } from 'express';
-import { isConnectionError, LoomError, LoomErrorCode } from '@loom/session';
+import {
+  isConnectionError,
+  isContentionError,
+  isRedisUnavailable,
+  LoomError,
+  LoomErrorCode,
+} from '@loom/session';
 
 const STATUS: Record<string, number> = {
   [LoomErrorCode.UNAUTHENTICATED]: 401,
@@ -59,8 +65,9 @@ export function toErrorBody(err: unknown): { statusCode: number; code: string; m
           (statusCode >= 500 ? LoomErrorCode.INTERNAL : LoomErrorCode.VALIDATION_FAILED));
     return { statusCode, code, message };
   }
-  // The store maps these itself; this catches any that reach the edge another way.
-  if (isConnectionError(err))
+  // The stores map these themselves; this catches any that reach the edge another way. A
+  // backing store out of reach, too slow or too contended is never the request's fault: 503.
+  if (isConnectionError(err) || isContentionError(err) || isRedisUnavailable(err))
     return {
       statusCode: 503,
       code: LoomErrorCode.UNAVAILABLE,

@@ -1,0 +1,36 @@
+import { BadRequestException } from '@nestjs/common';
+import { LoomError, LoomErrorCode } from '@loom/session';
+import { toErrorBody } from './http-error.filter';
+
+describe('toErrorBody', () => {
+  it('maps domain codes to their status', () => {
+    expect(toErrorBody(new LoomError(LoomErrorCode.NOT_FOUND, 'no such conversation'))).toEqual({
+      statusCode: 404,
+      code: 'NOT_FOUND',
+      message: 'no such conversation',
+    });
+  });
+
+  it.each([
+    Object.assign(new Error('connect ECONNREFUSED'), { code: 'ECONNREFUSED' }),
+    Object.assign(new Error('Deadlock found when trying to get lock'), { errno: 1213 }),
+    Object.assign(new Error('Lock wait timeout exceeded'), { errno: 1205 }),
+    new Error('Command timed out'),
+    new Error('Connection is closed.'),
+  ])('answers 503 UNAVAILABLE for a backing store out of reach or too contended: %s', (err) => {
+    expect(toErrorBody(err)).toMatchObject({ statusCode: 503, code: 'UNAVAILABLE' });
+  });
+
+  it('keeps HTTP exceptions 4xx with a typed code', () => {
+    expect(toErrorBody(new BadRequestException('bad'))).toMatchObject({
+      statusCode: 400,
+      code: 'VALIDATION_FAILED',
+    });
+  });
+
+  it('answers 500 INTERNAL, without details, for anything else', () => {
+    expect(toErrorBody(new TypeError("Cannot read properties of undefined (reading 'x')"))).toEqual(
+      { statusCode: 500, code: 'INTERNAL', message: 'internal error' },
+    );
+  });
+});
