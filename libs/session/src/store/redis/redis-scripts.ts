@@ -134,13 +134,15 @@ return last`;
 /**
  * Marks a key absent (cache mode): the durable store holds no value for it. Only in a session the
  * tenant already owns here and only where the key holds nothing, so it never claims a session,
- * never hides a write that landed first and is overwritten by the next write. ARGV[2] marker,
- * ARGV[3] ttl ms.
+ * never hides a write that landed first and is overwritten by the next write. The key joins the
+ * _keys index, so purging or deleting the session drops the marker too. ARGV[2] marker, ARGV[3]
+ * ttl ms, ARGV[4] state key.
  */
 export const MARK_ABSENT = `${PRELUDE}
 if owner ~= ARGV[1] then return 0 end
-if redis.call('SET', KEYS[3], ARGV[2], 'NX', 'PX', tonumber(ARGV[3])) then return 1 end
-return 0`;
+if not redis.call('SET', KEYS[3], ARGV[2], 'NX', 'PX', tonumber(ARGV[3])) then return 0 end
+redis.call('SADD', KEYS[2], ARGV[4])
+return 1`;
 
 /** Deletes the listed state keys (KEYS[3..]) of a session owned by ARGV[1]; ARGV[2..] their names. */
 export const DELETE_KEYS = `${PRELUDE}

@@ -124,6 +124,7 @@ export class RedisSessionStore implements SessionStore {
       scope.tenantId,
       ABSENT_MARKER,
       Math.max(1, Math.floor(ttlSeconds * 1000)),
+      key,
     ]);
     return res === 1;
   }

@@ -70,6 +70,30 @@ describe('tiered store: keys MySQL does not hold', () => {
     expect(await store.durable.get(alice, sid, 'summary')).toEqual({ text: 'folded', toSeq: 4 });
   });
 
+  it('a consistent read does not trust a marker: a writer that died after MySQL committed is seen', async () => {
+    const sid = newId('c');
+    await store.save(alice, sid, 'conversation', { title: 'x' });
+    expect(await store.get(alice, sid, 'agent:a_1')).toBeNull();
+    const raw = store.hot.keys.value(sid, 'agent:a_1');
+    expect(await redis.get(raw)).toBe('\u0000absent');
+    // The agent's final write reached MySQL, then its process died before the Redis write.
+    await store.durable.save(alice, sid, 'agent:a_1', { status: 'COMPLETED' });
+    expect(await store.get(alice, sid, 'agent:a_1', true)).toEqual({ status: 'COMPLETED' });
+    // ...and the value it found replaced the marker for everyone else.
+    expect(await store.get(alice, sid, 'agent:a_1')).toEqual({ status: 'COMPLETED' });
+    expect(await redis.get(raw)).not.toBe('\u0000absent');
+  });
+
+  it('invalidating a session (recovery) drops its markers with its values', async () => {
+    const sid = newId('c');
+    await store.save(alice, sid, 'conversation', { title: 'x' });
+    expect(await store.get(alice, sid, 'summary')).toBeNull();
+    await store.durable.save(alice, sid, 'summary', { text: 'folded', toSeq: 4 });
+    await store.invalidate(sid);
+    expect(await redis.exists(store.hot.keys.value(sid, 'summary'))).toBe(0);
+    expect(await store.get(alice, sid, 'summary')).toEqual({ text: 'folded', toSeq: 4 });
+  });
+
   it('marks nothing in another tenant’s session or in a session Redis does not know', async () => {
     const sid = newId('c');
     await store.save(alice, sid, 'conversation', { title: 'x' });

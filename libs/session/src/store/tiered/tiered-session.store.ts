@@ -108,9 +108,14 @@ export class TieredSessionStore implements SessionStore {
       this.hot.probe<T>(scope, sid, key, rule.sliding ? rule.ttlSeconds : 0),
     );
     if (hot.ok && hot.value !== null) {
-      if (hot.value === ABSENT) return null;
-      this.lru.set(lruKey, { value: structuredClone(hot.value.value) });
-      return hot.value.value;
+      if (hot.value !== ABSENT) {
+        this.lru.set(lruKey, { value: structuredClone(hot.value.value) });
+        return hot.value.value;
+      }
+      // "Absent" is only a cache's word for it: a writer that died between its MySQL commit and
+      // its Redis write leaves the marker behind. A read that must be current (under a lock, or
+      // deciding whether work was already done) asks MySQL.
+      if (!consistent) return null;
     }
     const value = await this.durable.get<T>(scope, sid, key);
     if (value !== null) {
@@ -119,9 +124,9 @@ export class TieredSessionStore implements SessionStore {
         await this.hotWrite(scope, sid, key, () =>
           this.hot.save(scope, sid, key, value, { ttlSeconds: rule.ttlSeconds }),
         );
-    } else if (hot.ok) {
-      // Keys read before they are ever written (a summary, a new agent session) stop costing a
-      // MySQL read each time. Best effort: a marker that could not be set changes nothing.
+    } else if (hot.ok && hot.value === null && !consistent) {
+      // Keys read before they are ever written (a summary not folded yet) stop costing a MySQL
+      // read each time. Best effort: a marker that could not be set changes nothing.
       await this.guard.attempt(() =>
         this.hot.markAbsent(scope, sid, key, Math.min(rule.ttlSeconds, ABSENT_TTL_SECONDS)),
       );
