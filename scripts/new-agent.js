@@ -55,12 +55,18 @@ export class ${camel}Handler implements AgentHandler {
   }
 }
 `,
-  'src/main.ts': `import 'reflect-metadata';
-import { bootstrapAgent } from '@loom/agent-kit';
+  'src/agent.ts': `import { AgentDefinition } from '@loom/agent-kit';
 import { ${constant} } from './${name}.descriptor';
 import { ${camel}Handler } from './${name}.handler';
 
-void bootstrapAgent(${constant}, ${camel}Handler);
+/** Started as its own process by main.ts, and beside every other agent by the embedded profile. */
+export const AGENT: AgentDefinition = { descriptor: ${constant}, handler: ${camel}Handler };
+`,
+  'src/main.ts': `import 'reflect-metadata';
+import { bootstrapAgent } from '@loom/agent-kit';
+import { AGENT } from './agent';
+
+void bootstrapAgent(AGENT.descriptor, AGENT.handler);
 `,
   'tsconfig.app.json': `${JSON.stringify(
     {
@@ -73,22 +79,43 @@ void bootstrapAgent(${constant}, ${camel}Handler);
     2,
   )}\n`,
 };
-for (const [rel, text] of Object.entries(files)) {
-  fs.mkdirSync(path.dirname(path.join(appDir, rel)), { recursive: true });
-  fs.writeFileSync(path.join(appDir, rel), text);
+
+/** In the repository's own style (npm test starts with prettier --check), when prettier is installed. */
+async function formatted(file, text) {
+  let prettier;
+  try {
+    prettier = require('prettier');
+  } catch {
+    return text;
+  }
+  const options = (await prettier.resolveConfig(file)) ?? {};
+  return prettier.format(text, { ...options, filepath: file });
 }
 
-const cliPath = path.join(root, 'nest-cli.json');
-const cli = JSON.parse(fs.readFileSync(cliPath, 'utf8'));
-cli.projects[`${name}-agent`] = {
-  type: 'application',
-  root: `apps/${name}-agent`,
-  entryFile: 'main',
-  sourceRoot: `apps/${name}-agent/src`,
-  compilerOptions: { tsConfigPath: `apps/${name}-agent/tsconfig.app.json` },
-};
-if (!flag('--dir')) fs.writeFileSync(cliPath, `${JSON.stringify(cli, null, 2)}\n`);
+async function main() {
+  for (const [rel, text] of Object.entries(files)) {
+    const file = path.join(appDir, rel);
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    fs.writeFileSync(file, await formatted(file, text));
+  }
 
-console.log(`created apps/${name}-agent (keywords: ${keywords.join(', ')})
-next: npm run build && node dist/apps/${name}-agent/main.js   (npm run start:all starts it too)
+  const cliPath = path.join(root, 'nest-cli.json');
+  const cli = JSON.parse(fs.readFileSync(cliPath, 'utf8'));
+  cli.projects[`${name}-agent`] = {
+    type: 'application',
+    root: `apps/${name}-agent`,
+    entryFile: 'main',
+    sourceRoot: `apps/${name}-agent/src`,
+    compilerOptions: { tsConfigPath: `apps/${name}-agent/tsconfig.app.json` },
+  };
+  if (!flag('--dir')) fs.writeFileSync(cliPath, `${JSON.stringify(cli, null, 2)}\n`);
+
+  console.log(`created apps/${name}-agent (keywords: ${keywords.join(', ')})
+next: npm run build && node dist/apps/${name}-agent/main.js   (npm run start:all and the embedded profile start it too)
       it registers itself; the planner routes matching questions to it in the next turn.`);
+}
+
+main().catch((err) => {
+  console.error(`new:agent: ${err.message}`);
+  process.exit(1);
+});

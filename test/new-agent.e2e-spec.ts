@@ -9,9 +9,11 @@ import {
   statSync,
   writeFileSync,
 } from 'fs';
+import { tmpdir } from 'os';
 import * as path from 'path';
-import { client, RunningSystem, startSystem } from './system';
+import { AppProcess, client, RunningSystem, startSystem } from './system';
 const { root, transpile } = require('../scripts/transpile');
+const { startApp, stopAll, freePort, waitFor, signJwt } = require('../scripts/lib/processes');
 
 /** `npm run new:agent` scaffolds an agent that type-checks, registers, and is routed in the next turn. */
 describe('system: an agent added with new:agent answers without any orchestrator change', () => {
@@ -35,6 +37,15 @@ describe('system: an agent added with new:agent answers without any orchestrator
       '--dir',
       scaffold,
     ]);
+    // Built as if it lived in apps/<name>-agent, so its @loom/* requires resolve to dist/libs.
+    for (const f of readdirSync(path.join(scaffold, 'src'))) {
+      if (!f.endsWith('.ts') || !statSync(path.join(scaffold, 'src', f)).isFile()) continue;
+      const asIfAt = path.join(root, 'apps', `${name}-agent`, 'src', f);
+      const { code } = transpile(readFileSync(path.join(scaffold, 'src', f), 'utf8'), asIfAt);
+      mkdirSync(path.join(outDir, 'src'), { recursive: true });
+      writeFileSync(path.join(outDir, 'src', f.replace(/\.ts$/, '.js')), code);
+    }
+    writeFileSync(path.join(outDir, 'main.js'), "require('./src/main.js');\n");
     sys = await startSystem();
   });
   afterAll(async () => {
@@ -66,16 +77,33 @@ describe('system: an agent added with new:agent answers without any orchestrator
     expect(output).toBe('');
   });
 
-  it('registers itself and gets the matching question in the next turn', async () => {
-    // Built as if it lived in apps/<name>-agent, so its @loom/* requires resolve to dist/libs.
-    for (const f of readdirSync(path.join(scaffold, 'src'))) {
-      if (!f.endsWith('.ts') || !statSync(path.join(scaffold, 'src', f)).isFile()) continue;
-      const asIfAt = path.join(root, 'apps', `${name}-agent`, 'src', f);
-      const { code } = transpile(readFileSync(path.join(scaffold, 'src', f), 'utf8'), asIfAt);
-      mkdirSync(path.join(outDir, 'src'), { recursive: true });
-      writeFileSync(path.join(outDir, 'src', f.replace(/\.ts$/, '.js')), code);
+  it("is written in the repository's style, so npm test's prettier --check passes", () => {
+    const files = readdirSync(path.join(scaffold, 'src')).map((f) => path.join(scaffold, 'src', f));
+    let output = '';
+    try {
+      // The CLI, as npm test runs it (prettier's API needs ESM support that Jest lacks). Only
+      // .prettierignore: the scaffold sits in gitignored .loom-data, which prettier would skip.
+      execFileSync(
+        process.execPath,
+        [
+          require.resolve('prettier/bin/prettier.cjs'),
+          '--ignore-path',
+          '.prettierignore',
+          '--check',
+          ...files,
+        ],
+        {
+          cwd: root,
+          stdio: 'pipe',
+        },
+      );
+    } catch (err) {
+      output = String((err as { stderr?: Buffer }).stderr ?? err);
     }
-    writeFileSync(path.join(outDir, 'main.js'), "require('./src/main.js');\n");
+    expect(output).toBe('');
+  });
+
+  it('registers itself and gets the matching question in the next turn', async () => {
     sys.start(`${name}-agent`);
     await sys.ready(4);
 
@@ -97,5 +125,43 @@ describe('system: an agent added with new:agent answers without any orchestrator
       content: '公司辞退我不给经济补偿',
     });
     expect(labor.body.reply.agentType).toBe('labor-law');
+  });
+
+  it('runs in the embedded profile too (only Node), beside the built-in agents', async () => {
+    const dataDir = mkdtempSync(path.join(tmpdir(), 'loom-new-agent-embedded-'));
+    const secret = randomBytes(24).toString('hex');
+    const port = await freePort();
+    const children: AppProcess[] = [
+      startApp('embedded', {
+        LOOM_PROFILE: 'embedded',
+        LOOM_DATA_DIR: dataDir,
+        PORT: String(port),
+        LOOM_JWT_SECRET: secret,
+        REDIS_URL: 'redis://127.0.0.1:1',
+        MYSQL_URL: 'mysql://root@127.0.0.1:1/none',
+        LOG_LEVEL: 'warn',
+      }),
+    ];
+    try {
+      const base = `http://127.0.0.1:${port}`;
+      const api = client(base, signJwt({ sub: 'alice', tid: 'tenant-e' }, secret));
+      await waitFor(async () => (await api('GET', '/v1/agents')).body?.items?.length >= 4, {
+        what: 'four agents in the embedded process',
+        timeoutMs: 60_000,
+      });
+      const types = (await api('GET', '/v1/agents')).body.items.map(
+        (a: { agentType: string }) => a.agentType,
+      );
+      expect(types.sort()).toEqual(['contract-law', 'labor-law', 'legal-research', name].sort());
+      const id = (await api('POST', '/v1/conversations', {})).body.conversationId;
+      const turn = await api('POST', `/v1/conversations/${id}/messages`, {
+        content: `I need help with ${keyword} this year`,
+      });
+      expect(turn.status).toBe(201);
+      expect(turn.body.reply.agentType).toBe(name);
+    } finally {
+      await stopAll(children);
+      rmSync(dataDir, { recursive: true, force: true });
+    }
   });
 });

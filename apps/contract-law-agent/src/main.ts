@@ -1,6 +1,5 @@
 import 'reflect-metadata';
 import { bootstrapAgent } from '@loom/agent-kit';
-import { CONTRACT_LAW_DESCRIPTOR } from './contract-law.descriptor';
-import { ContractLawHandler } from './contract-law.handler';
+import { AGENT } from './agent';
 
-void bootstrapAgent(CONTRACT_LAW_DESCRIPTOR, ContractLawHandler);
+void bootstrapAgent(AGENT.descriptor, AGENT.handler);

@@ -1,12 +1,26 @@
 import 'reflect-metadata';
-import { bootstrapAgent, loadEnvOrExit } from '@loom/agent-kit';
-import { CONTRACT_LAW_DESCRIPTOR } from '../../contract-law-agent/src/contract-law.descriptor';
-import { ContractLawHandler } from '../../contract-law-agent/src/contract-law.handler';
-import { LABOR_LAW_DESCRIPTOR } from '../../labor-law-agent/src/labor-law.descriptor';
-import { LaborLawHandler } from '../../labor-law-agent/src/labor-law.handler';
-import { LEGAL_RESEARCH_DESCRIPTOR } from '../../legal-research-agent/src/legal-research.descriptor';
-import { LegalResearchHandler } from '../../legal-research-agent/src/legal-research.handler';
+import { existsSync, readdirSync } from 'fs';
+import { join } from 'path';
+import { AgentDefinition, bootstrapAgent, loadEnvOrExit } from '@loom/agent-kit';
 import { createOrchestrator } from '../../orchestrator/src/bootstrap';
+
+/** apps/ (or dist/apps/ when built): every app beside this one that defines an agent. */
+const APPS_DIR = join(__dirname, '..', '..');
+
+/** Every `apps/<name>/src/agent` in name order, so a scaffolded agent runs here too. */
+function agentApps(): { app: string; agent: AgentDefinition }[] {
+  return readdirSync(APPS_DIR, { withFileTypes: true })
+    .filter((d) => d.isDirectory() && d.name !== 'embedded')
+    .map((d) => d.name)
+    .sort()
+    .filter((app) =>
+      ['agent.js', 'agent.ts'].some((f) => existsSync(join(APPS_DIR, app, 'src', f))),
+    )
+    .map((app) => ({
+      app,
+      agent: (require(join(APPS_DIR, app, 'src', 'agent')) as { AGENT: AgentDefinition }).AGENT,
+    }));
+}
 
 /**
  * The embedded profile (DESIGN.md §10): every app in one process, JSON-file store, in-process
@@ -14,12 +28,15 @@ import { createOrchestrator } from '../../orchestrator/src/bootstrap';
  */
 async function main(): Promise<void> {
   const env = loadEnvOrExit({ LOOM_PROFILE: 'embedded' });
+  const agents = agentApps();
   process.stdout.write(
-    `loom: embedded profile (JSON files in ${env.LOOM_DATA_DIR}, TCP transport, no Redis or MySQL)\n`,
+    `loom: embedded profile (JSON files in ${env.LOOM_DATA_DIR}, TCP transport, no Redis or MySQL); agents: ${agents.map((a) => a.app).join(', ')}\n`,
   );
-  await bootstrapAgent(LEGAL_RESEARCH_DESCRIPTOR, LegalResearchHandler, env);
-  await bootstrapAgent(LABOR_LAW_DESCRIPTOR, LaborLawHandler, env);
-  await bootstrapAgent(CONTRACT_LAW_DESCRIPTOR, ContractLawHandler, env);
+  for (const { app, agent } of agents) {
+    if (!agent?.descriptor || !agent.handler)
+      throw new Error(`apps/${app}/src/agent exports no AGENT`);
+    await bootstrapAgent(agent.descriptor, agent.handler, env);
+  }
   const app = await createOrchestrator(env);
   await app.listen(env.PORT, '127.0.0.1');
 }

@@ -1,6 +1,5 @@
 import 'reflect-metadata';
 import { bootstrapAgent } from '@loom/agent-kit';
-import { LABOR_LAW_DESCRIPTOR } from './labor-law.descriptor';
-import { LaborLawHandler } from './labor-law.handler';
+import { AGENT } from './agent';
 
-void bootstrapAgent(LABOR_LAW_DESCRIPTOR, LaborLawHandler);
+void bootstrapAgent(AGENT.descriptor, AGENT.handler);

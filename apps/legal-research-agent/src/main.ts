@@ -1,6 +1,5 @@
 import 'reflect-metadata';
 import { bootstrapAgent } from '@loom/agent-kit';
-import { LEGAL_RESEARCH_DESCRIPTOR } from './legal-research.descriptor';
-import { LegalResearchHandler } from './legal-research.handler';
+import { AGENT } from './agent';
 
-void bootstrapAgent(LEGAL_RESEARCH_DESCRIPTOR, LegalResearchHandler);
+void bootstrapAgent(AGENT.descriptor, AGENT.handler);

@@ -1,4 +1,6 @@
+import type { Type } from '@nestjs/common';
 import type { SessionContext, Usage } from '@loom/session';
+import type { AgentRegistration } from '../contracts/agent-descriptor';
 import type { LlmClient } from '../llm/llm.types';
 
 /** What the kit hands a handler besides its SessionContext. */
@@ -19,3 +21,12 @@ export interface AgentHandler {
 
 export const AGENT_HANDLER = Symbol('AGENT_HANDLER');
 export const AGENT_DESCRIPTOR = Symbol('AGENT_DESCRIPTOR');
+
+/**
+ * A whole agent app: its `src/agent.ts` exports one as `AGENT`. Its own `main.ts` starts it as a
+ * process; the embedded profile finds every `apps/<name>/src/agent` and starts them all in one.
+ */
+export interface AgentDefinition {
+  descriptor: AgentRegistration;
+  handler: Type<AgentHandler>;
+}
