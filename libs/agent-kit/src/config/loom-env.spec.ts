@@ -16,7 +16,28 @@ describe('parseEnv', () => {
 
   it('requires the secrets outside the embedded profile', () => {
     expect(() => parseEnv({})).toThrow(/LOOM_JWT_SECRET/);
+    expect(() => parseEnv({ LOOM_JWT_SECRET: 'x'.repeat(32) })).toThrow(/LOOM_AGENT_SECRET/);
     expect(() => parseEnv({ LOOM_PROFILE: 'embedded' })).not.toThrow();
+  });
+
+  it('does not ask an agent for the API token secret, only for the assignment secret', () => {
+    const env = parseEnv({ LOOM_AGENT_SECRET: 'y'.repeat(32) }, 'agent');
+    expect(env.LOOM_JWT_SECRET).toBeUndefined();
+    expect(() => parseEnv({}, 'agent')).toThrow(/LOOM_AGENT_SECRET/);
+    expect(() => parseEnv({ LOOM_AGENT_SECRET: 'y'.repeat(32) })).toThrow(/LOOM_JWT_SECRET/);
+    expect(() => parseEnv({ ...secrets, LOOM_JWT_SECRET: 'short' }, 'agent')).toThrow(
+      /LOOM_JWT_SECRET/,
+    );
+  });
+
+  it('refuses the API token secret as the assignment secret', () => {
+    const same = 'z'.repeat(32);
+    expect(() => parseEnv({ LOOM_JWT_SECRET: same, LOOM_AGENT_SECRET: same })).toThrow(
+      /LOOM_AGENT_SECRET must differ from LOOM_JWT_SECRET/,
+    );
+    expect(() => parseEnv({ LOOM_JWT_SECRET: same, LOOM_AGENT_SECRET: same }, 'agent')).toThrow(
+      /must differ/,
+    );
   });
 
   it('names every bad variable', () => {

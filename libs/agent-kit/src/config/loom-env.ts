@@ -28,7 +28,8 @@ export class LoomEnv {
   })
   MYSQL_URL = 'mysql://root@127.0.0.1:3306/loom';
   @Matches(/^[A-Za-z0-9_.:-]{1,64}$/) LOOM_KEY_PREFIX = 'loom:';
-  @ValidateIf((e: LoomEnv) => e.LOOM_PROFILE !== 'embedded')
+  /** Needed by the orchestrator (it verifies API tokens), not by agents: see parseEnv. */
+  @IsOptional()
   @IsString()
   @MinLength(16)
   LOOM_JWT_SECRET?: string;
@@ -73,19 +74,31 @@ export class LoomEnv {
 
 export class ConfigError extends Error {}
 
+/**
+ * Which app reads the environment: an agent never verifies API tokens, so it does not need (and
+ * should not be handed) LOOM_JWT_SECRET.
+ */
+export type LoomRole = 'orchestrator' | 'agent';
+
 /** Parses and validates an environment; throws ConfigError naming every bad variable. */
-export function parseEnv(raw: Record<string, string | undefined>): LoomEnv {
+export function parseEnv(
+  raw: Record<string, string | undefined>,
+  role: LoomRole = 'orchestrator',
+): LoomEnv {
   const defined = Object.fromEntries(
     Object.entries(raw).filter(([, v]) => v !== undefined && v !== ''),
   );
   const env = plainToInstance(LoomEnv, defined, { exposeDefaultValues: true });
-  const errors = validateSync(env, { whitelist: false });
-  if (errors.length) {
-    const what = errors
-      .map((e) => `${e.property}: ${Object.values(e.constraints ?? {}).join(', ')}`)
-      .join('; ');
-    throw new ConfigError(`invalid configuration: ${what}`);
-  }
+  const problems = validateSync(env, { whitelist: false }).map(
+    (e) => `${e.property}: ${Object.values(e.constraints ?? {}).join(', ')}`,
+  );
+  if (env.LOOM_PROFILE !== 'embedded' && role === 'orchestrator' && !env.LOOM_JWT_SECRET)
+    problems.unshift('LOOM_JWT_SECRET: required outside the embedded profile (16+ characters)');
+  if (problems.length) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
+  if (env.LOOM_JWT_SECRET && env.LOOM_JWT_SECRET === env.LOOM_AGENT_SECRET)
+    throw new ConfigError(
+      'invalid configuration: LOOM_AGENT_SECRET must differ from LOOM_JWT_SECRET (a leaked agent must not be able to mint API tokens)',
+    );
   if (env.LOOM_SHARED_ACL) {
     try {
       env.sharedAcl = parseSharedAclRules(env.LOOM_SHARED_ACL);
@@ -105,9 +118,12 @@ export function parseEnv(raw: Record<string, string | undefined>): LoomEnv {
 }
 
 /** The process environment, validated; on error prints one clear line and exits non-zero. */
-export function loadEnvOrExit(overrides: Record<string, string | undefined> = {}): LoomEnv {
+export function loadEnvOrExit(
+  overrides: Record<string, string | undefined> = {},
+  role: LoomRole = 'orchestrator',
+): LoomEnv {
   try {
-    return parseEnv({ ...process.env, ...overrides });
+    return parseEnv({ ...process.env, ...overrides }, role);
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     process.stderr.write(`loom: ${err.message}\n`);

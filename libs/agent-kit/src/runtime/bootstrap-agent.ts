@@ -17,7 +17,7 @@ export async function bootstrapAgent(
   handler: Type<AgentHandler>,
   envOverride?: LoomEnv,
 ): Promise<INestMicroservice> {
-  const env = envOverride ?? loadEnvOrExit();
+  const env = envOverride ?? loadEnvOrExit({}, 'agent');
   const logger = new LoomLogger(
     createPinoLogger({
       service: `${descriptor.agentType}-agent`,
