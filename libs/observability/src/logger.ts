@@ -1,6 +1,7 @@
 import { LoggerService } from '@nestjs/common';
 import { ClsServiceManager } from 'nestjs-cls';
-import pino, { Logger } from 'pino';
+import pino, { DestinationStream, Logger } from 'pino';
+import pretty from 'pino-pretty';
 import { redactDeep, redactPii } from '@loom/security';
 import { MDC_FIELDS } from './cls-store';
 
@@ -8,6 +9,8 @@ export interface LogOptions {
   service: string;
   level: string;
   format: 'json' | 'pretty';
+  /** Where lines go; stdout unless a test captures them. */
+  destination?: DestinationStream;
 }
 
 /** The MDC fields of the current CLS context (empty outside one). */
@@ -28,10 +31,24 @@ export function currentMdc(): Record<string, string> {
 
 /**
  * One JSON line per entry on stdout, stamped with the service and the MDC fields from CLS, and
- * with PII redacted from the message and every field (logs never carry PII).
+ * with PII redacted from the message and every field (logs never carry PII). LOG_FORMAT=pretty
+ * writes the same entries for people (pino-pretty: time, level, service, message, then fields).
  */
 export function createPinoLogger(opts: LogOptions): Logger {
-  return pino({
+  const destination: DestinationStream | undefined =
+    opts.format === 'pretty'
+      ? pretty({
+          destination: opts.destination ?? 1,
+          sync: true,
+          colorize: Boolean(process.stdout.isTTY),
+          messageKey: 'msg',
+          translateTime: 'SYS:HH:MM:ss.l',
+          ignore: 'pid,hostname,service,context',
+          messageFormat: '[{service}] {if context}{context}: {end}{msg}',
+          hideObject: false,
+        })
+      : opts.destination;
+  const options: pino.LoggerOptions = {
     level: opts.level,
     base: { service: opts.service, pid: process.pid },
     timestamp: pino.stdTimeFunctions.isoTime,
@@ -49,7 +66,8 @@ export function createPinoLogger(opts: LogOptions): Logger {
         );
       },
     },
-  });
+  };
+  return destination ? pino(options, destination) : pino(options);
 }
 
 /** Nest's logger interface over pino, so framework logs are JSON lines with the MDC too. */

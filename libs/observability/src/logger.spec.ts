@@ -1,0 +1,50 @@
+import { Writable } from 'stream';
+import { createPinoLogger, LoomLogger } from './logger';
+
+/** The lines a logger writes, in the given LOG_FORMAT. */
+function capture(format: 'json' | 'pretty'): { logger: LoomLogger; lines: () => string[] } {
+  let out = '';
+  const destination = new Writable({
+    write(chunk, _enc, done) {
+      out += chunk.toString();
+      done();
+    },
+  });
+  // pino-pretty expects a sync-capable stream; a Writable with write() is enough for both.
+  const logger = new LoomLogger(
+    createPinoLogger({ service: 'orchestrator', level: 'info', format, destination }),
+  );
+  return { logger, lines: () => out.split('\n').filter(Boolean) };
+}
+
+describe('createPinoLogger', () => {
+  it('json: one object a line, with the service, level and message, PII redacted', () => {
+    const { logger, lines } = capture('json');
+    logger.log('hello alice@example.com', 'TurnService');
+    logger.warn({ msg: 'with fields', taskId: 't_1', phone: '13812345678' }, 'Executor');
+    const [first, second] = lines().map((l) => JSON.parse(l));
+    expect(first).toMatchObject({
+      level: 'info',
+      service: 'orchestrator',
+      context: 'TurnService',
+      msg: 'hello [REDACTED_EMAIL]',
+    });
+    expect(second).toMatchObject({ level: 'warn', taskId: 't_1', phone: '[REDACTED_PHONE]' });
+  });
+
+  it('pretty: a readable line per entry (time, level, service, context, message), PII redacted', () => {
+    const { logger, lines } = capture('pretty');
+    logger.log('hello alice@example.com', 'TurnService');
+    logger.warn({ msg: 'with fields', taskId: 't_1', phone: '13812345678' }, 'Executor');
+    const text = lines();
+    expect(text[0]).toMatch(
+      /^\[\d\d:\d\d:\d\d\.\d{3}\] INFO: \[orchestrator\] TurnService: hello \[REDACTED_EMAIL\]$/,
+    );
+    expect(() => JSON.parse(text[0])).toThrow();
+    const warn = text.slice(1).join('\n');
+    expect(warn).toMatch(/WARN: \[orchestrator\] Executor: with fields/);
+    expect(warn).toContain('taskId: "t_1"');
+    expect(warn).toContain('phone: "[REDACTED_PHONE]"');
+    expect(warn).not.toContain('13812345678');
+  });
+});
