@@ -1,4 +1,5 @@
 import 'reflect-metadata';
+import { Logger } from '@nestjs/common';
 import { existsSync, readdirSync } from 'fs';
 import { join } from 'path';
 import { AgentDefinition, bootstrapAgent, loadEnvOrExit } from '@loom/agent-kit';
@@ -39,6 +40,9 @@ async function main(): Promise<void> {
   }
   const app = await createOrchestrator(env);
   await app.listen(env.PORT, '127.0.0.1');
+  new Logger('Bootstrap').log(
+    `orchestrator listening on port ${env.PORT}, loopback only (API docs at /docs)`,
+  );
 }
 
 main().catch((err) => {

@@ -1,4 +1,5 @@
 import 'reflect-metadata';
+import { Logger } from '@nestjs/common';
 import { loadEnvOrExit } from '@loom/agent-kit';
 import { createOrchestrator } from './bootstrap';
 
@@ -6,6 +7,9 @@ async function main(): Promise<void> {
   const env = loadEnvOrExit();
   const app = await createOrchestrator(env);
   await app.listen(env.PORT, '0.0.0.0');
+  new Logger('Bootstrap').log(
+    `orchestrator listening on port ${env.PORT}, all interfaces (API docs at /docs)`,
+  );
 }
 
 main().catch((err) => {
