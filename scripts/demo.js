@@ -11,7 +11,13 @@ const { root, APPS, startApp, stopAll, freePort, waitFor, signJwt } = require('.
 const { playConsultation } = require('./lib/consultation');
 
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-const MYSQL_SERVER = process.env.DEMO_MYSQL_SERVER ?? 'mysql://root@127.0.0.1:3306';
+/** MYSQL_URL's server: the demo creates a database of its own there and drops it after. */
+function mysqlServer(url = 'mysql://root@127.0.0.1:3306/loom') {
+  const u = new URL(url);
+  u.pathname = '';
+  return u.toString().replace(/\/$/, '');
+}
+const MYSQL_SERVER = mysqlServer(process.env.MYSQL_URL);
 
 function reachable(url) {
   const u = new URL(url);
@@ -31,6 +37,11 @@ async function main() {
   const distributed = forced
     ? forced === 'distributed'
     : (await reachable(REDIS_URL)) && (await reachable(MYSQL_SERVER));
+  const why = forced
+    ? `LOOM_DEMO_PROFILE=${forced}`
+    : distributed
+      ? 'Redis and MySQL answer'
+      : 'Redis or MySQL does not answer';
   const jwtSecret = crypto.randomBytes(24).toString('hex');
   const port = await freePort();
   const children = [];
@@ -39,7 +50,7 @@ async function main() {
   const database = `loom_demo_${crypto.randomBytes(3).toString('hex')}`;
   if (distributed) {
     console.log(
-      `Redis and MySQL answer: distributed profile, ${APPS.length} processes (key prefix ${prefix}, database ${database})`,
+      `${why}: distributed profile, ${APPS.length} processes (key prefix ${prefix}, database ${database})`,
     );
     const env = {
       REDIS_URL,
@@ -53,9 +64,7 @@ async function main() {
     for (const app of APPS) children.push(startApp(app, env, { silent: false }));
   } else {
     dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'loom-demo-'));
-    console.log(
-      'Redis or MySQL does not answer: embedded profile (one process, JSON files, TCP transport)',
-    );
+    console.log(`${why}: embedded profile (one process, JSON files, TCP transport)`);
     children.push(
       startApp(
         'embedded',
@@ -75,6 +84,22 @@ async function main() {
     { sub: 'demo-user', tid: 'demo-tenant' },
     distributed ? jwtSecret : 'embedded-profile-only-jwt-secret',
   );
+  // Everything the demo made goes, also when it is interrupted (Ctrl-C, SIGTERM).
+  let tornDown;
+  const teardown = () =>
+    (tornDown ??= (async () => {
+      await stopAll(children);
+      if (dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
+      if (distributed) await cleanup(prefix, database);
+    })());
+  for (const [signal, code] of [
+    ['SIGINT', 130],
+    ['SIGTERM', 143],
+  ])
+    process.once(signal, () => {
+      console.error(`\n${signal}: stopping the apps and removing the demo's data`);
+      teardown().finally(() => process.exit(code));
+    });
   try {
     await waitFor(async () => (await fetch(`${base}/health`)).status === 200, {
       what: 'the orchestrator',
@@ -92,9 +117,7 @@ async function main() {
     await playConsultation(base, token);
     console.log(`\nDone (${distributed ? 'distributed: Redis + MySQL' : 'embedded'} profile).`);
   } finally {
-    await stopAll(children);
-    if (dataDir) fs.rmSync(dataDir, { recursive: true, force: true });
-    if (distributed) await cleanup(prefix, database);
+    await teardown();
   }
 }
 
