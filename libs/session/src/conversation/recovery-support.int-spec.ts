@@ -8,6 +8,7 @@ import { MysqlSessionStore } from '../store/mysql/mysql-session.store';
 import { TieredSessionStore } from '../store/tiered/tiered-session.store';
 import { ConversationRepository } from './conversation.repository';
 import { SystemRepository, SystemSessions } from './system.repository';
+import { TaskRepository } from './task.repository';
 
 /** What recovery and the sweeper rely on, against real MySQL and Redis. */
 describe('recovery support (MySQL + Redis)', () => {
@@ -36,6 +37,23 @@ describe('recovery support (MySQL + Redis)', () => {
     taskId,
     createdAt: new Date().toISOString(),
     tokens: 0,
+  });
+
+  it('an Idempotency-Key retry finds the first attempt although Redis cached "absent" for it', async () => {
+    const tasks = new TaskRepository(infra.store);
+    const { meta } = await conversations.create(alice);
+    const id = meta.conversationId;
+    // The first attempt's lookup: nothing yet, and Redis now remembers that.
+    expect(await tasks.idempotentTask(alice, id, 'k'.repeat(40))).toBeNull();
+    // It committed the key to MySQL; its Redis write failed (or it died before it).
+    const tiered = infra.store as TieredSessionStore;
+    await tiered.durable.save(
+      { tenantId: alice.tenantId },
+      id,
+      StateKeys.idempotency('k'.repeat(40)),
+      { taskId: 't_firstattempt01' },
+    );
+    expect(await tasks.idempotentTask(alice, id, 'k'.repeat(40))).toBe('t_firstattempt01');
   });
 
   it('keeps the run index as one row per task, listed without scanning keys', async () => {

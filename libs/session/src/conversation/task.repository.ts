@@ -173,16 +173,21 @@ export class TaskRepository {
     return store.get<T>({ tenantId: owner.tenantId }, sessionId, key, consistent);
   }
 
-  /** The task a retried request (same Idempotency-Key) already produced, if any. */
+  /**
+   * The task a retried request (same Idempotency-Key) already produced, if any. Read from the
+   * durable store: a cached "absent" left by the first attempt's lookup must not make the retry
+   * run the turn again.
+   */
   async idempotentTask(
     owner: Owner,
     conversationId: string,
     keyHash: string,
   ): Promise<string | null> {
-    const hit = await this.store.get<{ taskId: string }>(
-      { tenantId: owner.tenantId },
+    const hit = await this.read<{ taskId: string }>(
+      owner,
       conversationId,
       StateKeys.idempotency(keyHash),
+      true,
     );
     return hit?.taskId ?? null;
   }

@@ -79,9 +79,46 @@ describe('tiered store: keys MySQL does not hold', () => {
     // The agent's final write reached MySQL, then its process died before the Redis write.
     await store.durable.save(alice, sid, 'agent:a_1', { status: 'COMPLETED' });
     expect(await store.get(alice, sid, 'agent:a_1', true)).toEqual({ status: 'COMPLETED' });
-    // ...and the value it found replaced the marker for everyone else.
+    // ...and the stale marker is gone, so everyone else's next read finds the value too.
     expect(await store.get(alice, sid, 'agent:a_1')).toEqual({ status: 'COMPLETED' });
     expect(await redis.get(raw)).not.toBe('\u0000absent');
+  });
+
+  it('a consistent read answers from MySQL when Redis holds an older copy, and drops that copy', async () => {
+    const sid = newId('c');
+    await store.save(alice, sid, 'conversation', { v: 0, activeTaskIds: [] });
+    const raw = store.hot.keys.value(sid, 'conversation');
+    const cached = await redis.get(raw);
+    // Another process committed v1 to MySQL, and its Redis write failed (or it died first).
+    await store.durable.save(alice, sid, 'conversation', { v: 1, activeTaskIds: ['t1'] });
+    expect(await redis.get(raw)).toBe(cached);
+    expect(await store.get(alice, sid, 'conversation', true)).toEqual({
+      v: 1,
+      activeTaskIds: ['t1'],
+    });
+    expect(await redis.exists(raw)).toBe(0);
+    expect(await store.get(alice, sid, 'conversation')).toEqual({ v: 1, activeTaskIds: ['t1'] });
+  });
+
+  it('writes the value as it was when save was called to every tier', async () => {
+    const sid = newId('c');
+    await store.save(alice, sid, 'conversation', { title: 'x' });
+    const task = { executions: [] as string[] };
+    const saving = store.save(alice, sid, 'task:t_snapshot01', task);
+    task.executions.push('changed while the write was in flight');
+    await saving;
+    expect(await store.durable.get(alice, sid, 'task:t_snapshot01')).toEqual({ executions: [] });
+    expect(await store.hot.get(alice, sid, 'task:t_snapshot01')).toEqual({ executions: [] });
+    expect(await store.get(alice, sid, 'task:t_snapshot01')).toEqual({ executions: [] });
+  });
+
+  it('a consistent read that agrees with Redis leaves the cached copy alone', async () => {
+    const sid = newId('c');
+    await store.save(alice, sid, 'conversation', { v: 3 });
+    const raw = store.hot.keys.value(sid, 'conversation');
+    const cached = await redis.get(raw);
+    expect(await store.get(alice, sid, 'conversation', true)).toEqual({ v: 3 });
+    expect(await redis.get(raw)).toBe(cached);
   });
 
   it('invalidating a session (recovery) drops its markers with its values', async () => {

@@ -67,10 +67,14 @@ export class TieredSessionStore implements SessionStore {
     value: unknown,
     opts: WriteOptions = {},
   ): Promise<void> {
-    await this.durable.save(scope, sid, key, value, opts);
-    this.lru.set(this.lruKey(scope, sid, key), { value: structuredClone(value) });
+    // One copy, taken now, goes to every tier: the caller may change its object (a task's
+    // executions while a wave runs) before the Redis write, which must not get a version MySQL
+    // never had.
+    const snapshot = structuredClone(value);
+    await this.durable.save(scope, sid, key, snapshot, opts);
+    this.lru.set(this.lruKey(scope, sid, key), { value: snapshot });
     await this.hotWrite(scope, sid, key, () =>
-      this.hot.save(scope, sid, key, value, {
+      this.hot.save(scope, sid, key, snapshot, {
         userId: opts.userId,
         ttlSeconds: this.opts.ttlFor(key).ttlSeconds,
       }),
@@ -96,26 +100,39 @@ export class TieredSessionStore implements SessionStore {
     return created;
   }
 
-  /** `consistent` skips this process's LRU (read-modify-write under a lock must see the latest). */
+  /**
+   * `consistent`: the durable value, for a read that decides something (a read-modify-write
+   * under the conversation lock, whether work was already done). Redis is a cache that can lag
+   * MySQL: another process's Redis write may have failed or landed late, or a failover may have
+   * brought back an older copy. Such a read fills no tier (it may not hold the lock that orders
+   * the writes of this key, and a late refill would put an older value back); it asks Redis
+   * alongside, and drops a cached copy that disagrees, so the next plain read refills it.
+   */
   async get<T>(scope: StoreScope, sid: string, key: string, consistent = false): Promise<T | null> {
     assertId(sid, 'session id');
     assertStateKey(key);
     const lruKey = this.lruKey(scope, sid, key);
-    const local = consistent ? undefined : this.lru.get(lruKey);
+    if (consistent) {
+      const [value, hot] = await Promise.all([
+        this.durable.get<T>(scope, sid, key),
+        this.hotRead(() => this.hot.probe<T>(scope, sid, key, 0)),
+      ]);
+      if (hot.ok && hot.value !== null && !sameValue(hot.value, value)) {
+        this.lru.delete(lruKey);
+        await this.hotWrite(scope, sid, key, () => this.hot.deleteKey(scope, sid, key));
+      }
+      return value;
+    }
+    const local = this.lru.get(lruKey);
     if (local) return structuredClone(local.value) as T;
     const rule = this.opts.ttlFor(key);
     const hot = await this.hotRead(() =>
       this.hot.probe<T>(scope, sid, key, rule.sliding ? rule.ttlSeconds : 0),
     );
     if (hot.ok && hot.value !== null) {
-      if (hot.value !== ABSENT) {
-        this.lru.set(lruKey, { value: structuredClone(hot.value.value) });
-        return hot.value.value;
-      }
-      // "Absent" is only a cache's word for it: a writer that died between its MySQL commit and
-      // its Redis write leaves the marker behind. A read that must be current (under a lock, or
-      // deciding whether work was already done) asks MySQL.
-      if (!consistent) return null;
+      if (hot.value === ABSENT) return null;
+      this.lru.set(lruKey, { value: structuredClone(hot.value.value) });
+      return hot.value.value;
     }
     const value = await this.durable.get<T>(scope, sid, key);
     if (value !== null) {
@@ -124,7 +141,7 @@ export class TieredSessionStore implements SessionStore {
         await this.hotWrite(scope, sid, key, () =>
           this.hot.save(scope, sid, key, value, { ttlSeconds: rule.ttlSeconds }),
         );
-    } else if (hot.ok && hot.value === null && !consistent) {
+    } else if (hot.ok && hot.value === null) {
       // Keys read before they are ever written (a summary not folded yet) stop costing a MySQL
       // read each time. Best effort: a marker that could not be set changes nothing.
       await this.guard.attempt(() =>
@@ -273,6 +290,12 @@ export class TieredSessionStore implements SessionStore {
       this.pending.delete(id);
     }
   }
+}
+
+/** Whether Redis's answer (a value or the absent marker) is what MySQL holds. */
+function sameValue(hot: { value: unknown } | typeof ABSENT, durable: unknown): boolean {
+  if (hot === ABSENT) return durable === null;
+  return durable !== null && JSON.stringify(hot.value) === JSON.stringify(durable);
 }
 
 function applyRange<T>(items: ListItem<T>[], range: ListRange): ListItem<T>[] {
