@@ -52,7 +52,7 @@ export async function createSessionInfra(
   redis.on('error', (err) => onHotError?.(err));
   await connected(redis, 3000);
   const store = new TieredSessionStore(
-    new MysqlSessionStore(dataSource),
+    new MysqlSessionStore(dataSource, { queryTimeoutMs: opts.mysqlQueryTimeoutMs }),
     new RedisSessionStore(redis, opts.keyPrefix, { authoritative: false, ownsConnection: false }),
     {
       ttlFor: ttlRules(opts.ttl),

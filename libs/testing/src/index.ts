@@ -3,3 +3,4 @@ export * from './private-redis';
 export * from './agent-harness';
 export * from './private-mariadb';
 export * from './session-infra';
+export * from './tcp-proxy';

@@ -12,6 +12,7 @@ describe('parseEnv', () => {
     expect(env.LLM_PROVIDER).toBe('offline');
     expect(env.TASK_LEASE_MS).toBe(600_000);
     expect(env.DB_MIGRATIONS_RUN).toBe(true);
+    expect(env.DB_QUERY_TIMEOUT_MS).toBe(10_000);
   });
 
   it('requires the secrets outside the embedded profile', () => {

@@ -55,6 +55,8 @@ export class LoomEnv {
   @Transform(toBool) @IsBoolean() DB_MIGRATIONS_RUN = true;
   /** MySQL connections per process (several replicas share one server's max_connections). */
   @Transform(toInt) @IsInt() @Min(1) @Max(200) DB_POOL_SIZE = 10;
+  /** A statement MySQL has not answered in this long fails with 503 UNAVAILABLE. */
+  @Transform(toInt) @IsInt() @Min(100) @Max(600_000) DB_QUERY_TIMEOUT_MS = 10_000;
   @IsString() LOOM_DATA_DIR = '.loom-data';
   /** Embedded profile: TCP port of an agent app (0 = any free port). */
   @Transform(toInt) @IsInt() @Min(0) @Max(65535) AGENT_PORT = 0;

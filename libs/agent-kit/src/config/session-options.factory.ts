@@ -14,6 +14,7 @@ export function sessionOptionsFrom(env: LoomEnv): SessionOptions & {
     keyPrefix: env.LOOM_KEY_PREFIX,
     migrationsRun: env.DB_MIGRATIONS_RUN,
     mysqlPoolSize: env.DB_POOL_SIZE,
+    mysqlQueryTimeoutMs: env.DB_QUERY_TIMEOUT_MS,
     dataDir: env.LOOM_DATA_DIR,
     ttl: DEFAULT_TTL,
     idleExpiryDays: 30,

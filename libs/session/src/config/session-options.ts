@@ -11,6 +11,8 @@ export interface SessionOptions {
   migrationsRun: boolean;
   /** MySQL connections per process (default 10). */
   mysqlPoolSize?: number;
+  /** A statement MySQL has not answered in this long is UNAVAILABLE (default 10 s). */
+  mysqlQueryTimeoutMs?: number;
   /** Directory of the JSON-file store (embedded profile). */
   dataDir: string;
   ttl: { conversationSeconds: number; taskSeconds: number; agentSeconds: number };

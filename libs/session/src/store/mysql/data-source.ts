@@ -47,7 +47,9 @@ export async function openSessionDataSource(opts: MysqlOptions): Promise<DataSou
     synchronize: false,
     logging: false,
     connectTimeout: opts.connectTimeoutMs ?? 5000,
-    extra: { connectionLimit: opts.poolSize ?? 10, enableKeepAlive: true },
+    // A bounded queue for a connection: past it a statement fails at once ("Queue limit
+    // reached", UNAVAILABLE) instead of waiting behind a database that stopped answering.
+    extra: { connectionLimit: opts.poolSize ?? 10, queueLimit: 1000, enableKeepAlive: true },
   });
   await dataSource.initialize();
   if (opts.migrationsRun !== false) await runMigrationsExclusively(dataSource);

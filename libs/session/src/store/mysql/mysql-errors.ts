@@ -25,7 +25,8 @@ const CONNECTION_CODES = new Set([
 /** MySQL/MariaDB error numbers of the same kind (server shutting down, too many connections…). */
 const CONNECTION_ERRNOS = new Set([1040, 1053, 1927, 2002, 2003, 2006, 2013]);
 
-const CLOSED_STATE = /closed state|connection lost|pool is closed|not connected/i;
+const CLOSED_STATE =
+  /closed state|connection lost|pool is closed|not connected|queue limit reached/i;
 
 /** True when `err` (raw mysql2 or TypeORM-wrapped) says the database could not be reached. */
 export function isConnectionError(err: unknown): boolean {

@@ -25,6 +25,8 @@ const UPSERT =
 const MAX_APPEND_ATTEMPTS = 200;
 /** How long a deadlocked statement is retried before the caller gets UNAVAILABLE (ms). */
 const DEADLOCK_RETRY_MS = 5_000;
+/** How long a statement may go unanswered before the caller gets UNAVAILABLE (ms). */
+const QUERY_TIMEOUT_MS = 10_000;
 /** True while the session is the tenant's or holds no row yet (params: session, tenant, tenant). */
 const OWNED = `COALESCE((SELECT o.tenant_id FROM ${TABLE} o WHERE o.session_id = ? LIMIT 1), ?) = ?`;
 
@@ -41,7 +43,14 @@ interface WriteResult {
 export class MysqlSessionStore implements SessionStore {
   readonly kind = 'mysql';
 
-  constructor(private readonly db: DataSource) {}
+  private readonly queryTimeoutMs: number;
+
+  constructor(
+    private readonly db: DataSource,
+    opts: { queryTimeoutMs?: number } = {},
+  ) {
+    this.queryTimeoutMs = opts.queryTimeoutMs ?? QUERY_TIMEOUT_MS;
+  }
 
   async save(
     scope: StoreScope,
@@ -291,6 +300,10 @@ export class MysqlSessionStore implements SessionStore {
    * that grows with each attempt, for up to DEADLOCK_RETRY_MS (writes take locks on the rows and
    * gaps their guards read, and a gap can reach into a neighbouring session's rows).
    * `onDeadlock: 'throw'` hands the raw deadlock to the caller, which has a better way out.
+   * No statement waits longer than queryTimeoutMs: a database that stops answering without
+   * closing its connections (frozen, partitioned, failing over) gives UNAVAILABLE, not a hang.
+   * Like a lost connection, this tells nothing of whether the statement committed; writes are
+   * ordered and fenced so that either way is recoverable.
    */
   private async query<T = any>(
     sql: string,
@@ -300,7 +313,7 @@ export class MysqlSessionStore implements SessionStore {
     const giveUpAt = Date.now() + DEADLOCK_RETRY_MS;
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.db.query(sql, params);
+        return await this.bounded(this.db.query(sql, params));
       } catch (err) {
         if (errno(err) === ER_LOCK_DEADLOCK) {
           if (opts.onDeadlock === 'throw') throw err;
@@ -313,6 +326,25 @@ export class MysqlSessionStore implements SessionStore {
         throw asUnavailable(err);
       }
     }
+  }
+
+  private bounded<T>(statement: Promise<T>): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () =>
+          reject(
+            new LoomError(
+              LoomErrorCode.UNAVAILABLE,
+              `the durable store did not answer in ${this.queryTimeoutMs} ms`,
+            ),
+          ),
+        this.queryTimeoutMs,
+      );
+    });
+    // The statement may still settle after the time-out; nobody waits for it then.
+    statement.catch(() => undefined);
+    return Promise.race([statement, timeout]).finally(() => clearTimeout(timer));
   }
 
   private check(sessionId: string, key: string): void {

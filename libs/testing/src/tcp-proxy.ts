@@ -1,0 +1,72 @@
+import { AddressInfo, connect, createServer, Server, Socket } from 'net';
+
+interface Pair {
+  client: Socket;
+  upstream: Socket;
+}
+
+/**
+ * A TCP proxy in front of a real server that a test can freeze: bytes stop moving both ways and
+ * connections stay open, as when a database hangs, is partitioned away or fails over without a
+ * reset. Nothing is refused or closed, so only time-outs can notice.
+ */
+export class FreezableTcpProxy {
+  private frozen = false;
+  private readonly pairs = new Set<Pair>();
+  private readonly server: Server;
+  port = 0;
+
+  private constructor(private readonly target: { host: string; port: number }) {
+    this.server = createServer((client) => this.accept(client));
+  }
+
+  static async start(target: { host: string; port: number }): Promise<FreezableTcpProxy> {
+    const proxy = new FreezableTcpProxy(target);
+    await new Promise<void>((resolve) => proxy.server.listen(0, '127.0.0.1', resolve));
+    proxy.port = (proxy.server.address() as AddressInfo).port;
+    return proxy;
+  }
+
+  freeze(): void {
+    this.frozen = true;
+    for (const pair of this.pairs) hold(pair);
+  }
+
+  thaw(): void {
+    this.frozen = false;
+    for (const pair of this.pairs) flow(pair);
+  }
+
+  async close(): Promise<void> {
+    for (const { client, upstream } of this.pairs) {
+      client.destroy();
+      upstream.destroy();
+    }
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  private accept(client: Socket): void {
+    const pair = { client, upstream: connect(this.target) };
+    this.pairs.add(pair);
+    const close = () => {
+      pair.client.destroy();
+      pair.upstream.destroy();
+      this.pairs.delete(pair);
+    };
+    for (const socket of [pair.client, pair.upstream]) socket.on('error', close).on('close', close);
+    if (this.frozen) hold(pair);
+    else flow(pair);
+  }
+}
+
+function flow({ client, upstream }: Pair): void {
+  client.pipe(upstream);
+  upstream.pipe(client);
+}
+
+function hold({ client, upstream }: Pair): void {
+  client.unpipe(upstream);
+  upstream.unpipe(client);
+  client.pause();
+  upstream.pause();
+}
