@@ -1,6 +1,11 @@
 import { RpcException, WritePacket } from '@nestjs/microservices';
 import Redis from 'ioredis';
-import { CONSUMER_GROUP, REPLY_MAXLEN, REPLY_TTL_MS } from './redis-streams.options';
+import {
+  CONSUMER_GROUP,
+  DEAD_LETTER_MAXLEN,
+  REPLY_MAXLEN,
+  REPLY_TTL_MS,
+} from './redis-streams.options';
 
 /** One request (or event) entry read from a pattern's stream. */
 export interface Entry {
@@ -64,7 +69,7 @@ export function appendFinish(tx: Multi, entry: Entry): Multi {
 /** Queues the move to the dead-letter stream, the `DEAD_LETTERED` reply, XACK and XDEL. */
 export function appendDeadLetter(tx: Multi, entry: Entry, deadKey: string, reason: string): Multi {
   const fields = [...Object.entries(entry.fields).flat(), 'entryId', entry.entryId];
-  tx.xadd(deadKey, '*', ...fields, 'reason', reason);
+  tx.xadd(deadKey, 'MAXLEN', '~', DEAD_LETTER_MAXLEN, '*', ...fields, 'reason', reason);
   const message = `Request ${entry.fields.id} was dead-lettered: ${reason}`;
   const packet = { err: { code: 'DEAD_LETTERED', message }, isDisposed: true };
   return appendReply(tx, entry, packet, true);

@@ -5,6 +5,26 @@ import { errorMessage, fieldsToRecord } from './redis-streams.util';
 
 type StreamsReply = [key: string, entries: [entryId: string, fields: unknown][]][];
 
+/**
+ * Deletes the group's consumers that hold no pending entry and were idle at least ARGV[3] ms:
+ * ARGV[2] names one (an instance leaving), or '*' any but ARGV[4] (instances that died). One
+ * step, so an entry cannot be delivered to a consumer between the check and the delete (which
+ * would drop it from the pending list for good).
+ */
+const FORGET_CONSUMERS = `
+local removed = 0
+for _, info in ipairs(redis.call('XINFO', 'CONSUMERS', KEYS[1], ARGV[1])) do
+  local c = {}
+  for i = 1, #info, 2 do c[info[i]] = info[i + 1] end
+  local chosen = (ARGV[2] == '*' and c.name ~= ARGV[4]) or c.name == ARGV[2]
+  if chosen and c.pending == 0 and c.idle >= tonumber(ARGV[3]) then
+    redis.call('XGROUP', 'DELCONSUMER', KEYS[1], ARGV[1], c.name)
+    removed = removed + 1
+  end
+end
+return removed
+`;
+
 /** The consumer-group commands of the server, one function per round trip. */
 export class ConsumerGroup {
   constructor(
@@ -65,6 +85,26 @@ export class ConsumerGroup {
       pipeline.call('XCLAIM', key, CONSUMER_GROUP, this.consumer, 0, ...ids, 'JUSTID');
     }
     await pipeline.exec();
+  }
+
+  /** This instance leaves every group, where it holds nothing (what it holds stays reclaimable). */
+  async leave(cmd: Redis): Promise<void> {
+    for (const key of this.streams.keys())
+      await cmd.eval(FORGET_CONSUMERS, 1, key, CONSUMER_GROUP, this.consumer, 0, '');
+  }
+
+  /**
+   * Forgets consumers of instances gone for `idleMs` that hold nothing (their entries were
+   * reclaimed): each start is a new consumer, so without this the groups grow with every
+   * deploy. A live consumer is never that idle: its XREADGROUP refreshes it every blockMs.
+   */
+  async forgetIdle(cmd: Redis, idleMs: number): Promise<number> {
+    let removed = 0;
+    for (const key of this.streams.keys())
+      removed += Number(
+        await cmd.eval(FORGET_CONSUMERS, 1, key, CONSUMER_GROUP, '*', idleMs, this.consumer),
+      );
+    return removed;
   }
 
   private entry(key: string, entryId: string, raw: unknown, deliveryCount: number): Entry {

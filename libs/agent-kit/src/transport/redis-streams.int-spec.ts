@@ -180,6 +180,35 @@ describe('Redis Streams transport', () => {
     expect(await pendingCount()).toBe(0);
   });
 
+  it('leaves no consumer behind: one that stops leaves the group unless it holds work, gone ones are forgotten', async () => {
+    const consumers = async () =>
+      ((await redis.xinfo('CONSUMERS', requestKey(), CONSUMER_GROUP)) as unknown[][]).map(
+        (c) => c[1] as string,
+      );
+    const client = await startClient({ timeoutMs: 15000 });
+    const a = await startServer('A');
+    await call(client, { job: 1 });
+    expect(await consumers()).toEqual([`A-${process.pid}`]);
+    await a.close();
+    expect(await consumers()).toEqual([]);
+
+    // B stops while its handler hangs: its consumer keeps the pending entry for C to reclaim.
+    behavior = (data, _ctx, server) => (server === 'B' ? hang() : { echo: data, server });
+    const b = await startServer('B', { claimIdleMs: 500 });
+    const reply = call(client, { job: 2 });
+    await waitFor('B to start the handler', () => calls.some((c) => c.server === 'B'));
+    await b.close();
+    expect(await consumers()).toEqual([`B-${process.pid}`]);
+    await startServer('C', { claimIdleMs: 500, forgetConsumersAfterMs: 300 });
+    await expect(reply).resolves.toEqual({ echo: { job: 2 }, server: 'C' });
+    // Once B holds nothing and has been idle long enough, C's reclaim loop forgets it.
+    await waitFor(
+      'B to be forgotten',
+      async () => !(await consumers()).includes(`B-${process.pid}`),
+    );
+    expect(await consumers()).toEqual([`C-${process.pid}`]);
+  });
+
   it('dead-letters a request whose handler kills every consumer, and tells the caller', async () => {
     behavior = () => hang();
     const opts = { claimIdleMs: 500, maxDeliveries: 2 };

@@ -14,6 +14,8 @@ export interface RedisStreamsOptions {
   maxDeliveries?: number;
   /** Handlers running at once per server. Default 16. */
   concurrency?: number;
+  /** A consumer holding nothing and idle this long belongs to a gone instance: forgotten (ms). Default 1 h. */
+  forgetConsumersAfterMs?: number;
   /** Hands every request to its handler twice (sequentially) to prove handlers idempotent. */
   duplicateDeliveryForTests?: boolean;
 }
@@ -37,6 +39,8 @@ export interface RedisStreamsError {
 export const REDIS_STREAMS_TRANSPORT = Symbol('REDIS_STREAMS');
 export const CONSUMER_GROUP = 'workers';
 export const REPLY_MAXLEN = 10000;
+/** The dead-letter stream of a pattern keeps about this many of the latest entries. */
+export const DEAD_LETTER_MAXLEN = 10000;
 export const REPLY_TTL_MS = 5 * 60 * 1000;
 
 export const DEFAULTS = {
@@ -45,6 +49,7 @@ export const DEFAULTS = {
   maxDeliveries: 5,
   concurrency: 16,
   timeoutMs: 30000,
+  forgetConsumersAfterMs: 3_600_000,
 } as const;
 
 /** Stream that carries the requests of one pattern (hash tag keeps a pattern on one cluster slot). */

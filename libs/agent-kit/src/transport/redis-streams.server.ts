@@ -112,6 +112,11 @@ export class RedisStreamsServer
     await this.slots.drain(Math.min(this.claimIdleMs / 2, 10000));
     this.closed = true;
     this.inFlight.clear(); // late finishers drop their replies; their entries stay pending
+    // Each start is a new consumer: leave the groups, where nothing is pending on us.
+    if (this.groupsReady)
+      await this.group
+        ?.leave(this.cmd!)
+        .catch((err) => this.logger.warn(`leaving the consumer groups: ${errorMessage(err)}`));
     await closeConnection(this.cmd);
     this.cmd = this.reader = undefined;
     this.loops = [];
@@ -178,6 +183,10 @@ export class RedisStreamsServer
       await this.group!.touch(
         this.cmd!,
         held.map((f) => f.entry),
+      );
+      await this.group!.forgetIdle(
+        this.cmd!,
+        this.options.forgetConsumersAfterMs ?? DEFAULTS.forgetConsumersAfterMs,
       );
       for (const key of this.streams.keys()) {
         const free = this.slots.free();
