@@ -2,6 +2,7 @@ import { INestApplication, INestMicroservice } from '@nestjs/common';
 import { randomBytes } from 'crypto';
 import request from 'supertest';
 import { bootstrapAgent, LoomEnv, parseEnv } from '@loom/agent-kit';
+import { ConversationLock } from '@loom/session';
 import { createTestDatabase, createTestPrefix, TEST_REDIS_URL } from '@loom/testing';
 import { LABOR_LAW_DESCRIPTOR } from '../../labor-law-agent/src/labor-law.descriptor';
 import { LaborLawHandler } from '../../labor-law-agent/src/labor-law.handler';
@@ -124,6 +125,31 @@ describe('orchestrator (HTTP, in-process)', () => {
       currentIntent: 'labor-law',
     });
     expect(list.body.items[0].usage.completionTokens).toBeGreaterThan(0);
+  });
+
+  it('deletes a conversation only while no turn holds it', async () => {
+    const server = app.getHttpServer();
+    const auth = token('tenant-a', 'alice');
+    const id = (await request(server).post('/v1/conversations').set('authorization', auth).send({}))
+      .body.conversationId;
+    await request(server)
+      .post(`/v1/conversations/${id}/messages`)
+      .set('authorization', auth)
+      .send({ content: '公司辞退我不给经济补偿' })
+      .expect(201);
+    // A turn (here: the test) holds the conversation lock.
+    const held = await app.get(ConversationLock).acquire({ tenantId: 'tenant-a' }, id);
+    let settled = false;
+    const deleting = request(server)
+      .delete(`/v1/conversations/${id}`)
+      .set('authorization', auth)
+      .then((res) => ((settled = true), res));
+    await new Promise((r) => setTimeout(r, 300));
+    expect(settled).toBe(false);
+    await request(server).get(`/v1/conversations/${id}`).set('authorization', auth).expect(200);
+    await held.release();
+    expect((await deleting).status).toBe(204);
+    await request(server).get(`/v1/conversations/${id}`).set('authorization', auth).expect(404);
   });
 
   it('folds older turns into a summary past 30 messages, keeps raw messages, titles once', async () => {

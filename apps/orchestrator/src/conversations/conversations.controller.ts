@@ -77,7 +77,7 @@ export class ConversationsController {
   @Delete(':id')
   @HttpCode(204)
   async remove(@CurrentOwner() owner: Owner, @Param('id') id: string): Promise<void> {
-    await this.conversations.delete(owner, id);
+    await this.turns.remove(owner, id);
   }
 
   @Post(':id/messages')

@@ -85,6 +85,23 @@ export class TurnService {
   }
 
   /**
+   * DELETE /v1/conversations/:id, under the conversation lock: a running turn finishes first
+   * (or the delete answers 409 after the lock wait), so no turn writes into, or recreates rows
+   * of, a conversation being removed. Its interrupted tasks leave the run index with it.
+   */
+  async remove(owner: Owner, conversationId: string): Promise<void> {
+    await this.conversations.get(owner, conversationId);
+    const lock = await this.lock.acquire({ tenantId: owner.tenantId }, conversationId);
+    try {
+      const meta = await this.conversations.get(owner, conversationId, true);
+      await this.conversations.delete(owner, conversationId);
+      for (const taskId of meta.activeTaskIds) await this.system.removeRun(taskId);
+    } finally {
+      await lock.release();
+    }
+  }
+
+  /**
    * Interrupted turns of this conversation are finished before a new one starts (turns stay in
    * order). Returns the task an Idempotency-Key retry refers to, if its first attempt got that
    * far, and the conversation as it stands now.
