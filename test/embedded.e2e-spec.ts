@@ -16,6 +16,7 @@ describe('system: the embedded profile (only Node)', () => {
   let dataDir: string;
   let children: AppProcess[] = [];
   let api: ReturnType<typeof client>;
+  let base: string;
 
   async function start(): Promise<void> {
     const port = await freePort();
@@ -30,7 +31,7 @@ describe('system: the embedded profile (only Node)', () => {
         LOG_LEVEL: 'warn',
       }),
     );
-    const base = `http://127.0.0.1:${port}`;
+    base = `http://127.0.0.1:${port}`;
     api = client(base, token);
     await waitFor(async () => (await fetch(`${base}/health`)).status === 200, {
       what: 'the embedded orchestrator',
@@ -87,5 +88,13 @@ describe('system: the embedded profile (only Node)', () => {
     ).toBe(4);
     const messages = (await api('GET', `/v1/conversations/${id}/messages`)).body.items;
     expect(messages.map((m: { seq: number }) => m.seq)).toEqual([1, 2, 3, 4, 5, 6]);
+  });
+
+  it('reports the store it uses in /health, not MySQL or Redis', async () => {
+    const res = await fetch(`${base}/health`);
+    expect(res.status).toBe(200);
+    const body = (await res.json()) as { status: string; details: Record<string, unknown> };
+    expect(body.status).toBe('ok');
+    expect(Object.keys(body.details)).toEqual(['file']);
   });
 });

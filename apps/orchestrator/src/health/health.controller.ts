@@ -1,9 +1,12 @@
 import { Controller, Get, Inject } from '@nestjs/common';
 import { ApiTags } from '@nestjs/swagger';
 import { HealthCheck, HealthCheckService, HealthIndicatorService } from '@nestjs/terminus';
-import { SESSION_INFRA, SessionInfra } from '@loom/session';
+import { SESSION_INFRA, SessionInfra, SYSTEM_TENANT, SystemSessions } from '@loom/session';
 
-/** 200 when Redis and MySQL answer (or the embedded file store is in use), else 503. */
+/**
+ * 200 when the stores answer, else 503: MySQL and Redis (distributed), or the JSON-file store
+ * (embedded, which uses neither and does not claim them).
+ */
 @ApiTags('health')
 @Controller('health')
 export class HealthController {
@@ -16,6 +19,13 @@ export class HealthController {
   @Get()
   @HealthCheck()
   check() {
+    if (!this.infra.dataSource)
+      return this.health.check([
+        () =>
+          this.probe(this.infra.store.kind, () =>
+            this.infra.store.exists({ tenantId: SYSTEM_TENANT }, SystemSessions.catalog),
+          ),
+      ]);
     return this.health.check([
       () => this.probe('mysql', () => this.infra.dataSource?.query('SELECT 1')),
       () => this.probe('redis', () => this.infra.redis?.ping()),
@@ -25,14 +35,17 @@ export class HealthController {
   private async probe(name: string, fn: () => Promise<unknown> | undefined) {
     const indicator = this.indicator.check(name);
     const started = Date.now();
+    let timer: NodeJS.Timeout | undefined;
     try {
       await Promise.race([
         fn(),
-        new Promise((_, reject) => setTimeout(() => reject(new Error('timeout')), 1000)),
+        new Promise((_, reject) => (timer = setTimeout(() => reject(new Error('timeout')), 1000))),
       ]);
       return indicator.up({ ms: Date.now() - started });
     } catch {
       return indicator.down();
+    } finally {
+      clearTimeout(timer);
     }
   }
 }
