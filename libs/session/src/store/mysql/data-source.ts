@@ -1,4 +1,4 @@
-import { createConnection } from 'mysql2/promise';
+import { createConnection, RowDataPacket } from 'mysql2/promise';
 import { DataSource } from 'typeorm';
 import { SESSION_MIGRATIONS } from '../../migrations';
 import { SessionStateEntity } from './session-state.entity';
@@ -52,19 +52,26 @@ export async function openSessionDataSource(opts: MysqlOptions): Promise<DataSou
     extra: { connectionLimit: opts.poolSize ?? 10, queueLimit: 1000, enableKeepAlive: true },
   });
   await dataSource.initialize();
-  if (opts.migrationsRun !== false) await runMigrationsExclusively(dataSource);
+  if (opts.migrationsRun !== false) await runMigrationsExclusively(dataSource, opts.url);
   return dataSource;
 }
 
-/** Several services start at once on one database: a named lock lets exactly one migrate. */
-async function runMigrationsExclusively(dataSource: DataSource): Promise<void> {
-  const runner = dataSource.createQueryRunner();
-  await runner.connect();
+/**
+ * Several services start at once on one database: a named lock lets exactly one migrate. The
+ * lock is held on a connection of its own, so a pool of one (DB_POOL_SIZE=1) still has the
+ * connection the migrations run on.
+ */
+async function runMigrationsExclusively(dataSource: DataSource, url: string): Promise<void> {
+  const lock = await createConnection({ uri: url, connectTimeout: 5000 });
   try {
-    await runner.query("SELECT GET_LOCK('loom_migrations', 60)");
+    const [[row]] = await lock.query<RowDataPacket[]>(
+      "SELECT GET_LOCK('loom_migrations', 60) AS got",
+    );
+    if (Number(row?.got) !== 1)
+      throw new Error('another process held the migration lock for 60 s; start again');
     await dataSource.runMigrations({ transaction: 'each' });
   } finally {
-    await runner.query("SELECT RELEASE_LOCK('loom_migrations')").catch(() => undefined);
-    await runner.release();
+    await lock.query("SELECT RELEASE_LOCK('loom_migrations')").catch(() => undefined);
+    await lock.end().catch(() => undefined);
   }
 }
