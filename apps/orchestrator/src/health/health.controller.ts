@@ -27,7 +27,11 @@ export class HealthController {
           ),
       ]);
     return this.health.check([
-      () => this.probe('mysql', () => this.infra.dataSource?.query('SELECT 1')),
+      // The session table, not just the server: an unmigrated database is not ready.
+      () =>
+        this.probe('mysql', () =>
+          this.infra.dataSource?.query('SELECT 1 FROM loom_session_state LIMIT 1'),
+        ),
       () => this.probe('redis', () => this.infra.redis?.ping()),
     ]);
   }

@@ -12,6 +12,7 @@ describe('driver connection errors', () => {
     Object.assign(new Error('query failed'), { driverError: { code: 'ETIMEDOUT' } }),
     { errno: 1053, message: 'Server shutdown in progress' },
     new Error("Can't add new command when connection is in closed state"),
+    new Error('Queue limit reached.'),
   ])('become UNAVAILABLE: %s', (err) => {
     expect(isConnectionError(err)).toBe(true);
     expect(asUnavailable(err)).toMatchObject({ code: LoomErrorCode.UNAVAILABLE });
@@ -23,6 +24,16 @@ describe('driver connection errors', () => {
   ])('contention that outlasted its retries becomes UNAVAILABLE too: %s', (err) => {
     expect(isConnectionError(err)).toBe(false);
     expect(asUnavailable(err)).toMatchObject({ code: LoomErrorCode.UNAVAILABLE });
+  });
+
+  it('a database that was never migrated is UNAVAILABLE, naming the command that fixes it', () => {
+    const err = Object.assign(new Error("Table 'x.loom_session_state' doesn't exist"), {
+      errno: 1146,
+    });
+    expect(asUnavailable({ driverError: err })).toMatchObject({
+      code: LoomErrorCode.UNAVAILABLE,
+      message: expect.stringContaining('npm run migration:run'),
+    });
   });
 
   it.each([

@@ -52,6 +52,16 @@ export function isContentionError(err: unknown): boolean {
   );
 }
 
+/** ER_NO_SUCH_TABLE: the database was never migrated (DB_MIGRATIONS_RUN=false). */
+const ER_NO_SUCH_TABLE = 1146;
+
+/** True when the session table is missing: an operator's step, not the request's fault. */
+export function isSchemaMissing(err: unknown): boolean {
+  if (!err || typeof err !== 'object') return false;
+  const e = err as { errno?: unknown; driverError?: { errno?: unknown } };
+  return e.errno === ER_NO_SUCH_TABLE || e.driverError?.errno === ER_NO_SUCH_TABLE;
+}
+
 /**
  * The one mapping of driver failures that are not the request's fault to the domain:
  * UNAVAILABLE (HTTP 503, worth a retry), for a database out of reach or too contended.
@@ -61,5 +71,10 @@ export function asUnavailable(err: unknown): unknown {
     return new LoomError(LoomErrorCode.UNAVAILABLE, 'the durable store is unavailable');
   if (isContentionError(err))
     return new LoomError(LoomErrorCode.UNAVAILABLE, 'the durable store is busy; retry');
+  if (isSchemaMissing(err))
+    return new LoomError(
+      LoomErrorCode.UNAVAILABLE,
+      'the durable store has no session table: run npm run migration:run (DB_MIGRATIONS_RUN=false)',
+    );
   return err;
 }
