@@ -10,5 +10,18 @@ function run(command, args) {
   if (res.status !== 0) process.exit(res.status ?? 1);
 }
 
+const USAGE = `usage: npm run bench [-- <name>…]   (all when none is named)
+  session-append  one append to a long conversation vs rewriting a whole-document session
+  dispatch        a no-op agent hop over Loom's Redis Streams transport vs the stock Nest Redis echo
+  turn            a whole turn through the four apps as processes, throughput at 64 conversations,
+                  the targets of issues 3 and 4, and where a turn's time goes
+Needs MySQL and Redis: TEST_MYSQL_URL (a server, default mysql://root@127.0.0.1:3306) and
+TEST_REDIS_URL (default redis://127.0.0.1:6379); redis-server on PATH for the private instances.
+Each benchmark uses a database and Redis keys of its own and removes them.`;
+if (process.argv.slice(2).some((a) => a === '--help' || a === '-h')) {
+  console.log(USAGE);
+  process.exit(0);
+}
+
 run(process.platform === 'win32' ? 'npm.cmd' : 'npm', ['run', 'build']);
 run(process.execPath, [path.join(root, 'dist', 'bench', 'run.js'), ...process.argv.slice(2)]);

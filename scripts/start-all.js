@@ -6,7 +6,26 @@ const path = require('path');
 const { execFileSync } = require('child_process');
 const { root, APPS, startApp, stopAll } = require('./lib/processes');
 
-if (!APPS.every((app) => fs.existsSync(path.join(root, 'dist', 'apps', app, 'main.js')))) {
+/** Newest modification time of the TypeScript sources under `dir`. */
+function newestSource(dir) {
+  let newest = 0;
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) {
+      if (entry.name !== 'node_modules') newest = Math.max(newest, newestSource(full));
+    } else if (entry.name.endsWith('.ts')) newest = Math.max(newest, fs.statSync(full).mtimeMs);
+  }
+  return newest;
+}
+
+// Builds when an app was never built or a source changed since the last build (each build
+// rewrites every dist/apps/<app>/main.js).
+const built = APPS.map((app) => path.join(root, 'dist', 'apps', app, 'main.js'));
+const stale =
+  !built.every((f) => fs.existsSync(f)) ||
+  Math.max(newestSource(path.join(root, 'apps')), newestSource(path.join(root, 'libs'))) >
+    Math.min(...built.map((f) => fs.statSync(f).mtimeMs));
+if (stale) {
   execFileSync(process.execPath, [path.join(root, 'scripts', 'build.js')], { stdio: 'inherit' });
 }
 const children = APPS.map((app) => startApp(app, {}, { silent: false }));
