@@ -1,6 +1,6 @@
 import Redis from 'ioredis';
 import { DataSource } from 'typeorm';
-import { SessionOptions, ttlRules } from './config/session-options';
+import { DEFAULT_SESSION_OPTIONS, SessionOptions, ttlRules } from './config/session-options';
 import { FileSessionStore } from './store/file/file-session.store';
 import { openSessionDataSource } from './store/mysql/data-source';
 import { MysqlSessionStore } from './store/mysql/mysql-session.store';
@@ -31,11 +31,15 @@ export function createRedis(url: string, name: string): Redis {
   });
 }
 
-/** Builds the store of the configured profile: tiered (LRU → Redis → MySQL) or JSON files. */
+/**
+ * Builds the store of the configured profile: tiered (LRU → Redis → MySQL) or JSON files.
+ * Options left out take DEFAULT_SESSION_OPTIONS.
+ */
 export async function createSessionInfra(
-  opts: SessionOptions,
+  options: Partial<SessionOptions> = {},
   onHotError?: (err: unknown) => void,
 ): Promise<SessionInfra> {
+  const opts: SessionOptions = { ...DEFAULT_SESSION_OPTIONS, ...options };
   const keys = new RedisKeys(opts.keyPrefix);
   if (opts.profile === 'embedded') {
     // Every app of the embedded profile runs in one process and must share one file store.

@@ -1,4 +1,4 @@
-import { DEFAULT_TTL, SharedAclRules, SessionOptions } from '@loom/session';
+import { DEFAULT_SESSION_OPTIONS, SharedAclRules, SessionOptions } from '@loom/session';
 import { redactDeep } from '@loom/security';
 import { LoomEnv } from './loom-env';
 
@@ -8,6 +8,7 @@ export function sessionOptionsFrom(env: LoomEnv): SessionOptions & {
   redactShared?: (value: unknown) => unknown;
 } {
   return {
+    ...DEFAULT_SESSION_OPTIONS,
     profile: env.LOOM_PROFILE,
     mysqlUrl: env.MYSQL_URL,
     redisUrl: env.REDIS_URL,
@@ -16,13 +17,6 @@ export function sessionOptionsFrom(env: LoomEnv): SessionOptions & {
     mysqlPoolSize: env.DB_POOL_SIZE,
     mysqlQueryTimeoutMs: env.DB_QUERY_TIMEOUT_MS,
     dataDir: env.LOOM_DATA_DIR,
-    ttl: DEFAULT_TTL,
-    idleExpiryDays: 30,
-    lockTtlMs: 30_000,
-    lockWaitMs: 10_000,
-    lruMax: 10_000,
-    lruTtlMs: 1000,
-    redisCallTimeoutMs: 250,
     acl: env.sharedAcl,
     redactShared: env.LOOM_REDACT_STORED
       ? (value) => redactDeep(value, { maxDepth: 32 })

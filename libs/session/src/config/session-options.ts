@@ -33,6 +33,23 @@ export const DEFAULT_TTL = {
   agentSeconds: 3600,
 };
 
+/** What every option is unless the app says otherwise (API.md's defaults, seed 000's TTLs). */
+export const DEFAULT_SESSION_OPTIONS: SessionOptions = {
+  profile: 'distributed',
+  mysqlUrl: 'mysql://root@127.0.0.1:3306/loom',
+  redisUrl: 'redis://127.0.0.1:6379',
+  keyPrefix: 'loom:',
+  migrationsRun: true,
+  dataDir: '.loom-data',
+  ttl: DEFAULT_TTL,
+  idleExpiryDays: 30,
+  lockTtlMs: 30_000,
+  lockWaitMs: 10_000,
+  lruMax: 10_000,
+  lruTtlMs: 1000,
+  redisCallTimeoutMs: 250,
+};
+
 /** Seed 000's layered TTLs: the conversation slides on read, tasks and agents do not. */
 export function ttlRules(ttl: SessionOptions['ttl']): (stateKey: string) => TtlRule {
   return (stateKey) => {
