@@ -1,10 +1,11 @@
 import { INestApplication, ValidationPipe } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
-import { json } from 'express';
+import { json, NextFunction, Request, Response } from 'express';
 import { LoomEnv } from '@loom/agent-kit';
 import { createPinoLogger, LoomLogger } from '@loom/observability';
 import { assertJsonDepth, MAX_JSON_DEPTH } from '@loom/security';
+import { LoomError, LoomErrorCode } from '@loom/session';
 import { AppModule } from './app.module';
 import { HttpErrorFilter } from './errors/http-error.filter';
 import { validationError } from './security/validation-error';
@@ -22,8 +23,24 @@ export async function createOrchestrator(env: LoomEnv): Promise<INestApplication
   app.use(
     json({
       limit: BODY_LIMIT,
-      verify: (_req, _res, buf) => assertJsonDepth(buf.toString('utf8'), MAX_JSON_DEPTH),
+      verify: (_req, _res, buf) => {
+        const text = buf.toString('utf8');
+        // Every body of the API is an object. An array would reach the ValidationPipe, which
+        // sets .constructor on it, and that alone drops V8 to slow array paths process-wide.
+        if (text.trimStart().startsWith('['))
+          throw new LoomError(LoomErrorCode.VALIDATION_FAILED, 'the body must be a JSON object');
+        assertJsonDepth(text, MAX_JSON_DEPTH);
+      },
     }),
+  );
+  // A body that is not JSON: a fixed message. Nest would answer with the parser's, which quotes
+  // what was sent (a secret pasted by mistake, say) back and into the logs.
+  app.use((err: unknown, _req: Request, _res: Response, next: NextFunction) =>
+    next(
+      (err as { type?: string })?.type === 'entity.parse.failed'
+        ? new LoomError(LoomErrorCode.VALIDATION_FAILED, 'malformed JSON body')
+        : err,
+    ),
   );
   app.useGlobalFilters(new HttpErrorFilter());
   app.useGlobalPipes(

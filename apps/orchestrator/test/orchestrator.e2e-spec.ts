@@ -86,6 +86,39 @@ describe('orchestrator (HTTP, in-process)', () => {
     ).toBe(401);
   });
 
+  it('answers bad bodies with a fixed message that echoes nothing sent', async () => {
+    const server = app.getHttpServer();
+    const auth = token('tenant-a', 'alice');
+    const send = (body: string) =>
+      request(server)
+        .post('/v1/conversations')
+        .set('authorization', auth)
+        .set('content-type', 'application/json')
+        .send(body);
+    const malformed = await send('{"conversationId": sk_live_4eC39HqLyjWDarjtT1zdp7dc');
+    expect(malformed.body).toEqual({
+      statusCode: 400,
+      code: 'VALIDATION_FAILED',
+      message: 'malformed JSON body',
+    });
+    // An array would reach the ValidationPipe, which sets .constructor on it: that alone makes
+    // V8 drop to slow array paths for the whole process. It is refused while still raw text.
+    const array = await send('  [{"conversationId": "x"}]');
+    expect(array.body).toEqual({
+      statusCode: 400,
+      code: 'VALIDATION_FAILED',
+      message: 'the body must be a JSON object',
+    });
+    // The auth scheme is case-insensitive (RFC 7235).
+    expect(
+      (
+        await request(server)
+          .get('/v1/conversations')
+          .set('authorization', auth.replace('Bearer', 'bearer'))
+      ).status,
+    ).toBe(200);
+  });
+
   it('plays a turn through the agents and lists them', async () => {
     const server = app.getHttpServer();
     const auth = token('tenant-a', 'alice');

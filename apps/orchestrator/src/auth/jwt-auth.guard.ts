@@ -21,7 +21,7 @@ export class JwtAuthGuard implements CanActivate {
     const req = context.switchToHttp().getRequest<AuthedRequest>();
     const header = req.headers.authorization;
     const token =
-      typeof header === 'string' && header.startsWith('Bearer ') ? header.slice(7).trim() : null;
+      typeof header === 'string' && /^bearer /i.test(header) ? header.slice(7).trim() : null;
     if (!token) throw unauthenticated('missing bearer token');
     let claims: { sub?: unknown; tid?: unknown };
     try {

@@ -1,4 +1,4 @@
-import { BadRequestException } from '@nestjs/common';
+import { BadRequestException, NotFoundException } from '@nestjs/common';
 import { LoomError, LoomErrorCode } from '@loom/session';
 import { toErrorBody } from './http-error.filter';
 
@@ -19,6 +19,25 @@ describe('toErrorBody', () => {
     new Error('Connection is closed.'),
   ])('answers 503 UNAVAILABLE for a backing store out of reach or too contended: %s', (err) => {
     expect(toErrorBody(err)).toMatchObject({ statusCode: 503, code: 'UNAVAILABLE' });
+  });
+
+  it.each([LoomErrorCode.LOCK_TIMEOUT, LoomErrorCode.STALE_FENCING_TOKEN])(
+    'answers %s as 409 CONFLICT, one of the documented codes',
+    (code) => {
+      expect(toErrorBody(new LoomError(code, 'busy'))).toEqual({
+        statusCode: 409,
+        code: 'CONFLICT',
+        message: 'busy',
+      });
+    },
+  );
+
+  it('does not quote the path of a route that does not exist', () => {
+    expect(toErrorBody(new NotFoundException('Cannot GET /v1/sk_live_secret'))).toEqual({
+      statusCode: 404,
+      code: 'NOT_FOUND',
+      message: 'no such route',
+    });
   });
 
   it('keeps HTTP exceptions 4xx with a typed code', () => {

@@ -1,4 +1,11 @@
-import { ArgumentsHost, Catch, ExceptionFilter, HttpException, Logger } from '@nestjs/common';
+import {
+  ArgumentsHost,
+  Catch,
+  ExceptionFilter,
+  HttpException,
+  Logger,
+  NotFoundException,
+} from '@nestjs/common';
 import { Response } from 'express';
 import {
   isConnectionError,
@@ -46,9 +53,22 @@ export class HttpErrorFilter implements ExceptionFilter {
   }
 }
 
+/**
+ * Internal codes that clients see as one of API.md's: a busy conversation (another turn holds
+ * the lock) and a superseded turn (its fencing token is stale) are both CONFLICT, worth a retry.
+ */
+const PUBLIC_CODE: Partial<Record<string, LoomErrorCode>> = {
+  [LoomErrorCode.LOCK_TIMEOUT]: LoomErrorCode.CONFLICT,
+  [LoomErrorCode.STALE_FENCING_TOKEN]: LoomErrorCode.CONFLICT,
+};
+
 export function toErrorBody(err: unknown): { statusCode: number; code: string; message: string } {
   if (LoomError.is(err))
-    return { statusCode: STATUS[err.code] ?? 500, code: err.code, message: err.message };
+    return {
+      statusCode: STATUS[err.code] ?? 500,
+      code: PUBLIC_CODE[err.code] ?? err.code,
+      message: err.message,
+    };
   if (err instanceof HttpException) {
     const statusCode = err.getStatus();
     const body = err.getResponse() as { code?: string; message?: string | string[] } | string;
@@ -58,6 +78,9 @@ export function toErrorBody(err: unknown): { statusCode: number; code: string; m
         : Array.isArray(body.message)
           ? body.message.join('; ')
           : (body.message ?? err.message);
+    // Nest's route-not-found message quotes the path: answer without it.
+    if (err instanceof NotFoundException && /^Cannot [A-Z]+ /.test(message))
+      return { statusCode, code: LoomErrorCode.NOT_FOUND, message: 'no such route' };
     const code =
       typeof body === 'object' && body.code
         ? body.code
