@@ -34,18 +34,20 @@ export class ConversationRepository {
   ): Promise<{ meta: ConversationMeta; created: boolean }> {
     // A system session id is never adopted: it gets a server-issued id like any id that is taken.
     if (requestedId !== undefined && !isSystemId(assertId(requestedId, 'conversationId'))) {
+      const scope = { tenantId: owner.tenantId };
       const meta = this.newMeta(owner, requestedId, metadata);
-      if (
-        await this.store.create(
-          { tenantId: owner.tenantId },
-          requestedId,
-          StateKeys.conversation,
-          meta,
-          this.writeOpts(owner, meta),
-        )
-      ) {
-        return { meta, created: true };
-      }
+      // Adopted only while no session at all has that id: a task's id (the sessions share one
+      // namespace) is as taken as another owner's conversation, and so is another tenant's
+      // session, which the store reports as NOT_FOUND.
+      const created =
+        !(await this.store.exists(scope, requestedId)) &&
+        (await this.store
+          .create(scope, requestedId, StateKeys.conversation, meta, this.writeOpts(owner, meta))
+          .catch((err) => {
+            if (LoomError.is(err, LoomErrorCode.NOT_FOUND)) return false;
+            throw err;
+          }));
+      if (created) return { meta, created: true };
       const existing = await this.find(owner, requestedId).catch((err) => {
         if (LoomError.is(err, LoomErrorCode.NOT_FOUND)) return null;
         throw err;

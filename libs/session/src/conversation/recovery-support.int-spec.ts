@@ -56,6 +56,31 @@ describe('recovery support (MySQL + Redis)', () => {
     expect(await tasks.idempotentTask(alice, id, 'k'.repeat(40))).toBe('t_firstattempt01');
   });
 
+  it("never adopts a task's id as a conversation id, in its tenant or another", async () => {
+    const victimTask = 't_victimtask00000001';
+    await infra.store.save({ tenantId: alice.tenantId }, victimTask, StateKeys.taskRef, {
+      conversationId: 'c_victim000000001',
+      userId: alice.userId,
+    });
+    for (const caller of [
+      { tenantId: alice.tenantId, userId: 'bob' },
+      { tenantId: 't-other', userId: 'carol' },
+    ]) {
+      const { meta, created } = await conversations.create(caller, victimTask);
+      expect(created).toBe(true);
+      expect(meta.conversationId).not.toBe(victimTask);
+    }
+    expect(
+      await infra.store.get({ tenantId: alice.tenantId }, victimTask, StateKeys.taskRef),
+    ).toEqual({
+      conversationId: 'c_victim000000001',
+      userId: alice.userId,
+    });
+    expect(await infra.store.listSessionKeys({ tenantId: alice.tenantId }, victimTask)).toEqual([
+      StateKeys.taskRef,
+    ]);
+  });
+
   it('keeps the run index as one row per task, listed without scanning keys', async () => {
     const entry = (taskId: string) => ({
       taskId,
