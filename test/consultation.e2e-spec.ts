@@ -162,6 +162,16 @@ describe('system: a multi-turn consultation keeps its context across services', 
     );
     expect(again.body).toEqual(first.body);
     expect((await alice('GET', `/v1/conversations/${id}/messages`)).body.items).toHaveLength(2);
+    // The same key with another message is a client bug, not a retry: refused, nothing added.
+    const reused = await alice(
+      'POST',
+      `/v1/conversations/${id}/messages`,
+      { content: '那加班费呢?' },
+      { 'idempotency-key': 'retry-1' },
+    );
+    expect(reused.status).toBe(409);
+    expect(reused.body.code).toBe('CONFLICT');
+    expect((await alice('GET', `/v1/conversations/${id}/messages`)).body.items).toHaveLength(2);
     const res = await fetch(`${sys.base}/v1/conversations/${id}/messages`, {
       method: 'POST',
       headers: {

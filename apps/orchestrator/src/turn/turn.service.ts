@@ -30,6 +30,14 @@ export const MAX_CONTENT = 32_000;
 
 type Plan = Awaited<ReturnType<Planner['plan']>>;
 
+/** An Idempotency-Key and the message it was sent with, both hashed (keys can be secrets). */
+interface IdempotencyKey {
+  hash: string;
+  requestHash: string;
+}
+
+const sha256 = (text: string) => createHash('sha256').update(text).digest('hex').slice(0, 40);
+
 /**
  * One user turn (DESIGN.md §6) under the conversation lock. Writes are ordered so that a crash
  * between any two is harmless or recoverable: the run-index entry first (recovery can find the
@@ -73,12 +81,12 @@ export class TurnService {
     this.cls.set('conversationId', conversationId);
     const lock = await this.lock.acquire({ tenantId: owner.tenantId }, conversationId);
     try {
-      const keyHash = idempotencyKey
-        ? createHash('sha256').update(idempotencyKey).digest('hex').slice(0, 40)
+      const key: IdempotencyKey | null = idempotencyKey
+        ? { hash: sha256(idempotencyKey), requestHash: sha256(content) }
         : null;
-      const { previous, meta } = await this.settleEarlier(owner, conversationId, keyHash, lock);
+      const { previous, meta } = await this.settleEarlier(owner, conversationId, key, lock);
       if (previous) return await this.completion.view(owner, previous);
-      return await this.start(owner, meta, content, keyHash, lock, onDelta);
+      return await this.start(owner, meta, content, key, lock, onDelta);
     } finally {
       await lock.release();
     }
@@ -109,7 +117,7 @@ export class TurnService {
   private async settleEarlier(
     owner: Owner,
     conversationId: string,
-    keyHash: string | null,
+    key: IdempotencyKey | null,
     lock: LockHandle,
   ): Promise<{ previous: TaskSession | null; meta: ConversationMeta }> {
     let meta = await this.conversations.get(owner, conversationId, true);
@@ -118,9 +126,15 @@ export class TurnService {
         await this.resumer.resume(owner, conversationId, taskId, lock);
       meta = await this.conversations.get(owner, conversationId, true);
     }
-    if (!keyHash) return { previous: null, meta };
-    const taskId = await this.tasks.idempotentTask(owner, conversationId, keyHash);
-    if (!taskId) return { previous: null, meta };
+    if (!key) return { previous: null, meta };
+    const entry = await this.tasks.idempotentTask(owner, conversationId, key.hash);
+    if (!entry) return { previous: null, meta };
+    if (entry.requestHash && entry.requestHash !== key.requestHash)
+      throw new LoomError(
+        LoomErrorCode.CONFLICT,
+        'this Idempotency-Key was already used for a different message',
+      );
+    const { taskId } = entry;
     const task = await this.tasks.get(owner, conversationId, taskId, true);
     if (task?.status !== TaskStatus.RUNNING) return { previous: task, meta };
     return { previous: await this.resumer.resume(owner, conversationId, taskId, lock), meta };
@@ -130,7 +144,7 @@ export class TurnService {
     owner: Owner,
     meta: ConversationMeta,
     content: string,
-    keyHash: string | null,
+    key: IdempotencyKey | null,
     lock: LockHandle,
     onDelta?: (agentType: string, text: string) => void,
   ): Promise<TurnView> {
@@ -154,10 +168,17 @@ export class TurnService {
       },
       lock.fence,
     );
-    if (keyHash)
-      await this.tasks.rememberIdempotent(owner, conversationId, keyHash, taskId, lock.fence);
+    if (key)
+      await this.tasks.rememberIdempotent(
+        owner,
+        conversationId,
+        key.hash,
+        taskId,
+        lock.fence,
+        key.requestHash,
+      );
     const task = this.newTask(owner, taskId, conversationId, content, plan, userMessage.seq);
-    task.idempotencyKey = keyHash;
+    task.idempotencyKey = key?.hash ?? null;
     meta.activeTaskIds = [...meta.activeTaskIds, taskId];
     // Side by side: the resumer joins a task missing from activeTaskIds and drops an id whose
     // task was never written, so any crash between the two is recoverable.

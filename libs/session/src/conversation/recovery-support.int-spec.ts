@@ -53,7 +53,9 @@ describe('recovery support (MySQL + Redis)', () => {
       StateKeys.idempotency('k'.repeat(40)),
       { taskId: 't_firstattempt01' },
     );
-    expect(await tasks.idempotentTask(alice, id, 'k'.repeat(40))).toBe('t_firstattempt01');
+    expect(await tasks.idempotentTask(alice, id, 'k'.repeat(40))).toMatchObject({
+      taskId: 't_firstattempt01',
+    });
   });
 
   it("never adopts a task's id as a conversation id, in its tenant or another", async () => {

@@ -182,14 +182,13 @@ export class TaskRepository {
     owner: Owner,
     conversationId: string,
     keyHash: string,
-  ): Promise<string | null> {
-    const hit = await this.read<{ taskId: string }>(
+  ): Promise<{ taskId: string; requestHash?: string } | null> {
+    return this.read<{ taskId: string; requestHash?: string }>(
       owner,
       conversationId,
       StateKeys.idempotency(keyHash),
       true,
     );
-    return hit?.taskId ?? null;
   }
 
   async rememberIdempotent(
@@ -198,12 +197,14 @@ export class TaskRepository {
     keyHash: string,
     taskId: string,
     fence?: number,
+    /** What the request carried, so the key cannot be reused for another request. */
+    requestHash?: string,
   ): Promise<void> {
     await this.store.save(
       { tenantId: owner.tenantId },
       conversationId,
       StateKeys.idempotency(keyHash),
-      { taskId },
+      { taskId, requestHash },
       { fence },
     );
   }
