@@ -119,6 +119,31 @@ describe('orchestrator (HTTP, in-process)', () => {
     ).toBe(200);
   });
 
+  it('counts content in characters, answers SSE errors it can know with a status, checks cursors', async () => {
+    const server = app.getHttpServer();
+    const auth = token('tenant-a', 'carol');
+    const id = (await request(server).post('/v1/conversations').set('authorization', auth).send({}))
+      .body.conversationId;
+    const post = (content: string, accept = 'application/json', to = id) =>
+      request(server)
+        .post(`/v1/conversations/${to}/messages`)
+        .set('authorization', auth)
+        .set('accept', accept)
+        .send({ content });
+    // 16,001 emoji are 16,001 characters (32,002 UTF-16 units): within the 32,000 limit.
+    expect((await post('👍'.repeat(16_001))).status).toBe(201);
+    expect((await post('a'.repeat(32_001))).body.code).toBe('PAYLOAD_TOO_LARGE');
+    const sseTooLarge = await post('a'.repeat(32_001), 'text/event-stream');
+    expect([sseTooLarge.status, sseTooLarge.body.code]).toEqual([413, 'PAYLOAD_TOO_LARGE']);
+    const sseMissing = await post('hi', 'text/event-stream', 'c_missingconversation');
+    expect([sseMissing.status, sseMissing.body.code]).toEqual([404, 'NOT_FOUND']);
+    const cursor = Buffer.from('[1e400,"c_missingconversation"]').toString('base64url');
+    const list = await request(server)
+      .get(`/v1/conversations?cursor=${cursor}`)
+      .set('authorization', auth);
+    expect([list.status, list.body.code]).toEqual([400, 'VALIDATION_FAILED']);
+  });
+
   it('plays a turn through the agents and lists them', async () => {
     const server = app.getHttpServer();
     const auth = token('tenant-a', 'alice');

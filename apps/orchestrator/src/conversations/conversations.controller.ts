@@ -102,6 +102,9 @@ export class ConversationsController {
       res.status(201);
       return this.turns.turn(owner, id, content, idempotencyKey);
     }
+    // What can be known before the stream starts answers with its own status, not 200 + error.
+    await this.conversations.get(owner, id);
+    this.turns.assertContent(content);
     res
       .status(200)
       .setHeader('Content-Type', 'text/event-stream')
@@ -156,7 +159,8 @@ function encodeCursor(updatedAt: Date, sessionId: string): string {
 function decodeCursor(cursor: string): { updatedAt: Date; sessionId: string } {
   try {
     const [ms, sessionId] = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    if (typeof ms !== 'number' || typeof sessionId !== 'string') throw new Error('bad cursor');
+    if (!Number.isSafeInteger(ms) || ms < 0 || typeof sessionId !== 'string')
+      throw new Error('bad cursor');
     return { updatedAt: new Date(ms), sessionId: assertId(sessionId, 'cursor') };
   } catch {
     throw new LoomError(LoomErrorCode.VALIDATION_FAILED, 'invalid cursor');

@@ -71,12 +71,7 @@ export class TurnService {
     idempotencyKey?: string,
     onDelta?: (agentType: string, text: string) => void,
   ): Promise<TurnView> {
-    if (typeof content !== 'string' || content.length > MAX_CONTENT) {
-      throw new LoomError(
-        LoomErrorCode.PAYLOAD_TOO_LARGE,
-        `content must be at most ${MAX_CONTENT} characters`,
-      );
-    }
+    this.assertContent(content);
     await this.conversations.get(owner, conversationId);
     this.cls.set('conversationId', conversationId);
     const lock = await this.lock.acquire({ tenantId: owner.tenantId }, conversationId);
@@ -90,6 +85,22 @@ export class TurnService {
     } finally {
       await lock.release();
     }
+  }
+
+  /** At most MAX_CONTENT characters (code points: an emoji is one), else 413. */
+  assertContent(content: string): void {
+    if (typeof content === 'string' && content.length <= MAX_CONTENT) return;
+    let chars = 0;
+    if (typeof content === 'string')
+      for (let i = 0; i < content.length && chars <= MAX_CONTENT; i++) {
+        const code = content.charCodeAt(i);
+        if (code < 0xdc00 || code > 0xdfff) chars++; // a low surrogate ends a character counted already
+      }
+    if (typeof content !== 'string' || chars > MAX_CONTENT)
+      throw new LoomError(
+        LoomErrorCode.PAYLOAD_TOO_LARGE,
+        `content must be at most ${MAX_CONTENT} characters`,
+      );
   }
 
   /**
