@@ -1,3 +1,4 @@
+import { createHash } from 'crypto';
 import { createConnection, RowDataPacket } from 'mysql2/promise';
 import { DataSource } from 'typeorm';
 import { SESSION_MIGRATIONS } from '../../migrations';
@@ -62,16 +63,16 @@ export async function openSessionDataSource(opts: MysqlOptions): Promise<DataSou
  * connection the migrations run on.
  */
 async function runMigrationsExclusively(dataSource: DataSource, url: string): Promise<void> {
+  // Named locks are server-wide: one name per database, so databases migrate independently.
+  const name = `loom_migrations:${createHash('sha1').update(databaseName(url)).digest('hex')}`;
   const lock = await createConnection({ uri: url, connectTimeout: 5000 });
   try {
-    const [[row]] = await lock.query<RowDataPacket[]>(
-      "SELECT GET_LOCK('loom_migrations', 60) AS got",
-    );
+    const [[row]] = await lock.query<RowDataPacket[]>('SELECT GET_LOCK(?, 60) AS got', [name]);
     if (Number(row?.got) !== 1)
       throw new Error('another process held the migration lock for 60 s; start again');
     await dataSource.runMigrations({ transaction: 'each' });
   } finally {
-    await lock.query("SELECT RELEASE_LOCK('loom_migrations')").catch(() => undefined);
+    await lock.query('SELECT RELEASE_LOCK(?)', [name]).catch(() => undefined);
     await lock.end().catch(() => undefined);
   }
 }
