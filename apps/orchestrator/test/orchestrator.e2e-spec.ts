@@ -67,6 +67,15 @@ describe('orchestrator (HTTP, in-process)', () => {
         '/v1/tasks/{taskId}',
       ].sort(),
     );
+    // Bodies, query parameters and headers are described, not just the paths.
+    expect(res.body.components.schemas.PostMessageDto.properties.content).toMatchObject({
+      type: 'string',
+      maxLength: 32_000,
+    });
+    const messages = res.body.paths['/v1/conversations/{id}/messages'];
+    const names = (op: { parameters: { name: string }[] }) => op.parameters.map((p) => p.name);
+    expect(names(messages.get)).toEqual(expect.arrayContaining(['id', 'afterSeq', 'limit']));
+    expect(names(messages.post)).toEqual(expect.arrayContaining(['Idempotency-Key', 'Accept']));
   });
 
   it('needs a valid token with sub and tid', async () => {

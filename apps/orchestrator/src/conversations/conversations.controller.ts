@@ -11,7 +11,7 @@ import {
   Query,
   Res,
 } from '@nestjs/common';
-import { ApiTags } from '@nestjs/swagger';
+import { ApiHeader, ApiTags } from '@nestjs/swagger';
 import { Response } from 'express';
 import { LOOM_ENV, LoomEnv } from '@loom/agent-kit';
 import { redactDeep, redactPii } from '@loom/security';
@@ -81,6 +81,18 @@ export class ConversationsController {
   }
 
   @Post(':id/messages')
+  @ApiHeader({
+    name: 'Idempotency-Key',
+    required: false,
+    description:
+      'Retries with the same key and message return the first TurnView and add nothing; another message: 409',
+  })
+  @ApiHeader({
+    name: 'Accept',
+    required: false,
+    description:
+      'text/event-stream streams the reply: delta { text }…, then done TurnView or error',
+  })
   async post(
     @CurrentOwner() owner: Owner,
     @Param('id') id: string,

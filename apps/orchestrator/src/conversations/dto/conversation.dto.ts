@@ -1,3 +1,4 @@
+import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
 import { Transform } from 'class-transformer';
 import {
   IsInt,
@@ -15,22 +16,62 @@ const toInt = ({ value }: { value: unknown }) =>
 
 export class CreateConversationDto {
   /** `^[A-Za-z0-9_-]{8,128}$`, else 400 INVALID_ID (checked by the controller). */
-  @IsOptional() @IsString() conversationId?: string;
+  @ApiPropertyOptional({
+    pattern: '^[A-Za-z0-9_-]{8,128}$',
+    description:
+      'Your own id: 200 if you already own it, 201 with a new server-issued id if anyone else holds it',
+  })
+  @IsOptional()
+  @IsString()
+  conversationId?: string;
 
-  @IsOptional() @IsObject() metadata?: Record<string, unknown>;
+  @ApiPropertyOptional({
+    type: 'object',
+    additionalProperties: true,
+    description: 'Stored with the conversation',
+  })
+  @IsOptional()
+  @IsObject()
+  metadata?: Record<string, unknown>;
 }
 
 export class PostMessageDto {
   /** 1–32,000 characters; longer is 413 PAYLOAD_TOO_LARGE (checked by the turn). */
-  @IsString() @MinLength(1) content!: string;
+  @ApiProperty({ minLength: 1, maxLength: 32_000, description: 'The user message; longer is 413' })
+  @IsString()
+  @MinLength(1)
+  content!: string;
 }
 
 export class ListConversationsQuery {
-  @IsOptional() @Transform(toInt) @IsInt() @Min(1) @Max(100) limit?: number;
-  @IsOptional() @IsString() @MaxLength(400) cursor?: string;
+  @ApiPropertyOptional({ minimum: 1, maximum: 100, default: 20 })
+  @IsOptional()
+  @Transform(toInt)
+  @IsInt()
+  @Min(1)
+  @Max(100)
+  limit?: number;
+
+  @ApiPropertyOptional({ maxLength: 400, description: 'nextCursor of the previous page' })
+  @IsOptional()
+  @IsString()
+  @MaxLength(400)
+  cursor?: string;
 }
 
 export class ListMessagesQuery {
-  @IsOptional() @Transform(toInt) @IsInt() @Min(0) afterSeq?: number;
-  @IsOptional() @Transform(toInt) @IsInt() @Min(1) @Max(200) limit?: number;
+  @ApiPropertyOptional({ minimum: 0, default: 0, description: 'Messages with a greater seq' })
+  @IsOptional()
+  @Transform(toInt)
+  @IsInt()
+  @Min(0)
+  afterSeq?: number;
+
+  @ApiPropertyOptional({ minimum: 1, maximum: 200, default: 50 })
+  @IsOptional()
+  @Transform(toInt)
+  @IsInt()
+  @Min(1)
+  @Max(200)
+  limit?: number;
 }
