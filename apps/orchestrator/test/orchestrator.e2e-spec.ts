@@ -89,6 +89,12 @@ describe('orchestrator (HTTP, in-process)', () => {
     expect(
       (await request(server).get('/v1/conversations').set('authorization', noTenant)).status,
     ).toBe(401);
+    // Identity providers' subjects work as they are.
+    for (const sub of ['auth0|5f7c8ec7c33c6c004bbafe82', 'google-oauth2:1093', 'ann+x@example.com'])
+      expect(
+        (await request(server).get('/v1/conversations').set('authorization', token('t-idp', sub)))
+          .status,
+      ).toBe(200);
     const expired = `Bearer ${signJwt({ sub: 'alice', tid: 't' }, env.LOOM_JWT_SECRET, -10)}`;
     expect(
       (await request(server).get('/v1/conversations').set('authorization', expired)).status,

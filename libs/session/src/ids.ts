@@ -34,8 +34,11 @@ export function assertStateKey(value: unknown): string {
   return value;
 }
 
-/** Tenant and user ids come from verified tokens; they still end up in keys and queries. */
-export const PRINCIPAL_PATTERN = /^[A-Za-z0-9_.@-]{1,128}$/;
+/**
+ * Tenant and user ids come from verified tokens; they still end up in keys and queries. Wide
+ * enough for identity providers' subjects (`auth0|5f7c…`, `google-oauth2:123`, emails).
+ */
+export const PRINCIPAL_PATTERN = /^[A-Za-z0-9_.@|:+-]{1,128}$/;
 
 export function assertPrincipal(value: unknown, what = 'principal'): string {
   if (typeof value !== 'string' || !PRINCIPAL_PATTERN.test(value)) {

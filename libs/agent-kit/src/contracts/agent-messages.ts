@@ -25,7 +25,7 @@ export class DispatchMeta {
 }
 
 const ID = /^[A-Za-z0-9_-]{8,128}$/;
-const PRINCIPAL = /^[A-Za-z0-9_.@-]{1,128}$/;
+const PRINCIPAL = /^[A-Za-z0-9_.@|:+-]{1,128}$/;
 
 export class AssignmentDto {
   @Matches(PRINCIPAL) tenantId!: string;
