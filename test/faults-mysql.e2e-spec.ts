@@ -82,6 +82,7 @@ describe('system: MySQL stopped mid-load', () => {
       what: 'a 503 while MySQL is down',
     });
     const health = await fetch(`${sys.base}/health`);
+    const healthBody = await health.json();
     await sleep(Math.max(0, DOWN_MS - (Date.now() - stoppedAt)));
     await db.restart();
     phase = 'after';
@@ -145,6 +146,10 @@ describe('system: MySQL stopped mid-load', () => {
 
     expect(Object.keys(byStatus).sort()).toEqual(['201', '503 UNAVAILABLE']);
     expect(health.status).toBe(503);
+    expect(healthBody).toMatchObject({
+      code: 'UNAVAILABLE',
+      details: { mysql: { status: 'down' }, redis: { status: 'up' } },
+    });
     expect(fresh.map((f) => f.status)).toEqual(ids.map(() => 201));
     expect(counts.acknowledgedMissing).toBe(0);
     expect(counts.maxRepliesPerTask).toBe(1);

@@ -1,4 +1,4 @@
-import { INestApplication, ValidationPipe } from '@nestjs/common';
+import { INestApplication, UnsupportedMediaTypeException, ValidationPipe } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import { json, NextFunction, Request, Response } from 'express';
@@ -20,6 +20,15 @@ export async function createOrchestrator(env: LoomEnv): Promise<INestApplication
   );
   const app = await NestFactory.create(AppModule.forRoot(env), { logger, bodyParser: false });
   // Nesting past MAX_JSON_DEPTH is 400 VALIDATION_FAILED, checked on the raw text before parsing.
+  // A body the API would not read (text/plain, a form) is refused, not silently taken as {}.
+  app.use((req: Request, _res: Response, next: NextFunction) => {
+    const hasBody =
+      req.headers['transfer-encoding'] !== undefined ||
+      Number(req.headers['content-length'] ?? 0) > 0;
+    if (hasBody && !req.is('application/json'))
+      return next(new UnsupportedMediaTypeException('send the body as application/json'));
+    next();
+  });
   app.use(
     json({
       limit: BODY_LIMIT,

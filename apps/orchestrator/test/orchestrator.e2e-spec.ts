@@ -124,6 +124,12 @@ describe('orchestrator (HTTP, in-process)', () => {
       code: 'VALIDATION_FAILED',
       message: 'the body must be a JSON object',
     });
+    const form = await request(server)
+      .post('/v1/conversations')
+      .set('authorization', auth)
+      .set('content-type', 'text/plain')
+      .send('conversationId=mine-00000001');
+    expect([form.status, form.body.code]).toEqual([415, 'VALIDATION_FAILED']);
     // The auth scheme is case-insensitive (RFC 7235).
     expect(
       (

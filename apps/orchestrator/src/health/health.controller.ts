@@ -1,4 +1,5 @@
-import { Controller, Get, Inject } from '@nestjs/common';
+import { Controller, Get, Inject, Res, ServiceUnavailableException } from '@nestjs/common';
+import { Response } from 'express';
 import { ApiTags } from '@nestjs/swagger';
 import { HealthCheck, HealthCheckService, HealthIndicatorService } from '@nestjs/terminus';
 import { SESSION_INFRA, SessionInfra, SYSTEM_TENANT, SystemSessions } from '@loom/session';
@@ -18,22 +19,38 @@ export class HealthController {
 
   @Get()
   @HealthCheck()
-  check() {
+  async check(@Res({ passthrough: true }) res: Response) {
+    try {
+      return await this.health.check(this.indicators());
+    } catch (err) {
+      if (!(err instanceof ServiceUnavailableException)) throw err;
+      // API.md's error shape, with terminus's report of what is down.
+      res.status(503);
+      return {
+        statusCode: 503,
+        code: 'UNAVAILABLE',
+        message: 'a backing store does not answer',
+        ...(err.getResponse() as object),
+      };
+    }
+  }
+
+  private indicators() {
     if (!this.infra.dataSource)
-      return this.health.check([
+      return [
         () =>
           this.probe(this.infra.store.kind, () =>
             this.infra.store.exists({ tenantId: SYSTEM_TENANT }, SystemSessions.catalog),
           ),
-      ]);
-    return this.health.check([
+      ];
+    return [
       // The session table, not just the server: an unmigrated database is not ready.
       () =>
         this.probe('mysql', () =>
           this.infra.dataSource?.query('SELECT 1 FROM loom_session_state LIMIT 1'),
         ),
       () => this.probe('redis', () => this.infra.redis?.ping()),
-    ]);
+    ];
   }
 
   private async probe(name: string, fn: () => Promise<unknown> | undefined) {
