@@ -2,6 +2,7 @@ import { Injectable, Logger } from '@nestjs/common';
 import { detectLanguage } from '@loom/agent-kit';
 import {
   ConversationMessage,
+  ConversationMeta,
   ConversationRepository,
   LoomError,
   LoomErrorCode,
@@ -36,14 +37,16 @@ export class TaskCompletion {
   ) {}
 
   /**
-   * `reply`: the reply an earlier attempt already appended (recovery), else null; `user`: the
-   * task's user message when the caller has it (the view then reads neither message back).
+   * `reply`: the reply an earlier attempt already appended (recovery), else null. `known`: what
+   * the caller already holds: the task's user message (the view then reads neither message
+   * back), and the conversation as the caller saved it under the lock it still holds (nobody
+   * else writes it meanwhile, so it is not read again).
    */
   async finish(
     run: TaskRun,
     outcome: TaskOutcome,
     reply: ConversationMessage | null,
-    user?: ConversationMessage,
+    known: { user?: ConversationMessage; meta?: ConversationMeta } = {},
   ): Promise<TurnView> {
     const { owner, task, lock } = run;
     reply ??= await this.conversations.appendMessage(
@@ -59,14 +62,14 @@ export class TaskCompletion {
       },
       lock.fence,
     );
-    await this.applyToConversation(owner, task, reply.seq, outcome.usage, lock.fence);
+    await this.applyToConversation(owner, task, reply.seq, outcome.usage, lock.fence, known.meta);
     task.status = TaskStatus.COMPLETED;
     task.replySeq = reply.seq;
     task.completedAt = new Date().toISOString();
     task.error = null;
     await run.close();
     const [view] = await Promise.all([
-      this.view(owner, task, { user, reply }),
+      this.view(owner, task, { user: known.user, reply }),
       this.cleanup(owner, task),
     ]);
     return view;
@@ -143,8 +146,9 @@ export class TaskCompletion {
     replySeq: number,
     usage: Usage,
     fence: number,
+    known?: ConversationMeta,
   ): Promise<void> {
-    const meta = await this.conversations.get(owner, task.conversationId, true);
+    const meta = known ?? (await this.conversations.get(owner, task.conversationId, true));
     if (!meta.activeTaskIds.includes(task.taskId)) return; // applied before a crash
     meta.currentIntent = task.intent;
     meta.language = detectLanguage(task.userIntent);

@@ -210,7 +210,7 @@ export class TurnService {
         await this.completion.fail(run, result.error);
         throw failure(result.error);
       }
-      view = await this.completion.finish(run, result.outcome, null, userMessage);
+      view = await this.completion.finish(run, result.outcome, null, { user: userMessage, meta });
     } finally {
       run.stop();
     }
