@@ -66,6 +66,10 @@ export class TaskExecutor {
         })
         .map((s) => s.agentType),
     );
+    // A resumed task may carry a required step that already failed: it fails now, not with a
+    // reply made of the other steps.
+    const before = requiredFailure(task);
+    if (before) return before;
     for (;;) {
       const wave = task.plan.filter(
         (s) => !settled.has(s.agentType) && s.dependsOn.every((d) => settled.has(d)),
@@ -82,20 +86,8 @@ export class TaskExecutor {
           settled.add(step.agentType);
         }),
       );
-      const failed = wave.find(
-        (s) => s.required && latest(task, s.agentType)?.status === ExecutionStatus.FAILED,
-      );
-      if (failed) {
-        const error = latest(task, failed.agentType)!.error;
-        const code = PASS_THROUGH.has(error?.code ?? '') ? error!.code : LoomErrorCode.AGENT_FAILED;
-        return {
-          ok: false,
-          error: {
-            code,
-            message: `required agent ${failed.agentType} failed: ${error?.message ?? 'unknown error'}`,
-          },
-        };
-      }
+      const failure = requiredFailure(task);
+      if (failure) return failure;
     }
     return { ok: true, outcome: this.outcome(task, language) };
   }
@@ -206,6 +198,23 @@ function dispatchRecord(task: TaskSession, step: PlanStep): AgentExecutionRecord
     context: { historyMessages: 0, summaryIncluded: false, sharedKeys: [] },
     output: null,
     usage: emptyUsage(),
+  };
+}
+
+/** The task's result when a required step's latest execution failed, else null. */
+export function requiredFailure(task: TaskSession): TaskResult | null {
+  const failed = task.plan.find(
+    (s) => s.required && latest(task, s.agentType)?.status === ExecutionStatus.FAILED,
+  );
+  if (!failed) return null;
+  const error = latest(task, failed.agentType)!.error;
+  const code = PASS_THROUGH.has(error?.code ?? '') ? error!.code : LoomErrorCode.AGENT_FAILED;
+  return {
+    ok: false,
+    error: {
+      code,
+      message: `required agent ${failed.agentType} failed: ${error?.message ?? 'unknown error'}`,
+    },
   };
 }
 

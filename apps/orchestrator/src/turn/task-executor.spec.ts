@@ -1,0 +1,71 @@
+import { AgentExecutionRecord, ExecutionStatus, TaskSession } from '@loom/session';
+import { requiredFailure } from './task-executor';
+
+const record = (
+  agentType: string,
+  status: ExecutionStatus,
+  error: AgentExecutionRecord['error'] = null,
+): AgentExecutionRecord => ({
+  agentSessionId: `a_${agentType}_${status}`,
+  agentType,
+  status,
+  attempts: 1,
+  startedAt: '2026-01-01T00:00:00.000Z',
+  completedAt: null,
+  error,
+  context: { historyMessages: 0, summaryIncluded: false, sharedKeys: [] },
+  output: null,
+  usage: { promptTokens: 0, completionTokens: 0, costUsd: 0 },
+});
+
+const task = (executions: AgentExecutionRecord[]) =>
+  ({
+    plan: [
+      { agentType: 'legal-research', required: false, dependsOn: [] },
+      { agentType: 'labor-law', required: true, dependsOn: ['legal-research'] },
+      { agentType: 'contract-law', required: true, dependsOn: [] },
+    ],
+    executions,
+  }) as unknown as TaskSession;
+
+describe('requiredFailure', () => {
+  it('is null while no required step has failed (an optional one may)', () => {
+    expect(requiredFailure(task([]))).toBeNull();
+    expect(
+      requiredFailure(
+        task([record('legal-research', ExecutionStatus.FAILED, { code: 'X', message: 'x' })]),
+      ),
+    ).toBeNull();
+  });
+
+  it('fails on a required step whose latest record failed, in any wave, keeping 503 codes', () => {
+    const timeout = { code: 'TIMEOUT', message: 'no answer' };
+    expect(
+      requiredFailure(
+        task([
+          record('contract-law', ExecutionStatus.COMPLETED),
+          record('labor-law', ExecutionStatus.FAILED, timeout),
+        ]),
+      ),
+    ).toEqual({
+      ok: false,
+      error: { code: 'TIMEOUT', message: 'required agent labor-law failed: no answer' },
+    });
+    expect(
+      requiredFailure(
+        task([record('contract-law', ExecutionStatus.FAILED, { code: 'BOOM', message: 'b' })]),
+      ),
+    ).toMatchObject({ ok: false, error: { code: 'AGENT_FAILED' } });
+  });
+
+  it('looks at the latest record of a step only: a retry that completed counts', () => {
+    expect(
+      requiredFailure(
+        task([
+          record('labor-law', ExecutionStatus.FAILED, { code: 'BOOM', message: 'b' }),
+          record('labor-law', ExecutionStatus.COMPLETED),
+        ]),
+      ),
+    ).toBeNull();
+  });
+});
