@@ -11,7 +11,7 @@ import {
   TEST_MYSQL_URL,
   TEST_REDIS_URL,
 } from '@loom/testing';
-import { DEFAULT_TTL, SessionOptions } from '@loom/session/config/session-options';
+import { DEFAULT_SESSION_OPTIONS, SessionOptions } from '@loom/session/config/session-options';
 import { newId } from '@loom/session/ids';
 import { StateKeys } from '@loom/session/model/state-keys';
 import { createSessionInfra } from '@loom/session/session.providers';
@@ -114,23 +114,9 @@ async function prefill(
   }
 }
 
-/** The apps' session options (agent-kit's sessionOptionsFrom) on the bench's database and prefix. */
+/** The apps' session options (the library's defaults) on the bench's database and prefix. */
 function benchOptions(mysqlUrl: string, keyPrefix: string): SessionOptions {
-  return {
-    profile: 'distributed',
-    mysqlUrl,
-    redisUrl: TEST_REDIS_URL,
-    keyPrefix,
-    migrationsRun: true,
-    dataDir: '',
-    ttl: DEFAULT_TTL,
-    idleExpiryDays: 30,
-    lockTtlMs: 30_000,
-    lockWaitMs: 10_000,
-    lruMax: 10_000,
-    lruTtlMs: 1000,
-    redisCallTimeoutMs: 250,
-  };
+  return { ...DEFAULT_SESSION_OPTIONS, mysqlUrl, redisUrl: TEST_REDIS_URL, keyPrefix, dataDir: '' };
 }
 
 function print(rows: Array<{ length: number; loom: Summary; naive: Summary; docBytes: number }>) {

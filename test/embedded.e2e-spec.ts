@@ -2,8 +2,8 @@ import { randomBytes } from 'crypto';
 import { mkdtempSync, rmSync } from 'fs';
 import { tmpdir } from 'os';
 import { join } from 'path';
-import { AppProcess, client } from './system';
-const { startApp, stopAll, freePort, waitFor, signJwt } = require('../scripts/lib/processes');
+import { AppProcess, client, startEmbedded } from './system';
+const { stopAll, waitFor, signJwt } = require('../scripts/lib/processes');
 
 /**
  * The embedded profile as `npm run demo` runs it on a machine with only Node: every app in one
@@ -19,19 +19,9 @@ describe('system: the embedded profile (only Node)', () => {
   let base: string;
 
   async function start(): Promise<void> {
-    const port = await freePort();
-    children.push(
-      startApp('embedded', {
-        LOOM_PROFILE: 'embedded',
-        LOOM_DATA_DIR: dataDir,
-        PORT: String(port),
-        LOOM_JWT_SECRET: secret,
-        REDIS_URL: 'redis://127.0.0.1:1',
-        MYSQL_URL: 'mysql://root@127.0.0.1:1/none',
-        LOG_LEVEL: 'warn',
-      }),
-    );
-    base = `http://127.0.0.1:${port}`;
+    const embedded = await startEmbedded(dataDir, secret);
+    children.push(embedded.child);
+    base = embedded.base;
     api = client(base, token);
     await waitFor(async () => (await fetch(`${base}/health`)).status === 200, {
       what: 'the embedded orchestrator',

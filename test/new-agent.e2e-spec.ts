@@ -11,9 +11,9 @@ import {
 } from 'fs';
 import { tmpdir } from 'os';
 import * as path from 'path';
-import { AppProcess, client, RunningSystem, startSystem } from './system';
+import { AppProcess, client, RunningSystem, startEmbedded, startSystem } from './system';
 const { root, transpile } = require('../scripts/transpile');
-const { startApp, stopAll, freePort, waitFor, signJwt } = require('../scripts/lib/processes');
+const { stopAll, waitFor, signJwt } = require('../scripts/lib/processes');
 
 /** `npm run new:agent` scaffolds an agent that type-checks, registers, and is routed in the next turn. */
 describe('system: an agent added with new:agent answers without any orchestrator change', () => {
@@ -130,20 +130,9 @@ describe('system: an agent added with new:agent answers without any orchestrator
   it('runs in the embedded profile too (only Node), beside the built-in agents', async () => {
     const dataDir = mkdtempSync(path.join(tmpdir(), 'loom-new-agent-embedded-'));
     const secret = randomBytes(24).toString('hex');
-    const port = await freePort();
-    const children: AppProcess[] = [
-      startApp('embedded', {
-        LOOM_PROFILE: 'embedded',
-        LOOM_DATA_DIR: dataDir,
-        PORT: String(port),
-        LOOM_JWT_SECRET: secret,
-        REDIS_URL: 'redis://127.0.0.1:1',
-        MYSQL_URL: 'mysql://root@127.0.0.1:1/none',
-        LOG_LEVEL: 'warn',
-      }),
-    ];
+    const { child, base } = await startEmbedded(dataDir, secret);
+    const children: AppProcess[] = [child];
     try {
-      const base = `http://127.0.0.1:${port}`;
       const api = client(base, signJwt({ sub: 'alice', tid: 'tenant-e' }, secret));
       await waitFor(async () => (await api('GET', '/v1/agents')).body?.items?.length >= 4, {
         what: 'four agents in the embedded process',

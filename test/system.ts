@@ -149,3 +149,24 @@ export function client(base: string, token: string | null) {
     return { status: res.status, body: parsed, headers: res.headers };
   };
 }
+
+/**
+ * The embedded profile as one process on a free port, with REDIS_URL and MYSQL_URL pointing at
+ * a closed port so it could not use Redis or MySQL even by mistake.
+ */
+export async function startEmbedded(
+  dataDir: string,
+  jwtSecret: string,
+): Promise<{ child: AppProcess; base: string }> {
+  const port = await freePort();
+  const child = startApp('embedded', {
+    LOOM_PROFILE: 'embedded',
+    LOOM_DATA_DIR: dataDir,
+    PORT: String(port),
+    LOOM_JWT_SECRET: jwtSecret,
+    REDIS_URL: 'redis://127.0.0.1:1',
+    MYSQL_URL: 'mysql://root@127.0.0.1:1/none',
+    LOG_LEVEL: 'warn',
+  }) as AppProcess;
+  return { child, base: `http://127.0.0.1:${port}` };
+}
