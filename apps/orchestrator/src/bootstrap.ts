@@ -19,7 +19,6 @@ export async function createOrchestrator(env: LoomEnv): Promise<INestApplication
     createPinoLogger({ service: 'orchestrator', level: env.LOG_LEVEL, format: env.LOG_FORMAT }),
   );
   const app = await NestFactory.create(AppModule.forRoot(env), { logger, bodyParser: false });
-  // Nesting past MAX_JSON_DEPTH is 400 VALIDATION_FAILED, checked on the raw text before parsing.
   // A body the API would not read (text/plain, a form) is refused, not silently taken as {}.
   app.use((req: Request, _res: Response, next: NextFunction) => {
     const hasBody =
@@ -29,6 +28,7 @@ export async function createOrchestrator(env: LoomEnv): Promise<INestApplication
       return next(new UnsupportedMediaTypeException('send the body as application/json'));
     next();
   });
+  // Nesting past MAX_JSON_DEPTH is 400 VALIDATION_FAILED, checked on the raw text before parsing.
   app.use(
     json({
       limit: BODY_LIMIT,
