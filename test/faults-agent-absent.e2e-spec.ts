@@ -68,6 +68,7 @@ describe('system: an agent type with no live instance', () => {
     ]);
     expect(view.activeTaskIds).toEqual([]);
     expect(await storedMessages(sys.env.MYSQL_URL, conversationId)).toHaveLength(1);
+    expect(view.messageCount).toBe(1); // the failed turn's user message is counted
     failedTaskId = user.taskId!;
     await sys.kill(second, 'SIGTERM');
   });

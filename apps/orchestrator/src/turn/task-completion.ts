@@ -168,6 +168,9 @@ export class TaskCompletion {
     const meta = await this.conversations.find(owner, task.conversationId, true);
     if (!meta?.activeTaskIds.includes(task.taskId)) return;
     meta.activeTaskIds = meta.activeTaskIds.filter((id) => id !== task.taskId);
+    // A failed turn's user message stays in the log: the count includes it.
+    meta.messageCount = Math.max(meta.messageCount, task.userSeq);
+    meta.lastActiveAt = new Date().toISOString();
     await this.conversations.save(owner, meta, fence);
   }
 }
