@@ -53,7 +53,9 @@ async function playConsultation(base, token, { print = true } = {}) {
       );
       if (research)
         out(
-          `  research.statutes written by ${research.writer}: ${research.value.map((s) => s.title.zh).join('、')}`,
+          `  research.statutes written by ${research.writer}: ${research.value
+            .map((s) => (c.language === 'English' ? s.title.en : s.title.zh))
+            .join(c.language === 'English' ? '; ' : '、')}`,
         );
       out(`assistant #${turn.reply.seq}: ${turn.reply.content}`);
       rows.push({ conversationId: conv.conversationId, content, turn, task });
