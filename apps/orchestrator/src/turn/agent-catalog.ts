@@ -16,6 +16,11 @@ interface CatalogEntry {
 type Catalog = Record<string, CatalogEntry>;
 
 const KEY = 'agents';
+/**
+ * Agent types an operator retired (`npm run agents:retire`), with when: not planned again until
+ * an instance of the type runs after that. Written only by that command, read by orchestrators.
+ */
+export const RETIRED_KEY = 'retired';
 /** An agent type not seen running for this long is no longer planned. */
 const RETENTION_MS = 7 * 86_400_000;
 /** How stale this process's copy of the stored catalog (and its last-seen stamps) may get. */
@@ -31,6 +36,7 @@ const REFRESH_MS = 60_000;
 export class AgentCatalog {
   private readonly log = new Logger('AgentCatalog');
   private catalog: Catalog | null = null;
+  private retired: Record<string, number> = {};
   private loadedAt = 0;
 
   constructor(
@@ -46,7 +52,11 @@ export class AgentCatalog {
     const live = new Set(running.map((a) => a.descriptor.agentType));
     const now = Date.now();
     const agents = Object.entries(catalog)
-      .filter(([type, e]) => live.has(type) || now - e.lastSeenAt < RETENTION_MS)
+      .filter(
+        ([type, e]) =>
+          live.has(type) ||
+          (now - e.lastSeenAt < RETENTION_MS && e.lastSeenAt > (this.retired[type] ?? -Infinity)),
+      )
       .map(([, e]) => e.descriptor);
     return { agents, live };
   }
@@ -55,9 +65,13 @@ export class AgentCatalog {
   private async remember(running: RegisteredAgent[]): Promise<Catalog> {
     const now = Date.now();
     if (!this.catalog || now - this.loadedAt > REFRESH_MS) {
-      const stored = await this.system
-        .value<Catalog>(SystemSessions.catalog, KEY)
-        .catch(() => null);
+      const [stored, retired] = await Promise.all([
+        this.system.value<Catalog>(SystemSessions.catalog, KEY).catch(() => null),
+        this.system
+          .value<Record<string, number>>(SystemSessions.catalog, RETIRED_KEY)
+          .catch(() => null),
+      ]);
+      this.retired = retired ?? {};
       const merged: Catalog = { ...stored };
       for (const [type, entry] of Object.entries(this.catalog ?? {}))
         if (!merged[type] || merged[type].lastSeenAt < entry.lastSeenAt) merged[type] = entry;
@@ -70,6 +84,7 @@ export class AgentCatalog {
       if (
         known &&
         now - known.lastSeenAt < REFRESH_MS &&
+        known.lastSeenAt > (this.retired[descriptor.agentType] ?? -Infinity) &&
         JSON.stringify(known.descriptor) === JSON.stringify(descriptor)
       )
         continue;

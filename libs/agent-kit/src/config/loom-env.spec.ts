@@ -31,6 +31,11 @@ describe('parseEnv', () => {
     );
   });
 
+  it('asks an operator tool for neither secret', () => {
+    expect(() => parseEnv({}, 'tool')).not.toThrow();
+    expect(() => parseEnv({ LOOM_AGENT_SECRET: 'short' }, 'tool')).toThrow(/LOOM_AGENT_SECRET/);
+  });
+
   it('refuses the API token secret as the assignment secret', () => {
     const same = 'z'.repeat(32);
     expect(() => parseEnv({ LOOM_JWT_SECRET: same, LOOM_AGENT_SECRET: same })).toThrow(

@@ -9,7 +9,6 @@ import {
   Max,
   Min,
   MinLength,
-  ValidateIf,
   validateSync,
 } from 'class-validator';
 import { parseSharedAclRules, SharedAclRules } from '@loom/session';
@@ -33,7 +32,8 @@ export class LoomEnv {
   @IsString()
   @MinLength(16)
   LOOM_JWT_SECRET?: string;
-  @ValidateIf((e: LoomEnv) => e.LOOM_PROFILE !== 'embedded')
+  /** Needed by the orchestrator and every agent (assignments): see parseEnv. */
+  @IsOptional()
   @IsString()
   @MinLength(16)
   LOOM_AGENT_SECRET?: string;
@@ -77,10 +77,11 @@ export class LoomEnv {
 export class ConfigError extends Error {}
 
 /**
- * Which app reads the environment: an agent never verifies API tokens, so it does not need (and
- * should not be handed) LOOM_JWT_SECRET.
+ * Which program reads the environment: an agent never verifies API tokens, so it does not need
+ * (and should not be handed) LOOM_JWT_SECRET; an operator's tool (npm run agents:retire) signs
+ * nothing and needs neither secret.
  */
-export type LoomRole = 'orchestrator' | 'agent';
+export type LoomRole = 'orchestrator' | 'agent' | 'tool';
 
 /** Parses and validates an environment; throws ConfigError naming every bad variable. */
 export function parseEnv(
@@ -94,6 +95,8 @@ export function parseEnv(
   const problems = validateSync(env, { whitelist: false }).map(
     (e) => `${e.property}: ${Object.values(e.constraints ?? {}).join(', ')}`,
   );
+  if (env.LOOM_PROFILE !== 'embedded' && role !== 'tool' && !env.LOOM_AGENT_SECRET)
+    problems.unshift('LOOM_AGENT_SECRET: required outside the embedded profile (16+ characters)');
   if (env.LOOM_PROFILE !== 'embedded' && role === 'orchestrator' && !env.LOOM_JWT_SECRET)
     problems.unshift('LOOM_JWT_SECRET: required outside the embedded profile (16+ characters)');
   if (problems.length) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);

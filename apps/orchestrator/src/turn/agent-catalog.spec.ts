@@ -1,0 +1,38 @@
+import { AgentRegistration, MemoryAgentRegistry } from '@loom/agent-kit';
+import { MemorySessionStore, SystemRepository, SystemSessions } from '@loom/session';
+import { AgentCatalog, RETIRED_KEY } from './agent-catalog';
+
+const tax: AgentRegistration = {
+  agentType: 'tax-law',
+  description: 'Income tax questions',
+  role: 'specialist',
+  intents: ['tax-law'],
+  keywords: ['tax'],
+};
+
+/** The catalog on the in-memory registry and store (both real implementations). */
+describe('AgentCatalog', () => {
+  const store = new MemorySessionStore();
+  const system = new SystemRepository(store);
+  const registry = new MemoryAgentRegistry();
+  // A new catalog is a new orchestrator (or the same one after its refresh interval).
+  const planned = async () =>
+    (await new AgentCatalog(registry, system).agents()).agents.map((a) => a.agentType);
+
+  it('keeps a stopped agent type until it is retired, and takes it back when it runs again', async () => {
+    await registry.heartbeat(tax, 'tax-1');
+    expect(await planned()).toEqual(['tax-law']);
+
+    await registry.remove('tax-law', 'tax-1');
+    expect(await planned()).toEqual(['tax-law']); // stopped, not gone: its steps queue
+
+    await system.saveValue(SystemSessions.catalog, RETIRED_KEY, { 'tax-law': Date.now() + 1 });
+    expect(await planned()).toEqual([]);
+
+    await new Promise((r) => setTimeout(r, 5));
+    await registry.heartbeat(tax, 'tax-2');
+    expect(await planned()).toEqual(['tax-law']);
+    await registry.remove('tax-law', 'tax-2');
+    expect(await planned()).toEqual(['tax-law']); // seen again after it was retired
+  });
+});
