@@ -112,8 +112,9 @@ export class TurnService {
     await this.conversations.get(owner, conversationId);
     const lock = await this.lock.acquire({ tenantId: owner.tenantId }, conversationId);
     try {
+      // Read from MySQL under the lock: the owner check and the tasks still to unlist.
       const meta = await this.conversations.get(owner, conversationId, true);
-      await this.conversations.delete(owner, conversationId);
+      await this.conversations.purge(owner.tenantId, conversationId);
       for (const taskId of meta.activeTaskIds) await this.system.removeRun(taskId);
     } finally {
       await lock.release();

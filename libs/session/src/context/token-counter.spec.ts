@@ -1,5 +1,5 @@
 import { encode } from 'gpt-tokenizer/cjs/encoding/cl100k_base';
-import { countTokens } from './token-counter';
+import { countTokens, pieces } from './token-counter';
 
 const exact = (text: string) => encode(text, { disallowedSpecial: new Set() }).length;
 
@@ -19,7 +19,16 @@ describe('countTokens', () => {
       expect(countTokens(text)).toBe(exact(text));
   });
 
-  it('counts a 32,000-character run without spaces in linear time, within a token per piece', () => {
+  it('never hands the tokenizer more than 256 characters at once, cutting at spaces, whole characters', () => {
+    const text = `${'word '.repeat(100)}${'寅'.repeat(600)}${'👍'.repeat(300)}`;
+    const parts = [...pieces(text)];
+    expect(parts.join('')).toBe(text);
+    expect(Math.max(...parts.map((p) => p.length))).toBeLessThanOrEqual(256);
+    expect(parts[1].startsWith(' ')).toBe(true); // the first cut fell before a space
+    for (const p of parts) expect(p).not.toMatch(/^[\udc00-\udfff]|[\ud800-\udbff]$/);
+  });
+
+  it('counts 32,000-character runs without spaces piece by piece', () => {
     // One pre-token each: the tokenizer alone is quadratic on these (seconds to minutes).
     expect(countTokens('a'.repeat(32_000))).toBe(4000);
     expect(countTokens('寅'.repeat(32_000))).toBe(64_000);

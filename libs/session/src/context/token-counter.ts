@@ -41,7 +41,8 @@ export function countTokens(text: string): number {
  */
 const PIECE = 256;
 
-function* pieces(text: string): Generator<string> {
+/** Exported for its test: the pieces a text is counted in. */
+export function* pieces(text: string): Generator<string> {
   for (let start = 0; start < text.length;) {
     let end = Math.min(start + PIECE, text.length);
     if (end < text.length) {
