@@ -43,6 +43,8 @@ export class AgentHarness {
   static async start(
     descriptor: AgentRegistration,
     handler: Type<AgentHandler>,
+    /** Extra environment for the agent app (e.g. AGENT_CLAIM_IDLE_MS). */
+    extraEnv: Record<string, string> = {},
   ): Promise<AgentHarness> {
     const db = await createTestDatabase('loom_agent');
     const prefix = createTestPrefix('loomagent');
@@ -54,6 +56,7 @@ export class AgentHarness {
       LOOM_JWT_SECRET: randomBytes(24).toString('hex'),
       LOOM_AGENT_SECRET: secret,
       LOG_LEVEL: 'warn',
+      ...extraEnv,
     });
     const app = await bootstrapAgent(descriptor, handler, env);
     const client = new RedisStreamsClient({

@@ -4,6 +4,7 @@ import { ClsService } from 'nestjs-cls';
 import {
   AgentSession,
   ConversationRepository,
+  ExecutionClaim,
   ExecutionClaims,
   ExecutionStatus,
   LoomError,
@@ -91,7 +92,8 @@ export class AgentRunner {
         true,
       );
       return (
-        (await this.storedResult(owner, claims, session)) ?? (await this.work(req, claims, session))
+        (await this.storedResult(owner, claims, session)) ??
+        (await this.work(req, claims, session, claim))
       );
     } finally {
       await claim.release();
@@ -140,6 +142,7 @@ export class AgentRunner {
     req: ExecuteAgentRequest,
     claims: ReturnType<AssignmentSigner['verify']>,
     existing: AgentSession | null,
+    claim: ExecutionClaim,
   ): Promise<ExecuteAgentResult> {
     const owner = { tenantId: claims.tenantId, userId: claims.userId };
     // Written once, when the execution ends: a crash before that leaves nothing to clean up, and
@@ -153,6 +156,7 @@ export class AgentRunner {
         conversations: this.conversations,
         tasks: this.tasks,
         acl: this.acl,
+        beforeWrite: () => claim.confirm(),
         onOverwrite: (e) => this.log.warn({ msg: 'shared key overwritten', ...e }),
       },
       assignment,
@@ -179,6 +183,7 @@ export class AgentRunner {
         usage: out.usage,
         replayed: false,
       };
+      await claim.confirm();
       await this.tasks.saveAgentSession(owner, {
         ...ctx.agent,
         messages: [
@@ -191,13 +196,18 @@ export class AgentRunner {
       });
       return result;
     } catch (err) {
-      await this.tasks
-        .saveAgentSession(owner, {
-          ...ctx.agent,
-          status: ExecutionStatus.FAILED,
-          lastError: err instanceof Error ? err.message : String(err),
-        })
-        .catch(() => undefined);
+      // A delivery that lost its claim leaves the agent session to the one that took it over.
+      if (!LoomError.is(err, LoomErrorCode.SUPERSEDED))
+        await claim
+          .confirm()
+          .then(() =>
+            this.tasks.saveAgentSession(owner, {
+              ...ctx.agent,
+              status: ExecutionStatus.FAILED,
+              lastError: err instanceof Error ? err.message : String(err),
+            }),
+          )
+          .catch(() => undefined);
       throw err;
     }
   }

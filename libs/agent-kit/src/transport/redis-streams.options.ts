@@ -42,6 +42,11 @@ export const REPLY_MAXLEN = 10000;
 /** The dead-letter stream of a pattern keeps about this many of the latest entries. */
 export const DEAD_LETTER_MAXLEN = 10000;
 export const REPLY_TTL_MS = 5 * 60 * 1000;
+/**
+ * A handler error with this code sends no reply and leaves its entry pending: another delivery
+ * of the same request took the work over (it lost its claim while cut off) and answers it.
+ */
+export const WITHHELD_CODE = 'SUPERSEDED';
 
 export const DEFAULTS = {
   blockMs: 1000,

@@ -24,6 +24,7 @@ import {
   DEFAULTS,
   REDIS_STREAMS_TRANSPORT,
   RedisStreamsOptions,
+  WITHHELD_CODE,
   deadLetterStreamKey,
   requestStreamKey,
 } from './redis-streams.options';
@@ -243,7 +244,7 @@ export class RedisStreamsServer
       return execOrThrow(appendFinish(this.cmd!.multi(), entry));
     }
     const write = (packet: WritePacket, last: boolean): Promise<void> =>
-      flight.abandoned || this.closed
+      flight.abandoned || this.closed || withheld(packet)
         ? Promise.resolve()
         : execOrThrow(appendReply(this.cmd!.multi(), entry, packet, last));
     if (!handler) return write({ err: NO_MESSAGE_HANDLER, isDisposed: true }, true);
@@ -296,4 +297,10 @@ export class RedisStreamsServer
     const deadKey = deadLetterStreamKey(this.options.keyPrefix, entry.pattern);
     await execOrThrow(appendDeadLetter(this.cmd!.multi(), entry, deadKey, reason));
   }
+}
+
+/** A superseded delivery's error: its entry belongs to the delivery that took the work over. */
+function withheld(packet: WritePacket): boolean {
+  const err = packet.err === undefined ? undefined : serializeError(packet.err);
+  return (err as { code?: unknown } | undefined)?.code === WITHHELD_CODE;
 }

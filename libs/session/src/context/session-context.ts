@@ -33,6 +33,8 @@ export interface SessionContextDeps {
   conversations: ConversationRepository;
   tasks: TaskRepository;
   acl: SharedContextAcl;
+  /** Awaited before every durable write; throws to keep the write out (a lost execution claim). */
+  beforeWrite?: () => Promise<void>;
   onOverwrite?: (e: {
     key: string;
     writer: string;
@@ -141,6 +143,7 @@ export class SessionContext {
     });
     const value = this.deps.acl.storable(raw);
     const write = { key, value, writer: a.agentType, updatedAt: new Date().toISOString() };
+    await this.deps.beforeWrite?.();
     await this.deps.tasks.putShared(a.owner, a.conversationId, a.taskId, write);
     if (decision.overwrites) {
       const event = {

@@ -162,6 +162,32 @@ describe('recovery support (MySQL + Redis)', () => {
     await held.release();
   });
 
+  it('confirms a claim before a write: extended while held, taken again if it lapsed, refused once another delivery holds it', async () => {
+    const claims = new ExecutionClaims(infra.redis, infra.keys, { ttlMs: 2000, pollMs: 20 });
+    const key = `${infra.keys.session('c_conversation01')}:claim:a_execution0003`;
+    const redis = infra.redis!;
+    const claim = await claims.acquire('c_conversation01', 'a_execution0003', Date.now() + 5000);
+    await redis.pexpire(key, 100);
+    await claim.confirm();
+    expect(await redis.pttl(key)).toBeGreaterThan(1000); // extended to a whole TTL
+    await redis.del(key); // lapsed (a Redis pause), nobody took it
+    await claim.confirm();
+    expect(await redis.pttl(key)).toBeGreaterThan(1000);
+    await redis.set(key, 'another-delivery', 'PX', 2000);
+    await expect(claim.confirm()).rejects.toMatchObject({ code: LoomErrorCode.SUPERSEDED });
+    await claim.release();
+    expect(await redis.get(key)).toBe('another-delivery'); // not ours to release
+    await redis.del(key);
+
+    const local = new ExecutionClaims(null, infra.keys, { ttlMs: 2000, pollMs: 20 });
+    const first = await local.acquire('c_conversation01', 'a_execution0004', Date.now() + 5000);
+    await first.confirm();
+    await first.release();
+    const second = await local.acquire('c_conversation01', 'a_execution0004', Date.now() + 5000);
+    await expect(first.confirm()).rejects.toMatchObject({ code: LoomErrorCode.SUPERSEDED });
+    await second.release();
+  });
+
   it('sweeps idle conversations whole and other expired rows, never a conversation row alone', async () => {
     const durable = (infra.store as TieredSessionStore).durable as MysqlSessionStore;
     const { meta } = await conversations.create(alice);

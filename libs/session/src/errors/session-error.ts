@@ -15,6 +15,8 @@ export enum LoomErrorCode {
   AGENT_FAILED = 'AGENT_FAILED',
   ASSIGNMENT_REJECTED = 'ASSIGNMENT_REJECTED',
   ACCESS_DENIED = 'ACCESS_DENIED',
+  /** An agent execution's claim was taken over by another delivery (never reaches HTTP). */
+  SUPERSEDED = 'SUPERSEDED',
   INTERNAL = 'INTERNAL',
 }
 

@@ -5,10 +5,25 @@ import { assertId } from '../ids';
 import { RedisKeys } from '../store/redis/redis-keys';
 
 const RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end`;
-const RENEW = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end`;
+/**
+ * Ours for another ARGV[2] ms: extended while we hold it, taken again if it lapsed and nobody
+ * else took it (a Redis pause or restart); 0 when another delivery holds it.
+ */
+const HOLD = `
+local holder = redis.call('GET', KEYS[1])
+if holder == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+if not holder then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end
+return 0`;
 
 /** A held execution claim; renewed in the background until released. */
 export interface ExecutionClaim {
+  /**
+   * Call before every durable write of the execution: resolves once the claim is ours for a
+   * full TTL from now (longer than any statement may take, DB_QUERY_TIMEOUT_MS), so no other
+   * delivery can start before the write ends. SUPERSEDED when another delivery took it over
+   * (this one lost its claim while cut off from Redis): write nothing more, answer nothing.
+   */
+  confirm(): Promise<void>;
   release(): Promise<void>;
 }
 
@@ -29,6 +44,10 @@ const localClaims = new Map<string, string>();
  * `<p>s:{<conversationId>}:claim:<agentSessionId>`, renewed while the handler runs and released
  * by a token-checked script. A second delivery waits until the first lets go (then finds the
  * stored result), or until its own deadline.
+ *
+ * A holder cut off from Redis longer than the TTL loses the claim, and the delivery that takes
+ * it over runs the execution again. The first one may still be running: `confirm()` before each
+ * durable write is what keeps its writes out (it fails closed when it cannot reach Redis).
  */
 export class ExecutionClaims {
   constructor(
@@ -62,9 +81,28 @@ export class ExecutionClaims {
         );
       await new Promise((r) => setTimeout(r, this.opts.pollMs));
     }
-    const timer = setInterval(() => void this.renew(key, token), this.opts.ttlMs / 3);
+    const timer = setInterval(
+      () => void this.hold(key, token).catch(() => undefined),
+      this.opts.ttlMs / 3,
+    );
     timer.unref();
     return {
+      confirm: async () => {
+        const giveUp = Date.now() + REDIS_PATIENCE_MS;
+        for (;;) {
+          try {
+            if (await this.hold(key, token)) return;
+            throw new LoomError(
+              LoomErrorCode.SUPERSEDED,
+              'another delivery of this execution took it over',
+            );
+          } catch (err) {
+            if (LoomError.is(err, LoomErrorCode.SUPERSEDED) || Date.now() >= giveUp)
+              throw LoomError.is(err) ? err : unavailable();
+            await new Promise((r) => setTimeout(r, this.opts.pollMs));
+          }
+        }
+      },
       release: async () => {
         clearInterval(timer);
         await this.give(key, token);
@@ -81,12 +119,19 @@ export class ExecutionClaims {
     try {
       return (await this.redis.set(key, token, 'PX', this.opts.ttlMs, 'NX')) === 'OK';
     } catch {
-      throw new LoomError(LoomErrorCode.UNAVAILABLE, 'execution claims are unavailable');
+      throw unavailable();
     }
   }
 
-  private async renew(key: string, token: string): Promise<void> {
-    await this.redis?.eval(RENEW, 1, key, token, this.opts.ttlMs).catch(() => undefined);
+  /** True when the claim is ours for ttlMs from now (see HOLD); throws when Redis fails. */
+  private async hold(key: string, token: string): Promise<boolean> {
+    if (!this.redis) {
+      const holder = localClaims.get(key);
+      if (holder !== undefined && holder !== token) return false;
+      localClaims.set(key, token);
+      return true;
+    }
+    return Number(await this.redis.eval(HOLD, 1, key, token, this.opts.ttlMs)) === 1;
   }
 
   private async give(key: string, token: string): Promise<void> {
@@ -96,4 +141,8 @@ export class ExecutionClaims {
     }
     await this.redis.eval(RELEASE, 1, key, token).catch(() => undefined);
   }
+}
+
+function unavailable(): LoomError {
+  return new LoomError(LoomErrorCode.UNAVAILABLE, 'execution claims are unavailable');
 }

@@ -1,0 +1,82 @@
+import { Injectable } from '@nestjs/common';
+import { AgentHarness } from '@loom/testing';
+import { emptyUsage, SessionContext, StateKeys } from '@loom/session';
+import { AgentHandler } from './agent-handler';
+
+/** Holds every execution at a gate the test opens, then writes one shared key. */
+let gate: Promise<void> = Promise.resolve();
+let started: () => void = () => undefined;
+
+@Injectable()
+class GatedWriter implements AgentHandler {
+  async handle(ctx: SessionContext) {
+    started();
+    await gate;
+    await ctx.putSharedData('finding', `written by ${ctx.assignment.agentId}`);
+    return { answer: 'done', usage: emptyUsage(), sharedKeysWritten: [] };
+  }
+}
+
+const DESCRIPTOR = {
+  agentType: 'gated-writer',
+  description: 'test agent: writes one shared key once let through',
+  role: 'specialist' as const,
+  intents: ['gated-writer'],
+  keywords: [],
+};
+
+/**
+ * A delivery that lost its execution claim (cut off from Redis past the claim's TTL) while
+ * another delivery took the work over: it must write nothing more and answer nothing, and the
+ * delivery holding the claim answers once.
+ */
+describe('agent runner: a delivery that lost its claim (real Redis Streams, MySQL, Redis)', () => {
+  let agent: AgentHarness;
+  const owner = { tenantId: 'tenant-a', userId: 'alice' };
+
+  beforeAll(async () => {
+    agent = await AgentHarness.start(DESCRIPTOR, GatedWriter, { AGENT_CLAIM_IDLE_MS: '1000' });
+  });
+  afterAll(() => agent?.stop());
+
+  it('writes nothing and withholds its reply; the delivery that took over answers once', async () => {
+    const task = await agent.seed(owner, [], 'question');
+    let open!: () => void;
+    gate = new Promise((r) => (open = r));
+    const running = new Promise<void>((r) => (started = r));
+    const req = agent.request(owner, task);
+    const agentSessionId = agent.signer.verify(req.assignment, DESCRIPTOR.agentType).agentSessionId;
+    const answer = agent.execute(req);
+    await running;
+
+    // Another delivery holds the claim now, as after the first one's claim lapsed.
+    const claimKey = `${agent.infra.keys.session(task.conversationId)}:claim:${agentSessionId}`;
+    const redis = agent.infra.redis!;
+    await redis.set(claimKey, 'another-delivery', 'PX', 15_000);
+    const again = new Promise<void>((r) => (started = r));
+    open();
+
+    // The first delivery stops at its write: no shared row, no agent session, the entry pending.
+    // Once the other delivery lets go, the entry is reclaimed (idle 1 s) and runs again.
+    await new Promise((r) => setTimeout(r, 300));
+    const sharedKey = StateKeys.shared(task.taskId);
+    expect(await agent.infra.store.getList(owner, task.conversationId, sharedKey)).toEqual([]);
+    expect(await agent.tasks.agentSession(owner, task.conversationId, agentSessionId, true)).toBe(
+      null,
+    );
+    await redis.del(claimKey);
+    await again;
+
+    const result = await answer;
+    expect(result).toMatchObject({ agentSessionId, output: 'done', replayed: false });
+    const rows = await agent.infra.store.getList(owner, task.conversationId, sharedKey);
+    expect(rows).toHaveLength(1);
+    const session = await agent.tasks.agentSession(
+      owner,
+      task.conversationId,
+      agentSessionId,
+      true,
+    );
+    expect(session).toMatchObject({ status: 'COMPLETED', attempts: 1 });
+  });
+});
