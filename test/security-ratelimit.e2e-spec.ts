@@ -15,7 +15,7 @@ describe('system: per-tenant rate limit (@nestjs/throttler on Redis)', () => {
   });
   afterAll(() => sys?.stop());
 
-  it('answers the request past the limit with 429 RATE_LIMITED and Retry-After, per tenant, until the window ends', async () => {
+  it('answers the request past the limit with 429 RATE_LIMITED, Retry-After and the X-RateLimit headers, per tenant, until the window ends', async () => {
     const r = client(sys.base, sys.token('tenant-r', 'u1'));
     const sameTenant = client(sys.base, sys.token('tenant-r', 'u2'));
     const other = client(sys.base, sys.token('tenant-s', 'u1'));
@@ -39,6 +39,9 @@ describe('system: per-tenant rate limit (@nestjs/throttler on Redis)', () => {
     const retryAfter = Number(limited.headers.get('retry-after'));
     expect(retryAfter).toBeGreaterThanOrEqual(1);
     expect(retryAfter).toBeLessThanOrEqual(3);
+    expect(limited.headers.get('x-ratelimit-limit')).toBe('5');
+    expect(limited.headers.get('x-ratelimit-remaining')).toBe('0');
+    expect(limited.headers.get('x-ratelimit-reset')).toBe(String(retryAfter));
     expect((await sameTenant('GET', '/v1/conversations')).status).toBe(429);
 
     // another tenant is not affected; neither are unauthenticated requests (401 first)

@@ -1,12 +1,14 @@
 import { ExecutionContext, Injectable } from '@nestjs/common';
 import { ThrottlerGuard, ThrottlerLimitDetail } from '@nestjs/throttler';
+import { Response } from 'express';
 import { LoomError, LoomErrorCode } from '@loom/session';
 import { AuthedRequest } from '../auth/jwt-auth.guard';
 
 /**
  * Per-tenant rate limit (@nestjs/throttler): runs after JwtAuthGuard, so the counter is the
  * verified tenant of the token (never a header), one counter per tenant across every route.
- * Past the limit: 429 RATE_LIMITED with Retry-After (seconds).
+ * Every answer carries X-RateLimit-Limit, -Remaining and -Reset (seconds); past the limit,
+ * 429 RATE_LIMITED carries them too (Remaining 0), with Retry-After (seconds).
  */
 @Injectable()
 export class TenantThrottlerGuard extends ThrottlerGuard {
@@ -20,9 +22,13 @@ export class TenantThrottlerGuard extends ThrottlerGuard {
   }
 
   protected override async throwThrottlingException(
-    _: ExecutionContext,
+    context: ExecutionContext,
     detail: ThrottlerLimitDetail,
   ): Promise<void> {
+    const res = context.switchToHttp().getResponse<Response>();
+    res.header(`${this.headerPrefix}-Limit`, String(detail.limit));
+    res.header(`${this.headerPrefix}-Remaining`, '0');
+    res.header(`${this.headerPrefix}-Reset`, String(detail.timeToBlockExpire));
     throw new LoomError(
       LoomErrorCode.RATE_LIMITED,
       `rate limit of ${detail.limit} requests exceeded; retry after ${detail.timeToBlockExpire} s`,
