@@ -130,6 +130,19 @@ describe('orchestrator (HTTP, in-process)', () => {
       .set('content-type', 'text/plain')
       .send('conversationId=mine-00000001');
     expect([form.status, form.body.code]).toEqual([415, 'VALIDATION_FAILED']);
+    // A known path with a method it does not answer: 405 with Allow; an unknown path: 404.
+    const wrongMethod = await request(server)
+      .delete('/v1/conversations')
+      .set('authorization', auth);
+    expect([wrongMethod.status, wrongMethod.headers.allow, wrongMethod.body.code]).toEqual([
+      405,
+      'GET, HEAD, POST',
+      'METHOD_NOT_ALLOWED',
+    ]);
+    const byId = await request(server).put('/v1/conversations/c_anything0001');
+    expect([byId.status, byId.headers.allow]).toEqual([405, 'DELETE, GET, HEAD']);
+    const unknown = await request(server).get('/v1/nothing-here').set('authorization', auth);
+    expect([unknown.status, unknown.body.message]).toEqual([404, 'no such route']);
     // The auth scheme is case-insensitive (RFC 7235).
     expect(
       (

@@ -6,7 +6,7 @@ import {
   Logger,
   NotFoundException,
 } from '@nestjs/common';
-import { Response } from 'express';
+import { Request, Response } from 'express';
 import {
   isConnectionError,
   isContentionError,
@@ -22,6 +22,7 @@ const STATUS: Record<string, number> = {
   [LoomErrorCode.NOT_FOUND]: 404,
   [LoomErrorCode.PAYLOAD_TOO_LARGE]: 413,
   [LoomErrorCode.CONFLICT]: 409,
+  [LoomErrorCode.METHOD_NOT_ALLOWED]: 405,
   [LoomErrorCode.LOCK_TIMEOUT]: 409,
   [LoomErrorCode.STALE_FENCING_TOKEN]: 409,
   [LoomErrorCode.RATE_LIMITED]: 429,
@@ -46,7 +47,13 @@ export class HttpErrorFilter implements ExceptionFilter {
 
   catch(err: unknown, host: ArgumentsHost): void {
     const res = host.switchToHttp().getResponse<Response>();
-    const { statusCode, code, message } = toErrorBody(err);
+    let { statusCode, code, message } = toErrorBody(err);
+    const allowed = isRouteMiss(err) ? allowedMethods(host.switchToHttp().getRequest()) : [];
+    if (allowed.length) {
+      res.setHeader('Allow', allowed.join(', '));
+      [statusCode, code] = [405, LoomErrorCode.METHOD_NOT_ALLOWED];
+      message = `method not allowed; allowed: ${allowed.join(', ')}`;
+    }
     if (statusCode >= 500) this.log.error(err instanceof Error ? err : String(err));
     if (res.headersSent) return void res.end();
     res.status(statusCode).json({ statusCode, code, message });
@@ -79,7 +86,7 @@ export function toErrorBody(err: unknown): { statusCode: number; code: string; m
           ? body.message.join('; ')
           : (body.message ?? err.message);
     // Nest's route-not-found message quotes the path: answer without it.
-    if (err instanceof NotFoundException && /^Cannot [A-Z]+ /.test(message))
+    if (isRouteMiss(err))
       return { statusCode, code: LoomErrorCode.NOT_FOUND, message: 'no such route' };
     const code =
       typeof body === 'object' && body.code
@@ -116,4 +123,27 @@ export function toErrorBody(err: unknown): { statusCode: number; code: string; m
       message: 'bad request',
     };
   return { statusCode: 500, code: LoomErrorCode.INTERNAL, message: 'internal error' };
+}
+
+/** Nest's answer to a request no route matched ("Cannot GET /x"). */
+function isRouteMiss(err: unknown): boolean {
+  return err instanceof NotFoundException && /^Cannot [A-Z]+ /.test(err.message);
+}
+
+interface RouterLayer {
+  route?: { methods: Record<string, boolean> };
+  match(path: string): unknown;
+}
+
+/** The methods the routes matching this path answer (none: the path itself is unknown). */
+export function allowedMethods(req: Request): string[] {
+  const stack = (req.app as unknown as { router?: { stack?: RouterLayer[] } } | undefined)?.router
+    ?.stack;
+  const methods = new Set<string>();
+  for (const layer of stack ?? [])
+    if (layer.route && layer.match(req.path))
+      for (const [method, on] of Object.entries(layer.route.methods))
+        if (on && method !== '_all') methods.add(method.toUpperCase());
+  if (methods.has('GET')) methods.add('HEAD');
+  return [...methods].sort();
 }
