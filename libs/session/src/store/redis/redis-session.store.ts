@@ -1,6 +1,6 @@
 import Redis from 'ioredis';
 import { LoomError, LoomErrorCode } from '../../errors/session-error';
-import { assertId, assertPrincipal, assertStateKey } from '../../ids';
+import { assertId, assertPrincipal, assertStateKey, isValidId } from '../../ids';
 import { decodeValue, encodeValue } from '../codec';
 import {
   AppendOptions,
@@ -279,6 +279,24 @@ export class RedisSessionStore implements SessionStore {
       this.keys.fence(sid),
       ...targets,
     );
+  }
+
+  /**
+   * One step of dropping every cached session under the prefix (a whole-cache purge, when a
+   * process lost track of which copies missed its writes): the sessions of one SCAN page of
+   * `_keys` indexes. Returns the next cursor, '0' when the keyspace is done. Only for that
+   * recovery: listing and deletion otherwise never scan.
+   */
+  async purgeStep(cursor: string, count = 100): Promise<string> {
+    const head = this.keys.session('');
+    const open = head.slice(0, -1); // `<prefix>s:{`
+    const pattern = `${open.replace(/[*?[\]\\]/g, '\\$&')}*}:_keys`;
+    const [next, found] = await this.redis.scan(cursor, 'MATCH', pattern, 'COUNT', count);
+    const sids = found
+      .map((k) => k.slice(open.length, -'}:_keys'.length))
+      .filter((sid) => isValidId(sid));
+    await Promise.all(sids.map((sid) => this.purge(sid)));
+    return next;
   }
 
   async listSessions(

@@ -144,3 +144,48 @@ describe('tiered store: keys MySQL does not hold', () => {
     expect(await redis.exists(store.hot.keys.value(unknown, 'conversation'))).toBe(0);
   });
 });
+
+describe('tiered store: more missed Redis writes than it can list', () => {
+  it('drops every cached session once Redis answers again, so no stale copy is read', async () => {
+    const db = await createTestDatabase();
+    const prefix = createTestPrefix();
+    const guard = { callTimeoutMs: 250, failureThreshold: 1, halfOpenAfterMs: 50 };
+    const stores: TieredSessionStore[] = [];
+    /** A process's tiered store; its LRU is fresh, so its reads ask Redis first. */
+    const open = async (redis: Redis, maxPendingInvalidations = 10) => {
+      const store = new TieredSessionStore(
+        new MysqlSessionStore(await openSessionDataSource({ url: db.url })),
+        new RedisSessionStore(redis, prefix.prefix, { authoritative: false }),
+        { ttlFor: ttlRules(DEFAULT_TTL), lruTtlMs: 0, guard, maxPendingInvalidations },
+      );
+      stores.push(store);
+      return store;
+    };
+    // The writer's connection to Redis breaks for a while; it can list only 2 missed writes.
+    const flaky = new Redis(TEST_REDIS_URL, { enableOfflineQueue: false, maxRetriesPerRequest: 0 });
+    flaky.on('error', () => undefined);
+    try {
+      const writer = await open(flaky, 2);
+      const scope = { tenantId: 'tenant-a' };
+      const sids = Array.from({ length: 5 }, () => newId('c'));
+      for (const sid of sids) await writer.save(scope, sid, 'conversation', { v: 1 });
+
+      flaky.disconnect();
+      for (const sid of sids) await writer.save(scope, sid, 'conversation', { v: 2 });
+      await flaky.connect();
+      for (const sid of sids)
+        // Redis still holds what the writer could not replace
+        expect(await writer.hot.get(scope, sid, 'conversation')).toEqual({ v: 1 });
+      await new Promise((r) => setTimeout(r, guard.halfOpenAfterMs + 20));
+      // The writer's next hot read (of anything) drops what it missed before it trusts Redis.
+      expect(await writer.get(scope, newId('c'), 'conversation')).toBeNull();
+      const reader = await open(new Redis(TEST_REDIS_URL));
+      for (const sid of sids)
+        expect(await reader.get(scope, sid, 'conversation')).toEqual({ v: 2 });
+    } finally {
+      await Promise.all(stores.map((s) => s.close()));
+      flaky.disconnect();
+      await Promise.all([db.drop(), prefix.cleanup()]);
+    }
+  });
+});

@@ -26,7 +26,10 @@ export interface TieredOptions {
   /** How long a process trusts its own LRU copy of a single value (ms). */
   lruTtlMs?: number;
   guard?: HotTierGuardOptions;
-  /** Keys whose hot copy could not be updated, invalidated once Redis answers again. */
+  /**
+   * Keys whose hot copy could not be updated, invalidated once Redis answers again. Past this
+   * many, every cached session is dropped instead (a whole-cache purge, in bounded steps).
+   */
   maxPendingInvalidations?: number;
   onHotError?: (err: unknown) => void;
 }
@@ -50,6 +53,9 @@ export class TieredSessionStore implements SessionStore {
   readonly guard: HotTierGuard;
   private readonly lru: LRUCache<string, { value: unknown }>;
   private readonly pending = new Map<string, Pending>();
+  /** Set when more writes missed Redis than `pending` holds: the SCAN cursor of the purge. */
+  private purgeCursor: string | null = null;
+  private purging?: Promise<void>;
 
   constructor(
     readonly durable: SessionStore,
@@ -253,9 +259,9 @@ export class TieredSessionStore implements SessionStore {
 
   private async hotRead<T>(fn: () => Promise<T>): Promise<{ ok: true; value: T } | { ok: false }> {
     // A hot copy that missed writes must be dropped before anyone reads it again.
-    if (this.pending.size > 0) {
+    if (this.pending.size > 0 || this.purgeCursor !== null) {
       await this.flushInvalidations();
-      if (this.pending.size > 0) return { ok: false };
+      if (this.pending.size > 0 || this.purgeCursor !== null) return { ok: false };
     }
     const res = await this.guard.attempt(fn);
     if (!res.ok) this.opts.onHotError?.(res.error);
@@ -277,10 +283,31 @@ export class TieredSessionStore implements SessionStore {
     this.opts.onHotError?.(res.error);
     if (this.pending.size < (this.opts.maxPendingInvalidations ?? 10_000)) {
       this.pending.set(`${scope.tenantId}\u0000${sid}\u0000${key}`, { scope, sid, key });
+    } else {
+      // Too many to list: every cached session goes, from the start of the keyspace (a purge
+      // under way starts over, as it may have passed this session already).
+      this.purgeCursor = '0';
+      this.pending.clear();
+    }
+  }
+
+  /** The whole-cache purge, one bounded SCAN step per hot-tier call, until done or Redis fails. */
+  private async purgeAll(): Promise<void> {
+    while (this.purgeCursor !== null) {
+      const cursor = this.purgeCursor;
+      const res = await this.guard.attempt(() => this.hot.purgeStep(cursor));
+      if (!res.ok) return;
+      // A write that missed Redis meanwhile restarted the purge: keep the fresh cursor.
+      if (this.purgeCursor === cursor) this.purgeCursor = res.value === '0' ? null : res.value;
     }
   }
 
   private async flushInvalidations(): Promise<void> {
+    if (this.purgeCursor !== null) {
+      this.purging ??= this.purgeAll().finally(() => (this.purging = undefined));
+      await this.purging;
+      if (this.purgeCursor !== null) return;
+    }
     if (this.pending.size === 0) return;
     for (const [id, { sid, key }] of [...this.pending]) {
       const res = await this.guard.attempt(() =>
