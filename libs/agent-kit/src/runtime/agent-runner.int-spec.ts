@@ -6,13 +6,18 @@ import { AgentHandler } from './agent-handler';
 /** Holds every execution at a gate the test opens, then writes one shared key. */
 let gate: Promise<void> = Promise.resolve();
 let started: () => void = () => undefined;
+/** How the next execution to start meets a failed write: as is, or as its own error. */
+let onWriteError: 'rethrow' | 'wrap' = 'rethrow';
 
 @Injectable()
 class GatedWriter implements AgentHandler {
   async handle(ctx: SessionContext) {
+    const mode = onWriteError;
     started();
     await gate;
-    await ctx.putSharedData('finding', `written by ${ctx.assignment.agentId}`);
+    await ctx.putSharedData('finding', `written by ${ctx.assignment.agentId}`).catch((err) => {
+      throw mode === 'wrap' ? new Error('the model call failed') : err;
+    });
     return { answer: 'done', usage: emptyUsage(), sharedKeysWritten: [] };
   }
 }
@@ -39,44 +44,52 @@ describe('agent runner: a delivery that lost its claim (real Redis Streams, MySQ
   });
   afterAll(() => agent?.stop());
 
-  it('writes nothing and withholds its reply; the delivery that took over answers once', async () => {
-    const task = await agent.seed(owner, [], 'question');
-    let open!: () => void;
-    gate = new Promise((r) => (open = r));
-    const running = new Promise<void>((r) => (started = r));
-    const req = agent.request(owner, task);
-    const agentSessionId = agent.signer.verify(req.assignment, DESCRIPTOR.agentType).agentSessionId;
-    const answer = agent.execute(req);
-    await running;
+  it.each(['rethrow', 'wrap'] as const)(
+    'writes nothing and withholds its reply; the delivery that took over answers once (handler: %s)',
+    async (mode) => {
+      onWriteError = mode;
+      const task = await agent.seed(owner, [], 'question');
+      let open!: () => void;
+      gate = new Promise((r) => (open = r));
+      const running = new Promise<void>((r) => (started = r));
+      const req = agent.request(owner, task);
+      const agentSessionId = agent.signer.verify(
+        req.assignment,
+        DESCRIPTOR.agentType,
+      ).agentSessionId;
+      const answer = agent.execute(req);
+      await running;
 
-    // Another delivery holds the claim now, as after the first one's claim lapsed.
-    const claimKey = `${agent.infra.keys.session(task.conversationId)}:claim:${agentSessionId}`;
-    const redis = agent.infra.redis!;
-    await redis.set(claimKey, 'another-delivery', 'PX', 15_000);
-    const again = new Promise<void>((r) => (started = r));
-    open();
+      // Another delivery holds the claim now, as after the first one's claim lapsed.
+      const claimKey = `${agent.infra.keys.session(task.conversationId)}:claim:${agentSessionId}`;
+      const redis = agent.infra.redis!;
+      await redis.set(claimKey, 'another-delivery', 'PX', 15_000);
+      const again = new Promise<void>((r) => (started = r));
+      onWriteError = 'rethrow';
+      open();
 
-    // The first delivery stops at its write: no shared row, no agent session, the entry pending.
-    // Once the other delivery lets go, the entry is reclaimed (idle 1 s) and runs again.
-    await new Promise((r) => setTimeout(r, 300));
-    const sharedKey = StateKeys.shared(task.taskId);
-    expect(await agent.infra.store.getList(owner, task.conversationId, sharedKey)).toEqual([]);
-    expect(await agent.tasks.agentSession(owner, task.conversationId, agentSessionId, true)).toBe(
-      null,
-    );
-    await redis.del(claimKey);
-    await again;
+      // The first delivery stops at its write: no shared row, no agent session, the entry pending.
+      // Once the other delivery lets go, the entry is reclaimed (idle 1 s) and runs again.
+      await new Promise((r) => setTimeout(r, 300));
+      const sharedKey = StateKeys.shared(task.taskId);
+      expect(await agent.infra.store.getList(owner, task.conversationId, sharedKey)).toEqual([]);
+      expect(await agent.tasks.agentSession(owner, task.conversationId, agentSessionId, true)).toBe(
+        null,
+      );
+      await redis.del(claimKey);
+      await again;
 
-    const result = await answer;
-    expect(result).toMatchObject({ agentSessionId, output: 'done', replayed: false });
-    const rows = await agent.infra.store.getList(owner, task.conversationId, sharedKey);
-    expect(rows).toHaveLength(1);
-    const session = await agent.tasks.agentSession(
-      owner,
-      task.conversationId,
-      agentSessionId,
-      true,
-    );
-    expect(session).toMatchObject({ status: 'COMPLETED', attempts: 1 });
-  });
+      const result = await answer;
+      expect(result).toMatchObject({ agentSessionId, output: 'done', replayed: false });
+      const rows = await agent.infra.store.getList(owner, task.conversationId, sharedKey);
+      expect(rows).toHaveLength(1);
+      const session = await agent.tasks.agentSession(
+        owner,
+        task.conversationId,
+        agentSessionId,
+        true,
+      );
+      expect(session).toMatchObject({ status: 'COMPLETED', attempts: 1 });
+    },
+  );
 });

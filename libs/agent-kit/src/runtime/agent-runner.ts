@@ -196,17 +196,23 @@ export class AgentRunner {
       });
       return result;
     } catch (err) {
-      // A delivery that lost its claim leaves the agent session to the one that took it over.
-      if (!LoomError.is(err, LoomErrorCode.SUPERSEDED))
-        await claim
-          .confirm()
-          .then(() =>
-            this.tasks.saveAgentSession(owner, {
-              ...ctx.agent,
-              status: ExecutionStatus.FAILED,
-              lastError: err instanceof Error ? err.message : String(err),
-            }),
-          )
+      // A delivery that lost its claim (whatever the handler made of that) leaves the agent
+      // session and the answer to the one that took it over.
+      if (LoomError.is(err, LoomErrorCode.SUPERSEDED)) throw err;
+      const held = await claim.confirm().then(
+        () => true,
+        (lost: unknown) => {
+          if (LoomError.is(lost, LoomErrorCode.SUPERSEDED)) throw lost;
+          return false; // Redis out of reach: the failure is answered, not recorded
+        },
+      );
+      if (held)
+        await this.tasks
+          .saveAgentSession(owner, {
+            ...ctx.agent,
+            status: ExecutionStatus.FAILED,
+            lastError: err instanceof Error ? err.message : String(err),
+          })
           .catch(() => undefined);
       throw err;
     }

@@ -130,6 +130,7 @@ export class SessionContext {
    */
   async putSharedData(key: string, raw: unknown): Promise<void> {
     const a = this.assignment;
+    await this.deps.beforeWrite?.(); // before the ACL audits a write that would not happen
     const latest = await this.deps.tasks.shared(a.owner, a.conversationId, a.taskId);
     const previousWriter = latest[key]?.writer ?? null;
     const decision = await this.deps.acl.authorize({
@@ -143,7 +144,6 @@ export class SessionContext {
     });
     const value = this.deps.acl.storable(raw);
     const write = { key, value, writer: a.agentType, updatedAt: new Date().toISOString() };
-    await this.deps.beforeWrite?.();
     await this.deps.tasks.putShared(a.owner, a.conversationId, a.taskId, write);
     if (decision.overwrites) {
       const event = {

@@ -179,6 +179,18 @@ describe('recovery support (MySQL + Redis)', () => {
     expect(await redis.get(key)).toBe('another-delivery'); // not ours to release
     await redis.del(key);
 
+    // Lapsed, then taken and let go by another delivery: its result stands, so no take-back.
+    const other = new ExecutionClaims(infra.redis, infra.keys, { ttlMs: 2000, pollMs: 20 });
+    const lapsing = await claims.acquire('c_conversation01', 'a_execution0005', Date.now() + 5000);
+    await redis.del(`${infra.keys.session('c_conversation01')}:claim:a_execution0005`);
+    await (await other.acquire('c_conversation01', 'a_execution0005', Date.now() + 5000)).release();
+    await expect(lapsing.confirm()).rejects.toMatchObject({ code: LoomErrorCode.SUPERSEDED });
+    await lapsing.release();
+    // Nothing is written for an execution once its delivery let go of the claim.
+    const ended = await claims.acquire('c_conversation01', 'a_execution0006', Date.now() + 5000);
+    await ended.release();
+    await expect(ended.confirm()).rejects.toMatchObject({ code: LoomErrorCode.SUPERSEDED });
+
     const local = new ExecutionClaims(null, infra.keys, { ttlMs: 2000, pollMs: 20 });
     const first = await local.acquire('c_conversation01', 'a_execution0004', Date.now() + 5000);
     await first.confirm();

@@ -6,13 +6,28 @@ import { RedisKeys } from '../store/redis/redis-keys';
 
 const RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end`;
 /**
- * Ours for another ARGV[2] ms: extended while we hold it, taken again if it lapsed and nobody
- * else took it (a Redis pause or restart); 0 when another delivery holds it.
+ * KEYS[1] the claim, KEYS[2] its last taker (kept past the claim, for ARGV[3] ms): taken when
+ * free, and the taker recorded, in one step.
+ */
+const TAKE = `
+if redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2], 'NX') then
+  redis.call('SET', KEYS[2], ARGV[1], 'PX', ARGV[3])
+  return 1
+end
+return 0`;
+/**
+ * Ours for another ARGV[2] ms: extended while we hold it, taken back if it lapsed while nobody
+ * else took it since we did (a Redis pause or restart); 0 when another delivery holds it or has
+ * held it, even one that has let go since (its result stands).
  */
 const HOLD = `
 local holder = redis.call('GET', KEYS[1])
 if holder == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
-if not holder then redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2]) return 1 end
+local last = redis.call('GET', KEYS[2])
+if not holder and (not last or last == ARGV[1]) then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 1
+end
 return 0`;
 
 /** A held execution claim; renewed in the background until released. */
@@ -36,7 +51,13 @@ export interface ExecutionClaimOptions {
 
 const REDIS_PATIENCE_MS = 3000;
 
-/** One process's claims in the embedded profile (no Redis there, and only one process). */
+/** How long the last taker of a claim is remembered beyond the execution's deadline (ms). */
+const LAST_TAKER_GRACE_MS = 60 * 60 * 1000;
+
+/**
+ * One process's claims in the embedded profile (no Redis there, and only one process): a local
+ * claim never lapses, so it is only ever let go by its holder.
+ */
 const localClaims = new Map<string, string>();
 
 /**
@@ -47,7 +68,9 @@ const localClaims = new Map<string, string>();
  *
  * A holder cut off from Redis longer than the TTL loses the claim, and the delivery that takes
  * it over runs the execution again. The first one may still be running: `confirm()` before each
- * durable write is what keeps its writes out (it fails closed when it cannot reach Redis).
+ * durable write is what keeps its writes out (it fails closed when it cannot reach Redis). Each
+ * take records its taker in `…:claim:<agentSessionId>:last` (until an hour past the request's
+ * deadline), so a lapsed claim is taken back only by the delivery that took it last.
  */
 export class ExecutionClaims {
   constructor(
@@ -65,11 +88,13 @@ export class ExecutionClaims {
     assertId(conversationId, 'conversation id');
     assertId(agentSessionId, 'agent session id');
     const key = `${this.keys.session(conversationId)}:claim:${agentSessionId}`;
+    const keys: ClaimKeys = { claim: key, last: `${key}:last` };
     const token = randomBytes(16).toString('hex');
+    const lastTtlMs = Math.max(deadline - Date.now(), 0) + LAST_TAKER_GRACE_MS;
     // A Redis blip (reconnecting after a restart or pause) is waited out briefly, then UNAVAILABLE.
     const giveUpOnRedis = Math.min(deadline, Date.now() + REDIS_PATIENCE_MS);
     for (;;) {
-      const taken = await this.tryTake(key, token).catch((err: unknown) => {
+      const taken = await this.tryTake(keys, token, lastTtlMs).catch((err: unknown) => {
         if (Date.now() + this.opts.pollMs > giveUpOnRedis) throw err;
         return false;
       });
@@ -82,19 +107,22 @@ export class ExecutionClaims {
       await new Promise((r) => setTimeout(r, this.opts.pollMs));
     }
     const timer = setInterval(
-      () => void this.hold(key, token).catch(() => undefined),
+      () => void this.hold(keys, token).catch(() => undefined),
       this.opts.ttlMs / 3,
     );
     timer.unref();
+    let released = false;
     return {
       confirm: async () => {
         const giveUp = Date.now() + REDIS_PATIENCE_MS;
         for (;;) {
           try {
-            if (await this.hold(key, token)) return;
+            if (!released && (await this.hold(keys, token))) return;
             throw new LoomError(
               LoomErrorCode.SUPERSEDED,
-              'another delivery of this execution took it over',
+              released
+                ? 'this execution has ended: nothing more is written'
+                : 'another delivery of this execution took it over',
             );
           } catch (err) {
             if (LoomError.is(err, LoomErrorCode.SUPERSEDED) || Date.now() >= giveUp)
@@ -104,43 +132,46 @@ export class ExecutionClaims {
         }
       },
       release: async () => {
+        released = true;
         clearInterval(timer);
-        await this.give(key, token);
+        await this.give(keys, token);
       },
     };
   }
 
-  private async tryTake(key: string, token: string): Promise<boolean> {
+  private async tryTake(keys: ClaimKeys, token: string, lastTtlMs: number): Promise<boolean> {
     if (!this.redis) {
-      if (localClaims.has(key)) return false;
-      localClaims.set(key, token);
+      if (localClaims.has(keys.claim)) return false;
+      localClaims.set(keys.claim, token);
       return true;
     }
     try {
-      return (await this.redis.set(key, token, 'PX', this.opts.ttlMs, 'NX')) === 'OK';
+      const args = [token, this.opts.ttlMs, lastTtlMs];
+      return Number(await this.redis.eval(TAKE, 2, keys.claim, keys.last, ...args)) === 1;
     } catch {
       throw unavailable();
     }
   }
 
   /** True when the claim is ours for ttlMs from now (see HOLD); throws when Redis fails. */
-  private async hold(key: string, token: string): Promise<boolean> {
-    if (!this.redis) {
-      const holder = localClaims.get(key);
-      if (holder !== undefined && holder !== token) return false;
-      localClaims.set(key, token);
-      return true;
-    }
-    return Number(await this.redis.eval(HOLD, 1, key, token, this.opts.ttlMs)) === 1;
+  private async hold(keys: ClaimKeys, token: string): Promise<boolean> {
+    if (!this.redis) return localClaims.get(keys.claim) === token;
+    const held = await this.redis.eval(HOLD, 2, keys.claim, keys.last, token, this.opts.ttlMs);
+    return Number(held) === 1;
   }
 
-  private async give(key: string, token: string): Promise<void> {
+  private async give(keys: ClaimKeys, token: string): Promise<void> {
     if (!this.redis) {
-      if (localClaims.get(key) === token) localClaims.delete(key);
+      if (localClaims.get(keys.claim) === token) localClaims.delete(keys.claim);
       return;
     }
-    await this.redis.eval(RELEASE, 1, key, token).catch(() => undefined);
+    await this.redis.eval(RELEASE, 1, keys.claim, token).catch(() => undefined);
   }
+}
+
+interface ClaimKeys {
+  claim: string;
+  last: string;
 }
 
 function unavailable(): LoomError {
