@@ -55,7 +55,9 @@ export class TieredSessionStore implements SessionStore {
   private readonly pending = new Map<string, Pending>();
   /** Set when more writes missed Redis than `pending` holds: the SCAN cursor of the purge. */
   private purgeCursor: string | null = null;
-  private purging?: Promise<void>;
+  /** Bumped whenever the purge starts (over): a step of an earlier run does not move the cursor. */
+  private purgeRun = 0;
+  private repairing?: Promise<void>;
 
   constructor(
     readonly durable: SessionStore,
@@ -258,10 +260,11 @@ export class TieredSessionStore implements SessionStore {
   }
 
   private async hotRead<T>(fn: () => Promise<T>): Promise<{ ok: true; value: T } | { ok: false }> {
-    // A hot copy that missed writes must be dropped before anyone reads it again.
-    if (this.pending.size > 0 || this.purgeCursor !== null) {
-      await this.flushInvalidations();
-      if (this.pending.size > 0 || this.purgeCursor !== null) return { ok: false };
+    // A hot copy that missed writes must be dropped before anyone reads it again: until the
+    // repair (in the background, never waited for) is done, reads go to MySQL.
+    if (this.needsRepair()) {
+      this.repair();
+      return { ok: false };
     }
     const res = await this.guard.attempt(fn);
     if (!res.ok) this.opts.onHotError?.(res.error);
@@ -277,7 +280,7 @@ export class TieredSessionStore implements SessionStore {
   ): Promise<void> {
     const res = await this.guard.attempt(fn);
     if (res.ok) {
-      await this.flushInvalidations();
+      this.repair();
       return;
     }
     this.opts.onHotError?.(res.error);
@@ -286,35 +289,43 @@ export class TieredSessionStore implements SessionStore {
     } else {
       // Too many to list: every cached session goes, from the start of the keyspace (a purge
       // under way starts over, as it may have passed this session already).
+      this.purgeRun++;
       this.purgeCursor = '0';
       this.pending.clear();
     }
   }
 
-  /** The whole-cache purge, one bounded SCAN step per hot-tier call, until done or Redis fails. */
-  private async purgeAll(): Promise<void> {
-    while (this.purgeCursor !== null) {
-      const cursor = this.purgeCursor;
-      const res = await this.guard.attempt(() => this.hot.purgeStep(cursor));
-      if (!res.ok) return;
-      // A write that missed Redis meanwhile restarted the purge: keep the fresh cursor.
-      if (this.purgeCursor === cursor) this.purgeCursor = res.value === '0' ? null : res.value;
-    }
+  private needsRepair(): boolean {
+    return this.pending.size > 0 || this.purgeCursor !== null;
   }
 
-  private async flushInvalidations(): Promise<void> {
-    if (this.purgeCursor !== null) {
-      this.purging ??= this.purgeAll().finally(() => (this.purging = undefined));
-      await this.purging;
-      if (this.purgeCursor !== null) return;
+  /** Resolves when the repair of missed hot writes started so far has ended (or stopped on a failure). */
+  async repaired(): Promise<void> {
+    await this.repairing;
+  }
+
+  /** Starts, once at a time, dropping the hot copies that missed writes; nobody waits for it. */
+  private repair(): void {
+    if (this.repairing || !this.needsRepair()) return;
+    this.repairing = this.dropMissed().finally(() => (this.repairing = undefined));
+  }
+
+  /** The whole-cache purge, one bounded SCAN step per call, then the listed keys; stops on a failure. */
+  private async dropMissed(): Promise<void> {
+    while (this.purgeCursor !== null) {
+      const [run, cursor] = [this.purgeRun, this.purgeCursor];
+      const res = await this.guard.attempt(() => this.hot.purgeStep(cursor));
+      if (!res.ok) return;
+      if (run === this.purgeRun) this.purgeCursor = res.value === '0' ? null : res.value;
     }
-    if (this.pending.size === 0) return;
-    for (const [id, { sid, key }] of [...this.pending]) {
+    for (const [id, entry] of [...this.pending]) {
+      const { sid, key } = entry;
       const res = await this.guard.attempt(() =>
         this.hot.purge(sid, key === '*' ? undefined : key),
       );
       if (!res.ok) return;
-      this.pending.delete(id);
+      // The same key may have missed another write meanwhile: that one stays listed.
+      if (this.pending.get(id) === entry) this.pending.delete(id);
     }
   }
 }
