@@ -52,7 +52,7 @@ export interface ExecutionClaimOptions {
 const REDIS_PATIENCE_MS = 3000;
 
 /** How long the last taker of a claim is remembered beyond the execution's deadline (ms). */
-const LAST_TAKER_GRACE_MS = 60 * 60 * 1000;
+const LAST_TAKER_GRACE_MS = 10 * 60 * 1000;
 
 /**
  * One process's claims in the embedded profile (no Redis there, and only one process): a local
@@ -69,7 +69,7 @@ const localClaims = new Map<string, string>();
  * A holder cut off from Redis longer than the TTL loses the claim, and the delivery that takes
  * it over runs the execution again. The first one may still be running: `confirm()` before each
  * durable write is what keeps its writes out (it fails closed when it cannot reach Redis). Each
- * take records its taker in `…:claim:<agentSessionId>:last` (until an hour past the request's
+ * take records its taker in `…:claim:<agentSessionId>:last` (until 10 min past the request's
  * deadline), so a lapsed claim is taken back only by the delivery that took it last.
  */
 export class ExecutionClaims {
