@@ -83,7 +83,10 @@ describe('system: security (isolation, signed assignments, ACL, hardening)', () 
     it("answers every route on another owner's ids exactly as on missing ones: status, body, headers", async () => {
       const { id, taskId } = await conversationWithTurn();
       const before = (await alice('GET', `/v1/conversations/${id}/messages`)).body.items;
-      for (const attacker of [mallory, eve]) {
+      // Another tenant or user whose id differs from alice's only in case is another owner too.
+      const caseTenant = client(sys.base, sys.token('TENANT-A', 'alice'));
+      const caseUser = client(sys.base, sys.token('tenant-a', 'ALICE'));
+      for (const attacker of [mallory, eve, caseTenant, caseUser]) {
         const requests: Array<[string, string, unknown?, Record<string, string>?]> = [
           ['GET', `/v1/conversations/${id}`],
           ['GET', `/v1/conversations/${id}/messages`],

@@ -59,7 +59,7 @@ export class TaskRepository {
       StateKeys.task(taskId),
       consistent,
     );
-    return task && task.userId === owner.userId ? task : null;
+    return task && task.tenantId === owner.tenantId && task.userId === owner.userId ? task : null;
   }
 
   /** A task by id alone (GET /v1/tasks/:id): NOT_FOUND unless the caller owns it. */

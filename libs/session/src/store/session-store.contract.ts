@@ -328,6 +328,28 @@ function tenantTests(store: GetStore): void {
       expect(await s.listSessionKeys(b, byCreate)).toEqual(['lock']);
       expect(await s.get(b, byFence, 'lock')).toBeNull();
     });
+
+    it('compares tenants, users, session ids and keys byte for byte: case makes another one', async () => {
+      const s = store();
+      const lower = { tenantId: `acme-${newId('t').slice(2).toLowerCase()}` };
+      const upper = { tenantId: lower.tenantId.toUpperCase() };
+      const sid = `c_case_${newId('c').slice(2).toLowerCase()}`;
+      await s.save(lower, sid, 'state', 'lower', { userId: 'alice' });
+      await s.append(lower, sid, 'log', 'lower');
+      expect(await s.get(upper, sid, 'state')).toBeNull();
+      expect(await s.getList(upper, sid, 'log')).toEqual([]);
+      expect(await s.exists(upper, sid)).toBe(false);
+      expect(await s.listSessions(upper, 'state', { limit: 10 })).toEqual([]);
+      expect(await s.listSessions(lower, 'state', { limit: 10, userId: 'ALICE' })).toEqual([]);
+      expect(await outcome(() => s.save(upper, sid, 'state', 'upper'))).toBe(NOT_FOUND);
+      // Another case of the id or the key is another session or key, free to take.
+      expect(await s.get(lower, sid.toUpperCase(), 'state')).toBeNull();
+      await s.save(upper, sid.toUpperCase(), 'state', 'upper');
+      expect(await s.get(lower, sid, 'STATE')).toBeNull();
+      await s.save(lower, sid, 'STATE', 'other key');
+      expect(await s.get(lower, sid, 'state')).toBe('lower');
+      expect(await s.get(upper, sid.toUpperCase(), 'state')).toBe('upper');
+    });
   });
 }
 

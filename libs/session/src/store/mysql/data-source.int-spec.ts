@@ -12,7 +12,10 @@ describe('openSessionDataSource', () => {
         openSessionDataSource({ url: db.url, poolSize: 1 }),
       ]);
       const rows: { name: string }[] = await a.query('SELECT name FROM loom_migrations');
-      expect(rows.map((r) => r.name)).toEqual(['CreateSessionState1763790000000']);
+      expect(rows.map((r) => r.name)).toEqual([
+        'CreateSessionState1763790000000',
+        'CaseSensitiveKeys1795000000000',
+      ]);
       expect(await b.query('SELECT COUNT(*) AS n FROM loom_session_state')).toEqual([{ n: '0' }]);
       await Promise.all([a.destroy(), b.destroy()]);
     } finally {

@@ -8,19 +8,25 @@ import { Column, Entity, Index, PrimaryColumn } from 'typeorm';
 @Index('idx_listing', ['tenantId', 'userId', 'stateKey', 'updatedAt'])
 @Index('idx_expiry', ['expiresAt'])
 export class SessionStateEntity {
-  @PrimaryColumn({ name: 'session_id', type: 'varchar', length: 128 })
+  @PrimaryColumn({ name: 'session_id', type: 'varchar', length: 128, collation: 'utf8mb4_bin' })
   sessionId!: string;
 
-  @PrimaryColumn({ name: 'state_key', type: 'varchar', length: 160 })
+  @PrimaryColumn({ name: 'state_key', type: 'varchar', length: 160, collation: 'utf8mb4_bin' })
   stateKey!: string;
 
   @PrimaryColumn({ name: 'item_index', type: 'int', default: 0 })
   itemIndex!: number;
 
-  @Column({ name: 'tenant_id', type: 'varchar', length: 128 })
+  @Column({ name: 'tenant_id', type: 'varchar', length: 128, collation: 'utf8mb4_bin' })
   tenantId!: string;
 
-  @Column({ name: 'user_id', type: 'varchar', length: 128, nullable: true })
+  @Column({
+    name: 'user_id',
+    type: 'varchar',
+    length: 128,
+    nullable: true,
+    collation: 'utf8mb4_bin',
+  })
   userId!: string | null;
 
   @Column({ name: 'state_data', type: 'longtext' })
