@@ -6,9 +6,14 @@ import { createOrchestrator } from './bootstrap';
 async function main(): Promise<void> {
   const env = loadEnvOrExit();
   const app = await createOrchestrator(env);
-  await app.listen(env.PORT, '0.0.0.0');
+  // Without its own secret (embedded profile), anyone could mint tokens with the built-in one:
+  // then this machine alone may call it.
+  const publicSecret = !env.LOOM_JWT_SECRET;
+  await app.listen(env.PORT, publicSecret ? '127.0.0.1' : '0.0.0.0');
   new Logger('Bootstrap').log(
-    `orchestrator listening on port ${env.PORT}, all interfaces (API docs at /docs)`,
+    publicSecret
+      ? `orchestrator listening on port ${env.PORT}, loopback interface only: no LOOM_JWT_SECRET is set (API docs at /docs)`
+      : `orchestrator listening on port ${env.PORT}, all interfaces (API docs at /docs)`,
   );
 }
 

@@ -1,0 +1,61 @@
+import { mkdtempSync, rmSync } from 'fs';
+import { connect } from 'net';
+import { networkInterfaces, tmpdir } from 'os';
+import { join } from 'path';
+import { AppProcess } from './system';
+const { startApp, stopAll, freePort, waitFor } = require('../scripts/lib/processes');
+
+/** Whether a TCP connection to host:port is accepted. */
+function accepts(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host, port, timeout: 2000 });
+    socket.once('connect', () => (socket.destroy(), resolve(true)));
+    socket.once('error', () => resolve(false));
+    socket.once('timeout', () => (socket.destroy(), resolve(false)));
+  });
+}
+
+/**
+ * An orchestrator started without LOOM_JWT_SECRET (LOOM_PROFILE=embedded) verifies tokens with
+ * a secret anyone can read in the source, so it must not be reachable from another machine.
+ */
+describe('system: an orchestrator without its own JWT secret', () => {
+  let dataDir: string;
+  const children: AppProcess[] = [];
+
+  beforeAll(() => {
+    dataDir = mkdtempSync(join(tmpdir(), 'loom-bind-test-'));
+  });
+  afterAll(async () => {
+    await stopAll(children);
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('listens on the loopback interface only', async () => {
+    const port = await freePort();
+    const child = startApp('orchestrator', {
+      LOOM_PROFILE: 'embedded',
+      LOOM_DATA_DIR: dataDir,
+      PORT: String(port),
+      LOOM_JWT_SECRET: '',
+      LOOM_AGENT_SECRET: '',
+      REDIS_URL: 'redis://127.0.0.1:1',
+      MYSQL_URL: 'mysql://root@127.0.0.1:1/none',
+    }) as AppProcess;
+    children.push(child);
+    await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/health`)).ok, {
+      what: 'the orchestrator',
+      timeoutMs: 60_000,
+    });
+    expect(child.lines.join('\n')).toContain('loopback interface only');
+    const external = Object.values(networkInterfaces())
+      .flat()
+      .filter((i) => i && i.family === 'IPv4' && !i.internal)
+      .map((i) => i!.address);
+    for (const address of external)
+      expect([address, await accepts(address, port)]).toEqual([address, false]);
+    console.log(
+      `orchestrator without a secret: 127.0.0.1 accepted; refused on ${external.join(', ') || '(no other IPv4 interface here)'}`,
+    );
+  });
+});
