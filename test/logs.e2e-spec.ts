@@ -46,6 +46,22 @@ describe('system: correlated logs without PII', () => {
     });
   });
 
+  it('redacts PII in a logged path, percent-encoded or not', async () => {
+    const email = 'john.doe@example.com';
+    for (const path of [
+      `/v1/conversations/${encodeURIComponent(email)}`,
+      `/v1/conversations/${email}`,
+    ]) {
+      const correlationId = `path-${randomBytes(6).toString('hex')}`;
+      await alice('GET', path, undefined, { 'x-correlation-id': correlationId });
+      await new Promise((r) => setTimeout(r, 200));
+      const line = sys.logs().find((l) => l.json?.correlationId === correlationId);
+      expect(line?.json).toMatchObject({ msg: 'request completed', status: 400 });
+      expect(line!.line).not.toContain('john.doe');
+      expect(line!.json!.path).toMatch(/^\/v1\/conversations\/\[REDACTED/);
+    }
+  });
+
   it('stamps conversationId and taskId on every line of a turn, in every process, and logs no PII', async () => {
     const pii = corpusValues();
     expect(pii.length).toBeGreaterThanOrEqual(8);

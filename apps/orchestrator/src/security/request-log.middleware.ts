@@ -15,7 +15,8 @@ interface Res {
 /**
  * One access-log line per request (what pino-http would log), written in the request's CLS
  * context when it ends, so it carries tenantId, conversationId, taskId and correlationId as far
- * as the request learnt them. The path is cut to 200 characters and the query string dropped.
+ * as the request learnt them. The path is cut to 200 characters and the query string dropped;
+ * it is logged percent-decoded, so the logger's PII redaction sees `a%40b.com` as `a@b.com`.
  */
 @Injectable()
 export class RequestLogMiddleware implements NestMiddleware {
@@ -30,7 +31,7 @@ export class RequestLogMiddleware implements NestMiddleware {
     const finish = () => {
       if (done) return;
       done = true;
-      const path = (req.originalUrl ?? req.url).split('?')[0].slice(0, 200);
+      const path = decoded((req.originalUrl ?? req.url).split('?')[0]).slice(0, 200);
       const entry = {
         msg: 'request completed',
         method: req.method,
@@ -45,5 +46,13 @@ export class RequestLogMiddleware implements NestMiddleware {
     res.on('finish', finish);
     res.on('close', finish);
     next();
+  }
+}
+
+function decoded(path: string): string {
+  try {
+    return decodeURIComponent(path);
+  } catch {
+    return path; // malformed escapes: as sent
   }
 }
