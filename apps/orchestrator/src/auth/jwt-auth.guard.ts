@@ -1,20 +1,25 @@
-import { CanActivate, ExecutionContext, Injectable } from '@nestjs/common';
+import { CanActivate, ExecutionContext, Inject, Injectable } from '@nestjs/common';
 import { JwtService } from '@nestjs/jwt';
 import { ClsService } from 'nestjs-cls';
 import { LoomError, LoomErrorCode, Owner, PRINCIPAL_PATTERN } from '@loom/session';
 import { LoomClsStore } from '@loom/observability';
+import { LOOM_ENV, LoomEnv } from '@loom/agent-kit';
 
 export interface AuthedRequest {
   headers: Record<string, string | string[] | undefined>;
   owner?: Owner;
 }
 
-/** HS256 bearer tokens with `sub` (user) and `tid` (tenant); the tenant never comes from elsewhere. */
+/**
+ * HS256 bearer tokens with `sub` (user) and `tid` (tenant); the tenant never comes from elsewhere.
+ * `exp` is honoured; with LOOM_JWT_MAX_AGE_S set, a token must have one, no further ahead than that.
+ */
 @Injectable()
 export class JwtAuthGuard implements CanActivate {
   constructor(
     private readonly jwt: JwtService,
     private readonly cls: ClsService<LoomClsStore>,
+    @Inject(LOOM_ENV) private readonly env: LoomEnv,
   ) {}
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
@@ -23,7 +28,7 @@ export class JwtAuthGuard implements CanActivate {
     const token =
       typeof header === 'string' && /^bearer /i.test(header) ? header.slice(7).trim() : null;
     if (!token) throw unauthenticated('missing bearer token');
-    let claims: { sub?: unknown; tid?: unknown };
+    let claims: { sub?: unknown; tid?: unknown; exp?: unknown };
     try {
       claims = await this.jwt.verifyAsync(token, { algorithms: ['HS256'] });
     } catch {
@@ -36,6 +41,12 @@ export class JwtAuthGuard implements CanActivate {
       !PRINCIPAL_PATTERN.test(claims.tid)
     ) {
       throw unauthenticated('token lacks valid sub and tid claims');
+    }
+    const maxAge = this.env.LOOM_JWT_MAX_AGE_S;
+    if (maxAge > 0) {
+      const exp = claims.exp;
+      if (typeof exp !== 'number' || exp > Date.now() / 1000 + maxAge)
+        throw unauthenticated(`the token must expire within ${maxAge} s`);
     }
     req.owner = { tenantId: claims.tid, userId: claims.sub };
     this.cls.set('tenantId', claims.tid);

@@ -68,6 +68,8 @@ export class LoomEnv {
   @Transform(toInt) @IsInt() @Min(0) LOOM_RATE_LIMIT_PER_MINUTE = 600;
   /** The rate-limit window (ms); one minute unless a test needs a shorter one. */
   @Transform(toInt) @IsInt() @Min(100) LOOM_RATE_LIMIT_WINDOW_MS = 60_000;
+  /** API tokens must carry `exp` and expire within this many seconds from now (0: any, or none). */
+  @Transform(toInt) @IsInt() @Min(0) LOOM_JWT_MAX_AGE_S = 0;
   /** LOOM_SHARED_ACL, parsed (not an environment variable). */
   sharedAcl: SharedAclRules = {};
   /** Test hook: the transport hands every request to its handler twice. */

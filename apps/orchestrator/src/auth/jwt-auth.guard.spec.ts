@@ -1,0 +1,56 @@
+import { ExecutionContext } from '@nestjs/common';
+import { JwtService } from '@nestjs/jwt';
+import { ClsService } from 'nestjs-cls';
+import { LoomEnv, parseEnv } from '@loom/agent-kit';
+import { LoomClsStore } from '@loom/observability';
+import { JwtAuthGuard } from './jwt-auth.guard';
+
+const SECRET = 'a-secret-of-the-unit-test-1234';
+
+/** The guard with a real JwtService, a CLS stand-in that records what it is given, and `env`. */
+function guardWith(maxAgeS: number) {
+  const env: LoomEnv = parseEnv(
+    {
+      LOOM_JWT_SECRET: SECRET,
+      LOOM_AGENT_SECRET: 'another-secret-of-the-test-5678',
+      LOOM_JWT_MAX_AGE_S: String(maxAgeS),
+    },
+    'orchestrator',
+  );
+  const jwt = new JwtService({ secret: SECRET, verifyOptions: { algorithms: ['HS256'] } });
+  const set: Record<string, unknown> = {};
+  const cls = {
+    set: (k: string, v: unknown) => (set[k] = v),
+  } as unknown as ClsService<LoomClsStore>;
+  const guard = new JwtAuthGuard(jwt, cls, env);
+  const check = (claims: Record<string, unknown>) => {
+    const req = { headers: { authorization: `Bearer ${jwt.sign(claims)}` } };
+    const ctx = { switchToHttp: () => ({ getRequest: () => req }) } as unknown as ExecutionContext;
+    return guard.canActivate(ctx);
+  };
+  return { check, set };
+}
+
+const now = () => Math.floor(Date.now() / 1000);
+
+describe('JwtAuthGuard and LOOM_JWT_MAX_AGE_S', () => {
+  it('accepts a token without exp while no maximum age is set', async () => {
+    const { check, set } = guardWith(0);
+    await expect(check({ sub: 'alice', tid: 'tenant-a' })).resolves.toBe(true);
+    expect(set).toEqual({ tenantId: 'tenant-a', userId: 'alice' });
+  });
+
+  it('with a maximum age, refuses a token without exp or expiring later, accepts one within it', async () => {
+    const { check } = guardWith(3600);
+    await expect(check({ sub: 'alice', tid: 'tenant-a' })).rejects.toMatchObject({
+      code: 'UNAUTHENTICATED',
+    });
+    await expect(check({ sub: 'alice', tid: 'tenant-a', exp: now() + 7200 })).rejects.toMatchObject(
+      { code: 'UNAUTHENTICATED' },
+    );
+    await expect(check({ sub: 'alice', tid: 'tenant-a', exp: now() + 600 })).resolves.toBe(true);
+    await expect(check({ sub: 'alice', tid: 'tenant-a', exp: now() - 10 })).rejects.toMatchObject({
+      code: 'UNAUTHENTICATED',
+    });
+  });
+});
