@@ -1,4 +1,5 @@
 import { client, RunningSystem, startSystem } from './system';
+const { freePort } = require('../scripts/lib/processes');
 import {
   contiguous,
   debugLogs,
@@ -29,10 +30,14 @@ describe('system: recovery of a task whose orchestrator died between two agents'
   });
   afterAll(() => sys?.stop());
 
-  it('resumes from the checkpoint within lease + interval + 2 s and completes once', async () => {
-    const alice = client(sys.base, sys.token('tenant-r', 'alice'));
+  /**
+   * A turn whose orchestrator is killed (-9) while research is checkpointed COMPLETED and the
+   * specialist works on its request; its POST fails with the closed socket.
+   */
+  async function interruptedTurn(tenant: string, idempotencyKey: string) {
+    const alice = client(sys.base, sys.token(tenant, 'alice'));
     const conversationId = (await alice('POST', '/v1/conversations', {})).body.conversationId;
-    const key = { 'idempotency-key': 'recovery-1' };
+    const key = { 'idempotency-key': idempotencyKey };
     const content = '我跟公司签的劳动合同有问题';
     const first = alice('POST', `/v1/conversations/${conversationId}/messages`, { content }, key);
     first.catch(() => undefined); // its orchestrator dies: the socket closes
@@ -64,9 +69,15 @@ describe('system: recovery of a task whose orchestrator died between two agents'
     ]);
     await sys.kill(sys.processes('orchestrator')[0], 'SIGKILL');
     await expect(first).rejects.toBeTruthy();
+    return { alice, conversationId, taskId, key, content };
+  }
 
-    const restartedAt = Date.now();
-    sys.start('orchestrator');
+  /** The task once COMPLETED, and the reply rows stored for it. */
+  async function recoveredTask(
+    alice: ReturnType<typeof client>,
+    conversationId: string,
+    taskId: string,
+  ) {
     const done = await waitFor(
       async () => {
         const t = await alice('GET', `/v1/tasks/${taskId}`).catch(() => null);
@@ -74,6 +85,19 @@ describe('system: recovery of a task whose orchestrator died between two agents'
       },
       { what: 'the recovered task', intervalMs: 50, timeoutMs: 30_000 },
     );
+    const stored = await storedMessages(sys.env.MYSQL_URL, conversationId);
+    return { done, stored };
+  }
+
+  it('resumes from the checkpoint within lease + interval + 2 s and completes once', async () => {
+    const { alice, conversationId, taskId, key, content } = await interruptedTurn(
+      'tenant-r',
+      'recovery-1',
+    );
+
+    const restartedAt = Date.now();
+    sys.start('orchestrator');
+    const { done } = await recoveredTask(alice, conversationId, taskId);
     const recoveryMs = Date.now() - restartedAt;
     // The recoverer logs once the resume has returned, a moment after the task is COMPLETED.
     await waitFor(() => logLines(sys, 'orchestrator', `recovered ${taskId}`).length > 0, {
@@ -140,5 +164,43 @@ describe('system: recovery of a task whose orchestrator died between two agents'
     });
     expect(view).toMatchObject({ messageCount: 2, activeTaskIds: [], currentIntent: 'labor-law' });
     expect((await storedMessages(sys.env.MYSQL_URL, conversationId)).length).toBe(2);
+  });
+
+  it('is recovered by exactly one of two orchestrator replicas that start together', async () => {
+    const { alice, conversationId, taskId } = await interruptedTurn('tenant-q', 'recovery-2');
+    const before = logLines(sys, 'orchestrator', `recovered ${taskId}`).length;
+    const replicas = [
+      sys.start('orchestrator'),
+      sys.start('orchestrator', { PORT: String(await freePort()) }),
+    ];
+    const { done, stored } = await recoveredTask(alice, conversationId, taskId);
+    // Both replicas scan every RECOVERY_INTERVAL_MS; give the loser several scans to misbehave.
+    await new Promise((r) => setTimeout(r, LEASE_MS + 4 * INTERVAL_MS));
+    const recovered = logLines(sys, 'orchestrator', `recovered ${taskId}`).slice(before);
+    const byReplica = replicas.map(
+      (r) => r.lines.filter((l) => l.includes(`recovered ${taskId}`)).length,
+    );
+    const counts = {
+      recoveries: recovered.length,
+      byReplica,
+      researchExecutions: logLines(sys, 'legal-research-agent', 'executing', { taskId }).length,
+      laborExecutions: logLines(sys, 'labor-law-agent', 'executing', { taskId }).length,
+      executionRecords: done.executions.length,
+      replies: stored.filter((m) => m.role === 'assistant' && m.taskId === taskId).length,
+      storedMessages: (await storedMessages(sys.env.MYSQL_URL, conversationId)).length,
+      runIndex: await runIndexSize(sys.env.MYSQL_URL),
+    };
+    console.log(`recovery by two replicas: ${JSON.stringify(counts)}`);
+    expect(counts).toMatchObject({
+      recoveries: 1,
+      researchExecutions: 1,
+      laborExecutions: 1,
+      executionRecords: 2,
+      replies: 1,
+      storedMessages: 2,
+      runIndex: 0,
+    });
+    expect([...byReplica].sort()).toEqual([0, 1]);
+    expect(contiguous(stored)).toBe(true);
   });
 });
