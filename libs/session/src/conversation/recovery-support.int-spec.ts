@@ -191,6 +191,15 @@ describe('recovery support (MySQL + Redis)', () => {
     await ended.release();
     await expect(ended.confirm()).rejects.toMatchObject({ code: LoomErrorCode.SUPERSEDED });
 
+    // A deadline with a fraction of a millisecond (it is the assignment's, signed elsewhere).
+    const fractional = await claims.acquire(
+      'c_conversation01',
+      'a_execution0007',
+      Date.now() + 5000.5,
+    );
+    await fractional.confirm();
+    await fractional.release();
+
     const local = new ExecutionClaims(null, infra.keys, { ttlMs: 2000, pollMs: 20 });
     const first = await local.acquire('c_conversation01', 'a_execution0004', Date.now() + 5000);
     await first.confirm();

@@ -90,7 +90,8 @@ export class ExecutionClaims {
     const key = `${this.keys.session(conversationId)}:claim:${agentSessionId}`;
     const keys: ClaimKeys = { claim: key, last: `${key}:last` };
     const token = randomBytes(16).toString('hex');
-    const lastTtlMs = Math.max(deadline - Date.now(), 0) + LAST_TAKER_GRACE_MS;
+    const untilDeadline = Number.isFinite(deadline) ? Math.ceil(deadline - Date.now()) : 0;
+    const lastTtlMs = Math.max(untilDeadline, 0) + LAST_TAKER_GRACE_MS; // PX takes integers only
     // A Redis blip (reconnecting after a restart or pause) is waited out briefly, then UNAVAILABLE.
     const giveUpOnRedis = Math.min(deadline, Date.now() + REDIS_PATIENCE_MS);
     for (;;) {
