@@ -51,6 +51,8 @@ describe('system: correlated logs without PII', () => {
     for (const path of [
       `/v1/conversations/${encodeURIComponent(email)}`,
       `/v1/conversations/${email}`,
+      `/v1/conversations/${encodeURIComponent(email)}%`, // a malformed escape after it
+      `/v1/conversations/${encodeURIComponent(encodeURIComponent(email))}`,
     ]) {
       const correlationId = `path-${randomBytes(6).toString('hex')}`;
       await alice('GET', path, undefined, { 'x-correlation-id': correlationId });

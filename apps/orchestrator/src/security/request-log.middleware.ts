@@ -1,6 +1,7 @@
 import { Injectable, Logger, NestMiddleware } from '@nestjs/common';
 import { ClsService } from 'nestjs-cls';
 import { LoomClsStore } from '@loom/observability';
+import { redactPii } from '@loom/security';
 
 interface Req {
   method: string;
@@ -15,8 +16,8 @@ interface Res {
 /**
  * One access-log line per request (what pino-http would log), written in the request's CLS
  * context when it ends, so it carries tenantId, conversationId, taskId and correlationId as far
- * as the request learnt them. The path is cut to 200 characters and the query string dropped;
- * it is logged percent-decoded, so the logger's PII redaction sees `a%40b.com` as `a@b.com`.
+ * as the request learnt them. The query string is dropped; the path is percent-decoded (so
+ * `a%40b.com` is seen as `a@b.com`), redacted, then cut to 200 characters.
  */
 @Injectable()
 export class RequestLogMiddleware implements NestMiddleware {
@@ -31,7 +32,7 @@ export class RequestLogMiddleware implements NestMiddleware {
     const finish = () => {
       if (done) return;
       done = true;
-      const path = decoded((req.originalUrl ?? req.url).split('?')[0]).slice(0, 200);
+      const path = redactPii(decoded((req.originalUrl ?? req.url).split('?')[0])).slice(0, 200);
       const entry = {
         msg: 'request completed',
         method: req.method,
@@ -49,10 +50,19 @@ export class RequestLogMiddleware implements NestMiddleware {
   }
 }
 
-function decoded(path: string): string {
-  try {
-    return decodeURIComponent(path);
-  } catch {
-    return path; // malformed escapes: as sent
+/**
+ * Every run of valid `%XX` escapes decoded as UTF-8 (a bad sequence becomes U+FFFD), malformed
+ * escapes left as they are, and again while that changes anything (double encoding), so no
+ * encoding hides text from the redaction.
+ */
+export function decoded(path: string): string {
+  let out = path;
+  for (let pass = 0; pass < 3; pass++) {
+    const next = out.replace(/(?:%[0-9A-Fa-f]{2})+/g, (run) =>
+      Buffer.from(run.replace(/%/g, ''), 'hex').toString('utf8'),
+    );
+    if (next === out) break;
+    out = next;
   }
+  return out;
 }
