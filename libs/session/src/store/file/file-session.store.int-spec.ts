@@ -1,3 +1,4 @@
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'fs';
 import { mkdtemp, readFile, readdir, rm, stat, writeFile } from 'fs/promises';
 import { tmpdir } from 'os';
 import { join } from 'path';
@@ -35,11 +36,26 @@ async function expectOnlyLegitSessions(parent: string): Promise<void> {
 let parent = '';
 const base = (): string => join(parent, 'base');
 
-runSessionStoreContract('file', async () => {
-  parent = await mkdtemp(join(tmpdir(), 'loom-file-store-'));
-  const store = new FileSessionStore(base());
-  return { store, cleanup: () => store.close() }; // the directory is checked and removed below
-});
+/** Whether the temporary directory's file system tells `a` from `A` (Linux: yes; macOS: no). */
+function caseSensitiveFs(): boolean {
+  const dir = mkdtempSync(join(tmpdir(), 'loom-case-'));
+  try {
+    writeFileSync(join(dir, 'a'), '');
+    return !existsSync(join(dir, 'A'));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+runSessionStoreContract(
+  'file',
+  async () => {
+    parent = await mkdtemp(join(tmpdir(), 'loom-file-store-'));
+    const store = new FileSessionStore(base());
+    return { store, cleanup: () => store.close() }; // the directory is checked and removed below
+  },
+  { caseSensitive: caseSensitiveFs() },
+);
 
 describe('FileSessionStore on disk', () => {
   const scope = { tenantId: newId('t') };
