@@ -1,7 +1,9 @@
+import { randomBytes } from 'crypto';
 import { mkdtempSync, rmSync } from 'fs';
 import { connect } from 'net';
 import { networkInterfaces, tmpdir } from 'os';
 import { join } from 'path';
+import { EMBEDDED_JWT_SECRET } from '../apps/orchestrator/src/app.module';
 import { AppProcess } from './system';
 const { startApp, stopAll, freePort, waitFor } = require('../scripts/lib/processes');
 
@@ -31,13 +33,14 @@ describe('system: an orchestrator without its own JWT secret', () => {
     rmSync(dataDir, { recursive: true, force: true });
   });
 
-  it('listens on the loopback interface only', async () => {
+  /** An orchestrator on a free port, healthy on loopback; its JWT secret as given. */
+  async function start(jwtSecret: string): Promise<{ child: AppProcess; port: number }> {
     const port = await freePort();
     const child = startApp('orchestrator', {
       LOOM_PROFILE: 'embedded',
       LOOM_DATA_DIR: dataDir,
       PORT: String(port),
-      LOOM_JWT_SECRET: '',
+      LOOM_JWT_SECRET: jwtSecret,
       LOOM_AGENT_SECRET: '',
       REDIS_URL: 'redis://127.0.0.1:1',
       MYSQL_URL: 'mysql://root@127.0.0.1:1/none',
@@ -47,15 +50,27 @@ describe('system: an orchestrator without its own JWT secret', () => {
       what: 'the orchestrator',
       timeoutMs: 60_000,
     });
-    expect(child.lines.join('\n')).toContain('loopback interface only');
+    return { child, port };
+  }
+
+  it('listens on the loopback interface only, unless it has a secret of its own', async () => {
     const external = Object.values(networkInterfaces())
       .flat()
       .filter((i) => i && i.family === 'IPv4' && !i.internal)
       .map((i) => i!.address);
-    for (const address of external)
-      expect([address, await accepts(address, port)]).toEqual([address, false]);
+    const seen: Record<string, boolean[]> = {};
+    for (const [name, secret, expectExternal] of [
+      ['no secret', '', false],
+      ['the built-in secret', EMBEDDED_JWT_SECRET, false],
+      ['a secret of its own', randomBytes(24).toString('hex'), true],
+    ] as const) {
+      const { child, port } = await start(secret);
+      expect(child.lines.join('\n').includes('loopback interface only')).toBe(!expectExternal);
+      seen[name] = await Promise.all(external.map((address) => accepts(address, port)));
+      expect([name, seen[name]]).toEqual([name, external.map(() => expectExternal)]);
+    }
     console.log(
-      `orchestrator without a secret: 127.0.0.1 accepted; refused on ${external.join(', ') || '(no other IPv4 interface here)'}`,
+      `orchestrator bind, accepted on ${external.join(', ') || '(no other IPv4 interface here)'}: ${JSON.stringify(seen)}`,
     );
   });
 });

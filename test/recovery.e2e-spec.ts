@@ -169,10 +169,15 @@ describe('system: recovery of a task whose orchestrator died between two agents'
   it('is recovered by exactly one of two orchestrator replicas that start together', async () => {
     const { alice, conversationId, taskId } = await interruptedTurn('tenant-q', 'recovery-2');
     const before = logLines(sys, 'orchestrator', `recovered ${taskId}`).length;
-    const replicas = [
-      sys.start('orchestrator'),
-      sys.start('orchestrator', { PORT: String(await freePort()) }),
-    ];
+    const port = await freePort();
+    const replicas = [sys.start('orchestrator'), sys.start('orchestrator', { PORT: String(port) })];
+    // Both are up (and so scanning) well before the 3 s lease has run out.
+    for (const base of [sys.base, `http://127.0.0.1:${port}`])
+      await waitFor(async () => (await fetch(`${base}/health`).catch(() => null))?.ok, {
+        what: `the replica at ${base}`,
+        intervalMs: 50,
+        timeoutMs: 30_000,
+      });
     const { done, stored } = await recoveredTask(alice, conversationId, taskId);
     // Both replicas scan every RECOVERY_INTERVAL_MS; give the loser several scans to misbehave.
     await new Promise((r) => setTimeout(r, LEASE_MS + 4 * INTERVAL_MS));
@@ -201,6 +206,7 @@ describe('system: recovery of a task whose orchestrator died between two agents'
       runIndex: 0,
     });
     expect([...byReplica].sort()).toEqual([0, 1]);
+    expect(replicas.map((r) => r.exitCode)).toEqual([null, null]); // both ran throughout
     expect(contiguous(stored)).toBe(true);
   });
 });

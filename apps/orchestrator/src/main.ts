@@ -1,18 +1,19 @@
 import 'reflect-metadata';
 import { Logger } from '@nestjs/common';
 import { loadEnvOrExit } from '@loom/agent-kit';
+import { EMBEDDED_JWT_SECRET } from './app.module';
 import { createOrchestrator } from './bootstrap';
 
 async function main(): Promise<void> {
   const env = loadEnvOrExit();
   const app = await createOrchestrator(env);
-  // Without its own secret (embedded profile), anyone could mint tokens with the built-in one:
-  // then this machine alone may call it.
-  const publicSecret = !env.LOOM_JWT_SECRET;
+  // Without a secret of its own (embedded profile), anyone could mint tokens with the built-in
+  // one, printed in the source: then this machine alone may call it.
+  const publicSecret = !env.LOOM_JWT_SECRET || env.LOOM_JWT_SECRET === EMBEDDED_JWT_SECRET;
   await app.listen(env.PORT, publicSecret ? '127.0.0.1' : '0.0.0.0');
   new Logger('Bootstrap').log(
     publicSecret
-      ? `orchestrator listening on port ${env.PORT}, loopback interface only: no LOOM_JWT_SECRET is set (API docs at /docs)`
+      ? `orchestrator listening on port ${env.PORT}, loopback interface only: no LOOM_JWT_SECRET of its own (API docs at /docs)`
       : `orchestrator listening on port ${env.PORT}, all interfaces (API docs at /docs)`,
   );
 }

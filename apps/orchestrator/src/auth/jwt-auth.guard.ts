@@ -5,6 +5,9 @@ import { LoomError, LoomErrorCode, Owner, PRINCIPAL_PATTERN } from '@loom/sessio
 import { LoomClsStore } from '@loom/observability';
 import { LOOM_ENV, LoomEnv } from '@loom/agent-kit';
 
+/** Seconds an issuer's clock may run ahead of ours (LOOM_JWT_MAX_AGE_S). */
+const CLOCK_LEEWAY_S = 30;
+
 export interface AuthedRequest {
   headers: Record<string, string | string[] | undefined>;
   owner?: Owner;
@@ -45,7 +48,8 @@ export class JwtAuthGuard implements CanActivate {
     const maxAge = this.env.LOOM_JWT_MAX_AGE_S;
     if (maxAge > 0) {
       const exp = claims.exp;
-      if (typeof exp !== 'number' || exp > Date.now() / 1000 + maxAge)
+      // An issuer's clock a little ahead of ours must not turn a full-length token away.
+      if (typeof exp !== 'number' || exp > Date.now() / 1000 + maxAge + CLOCK_LEEWAY_S)
         throw unauthenticated(`the token must expire within ${maxAge} s`);
     }
     req.owner = { tenantId: claims.tid, userId: claims.sub };
