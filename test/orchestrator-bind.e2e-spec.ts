@@ -4,8 +4,8 @@ import { connect } from 'net';
 import { networkInterfaces, tmpdir } from 'os';
 import { join } from 'path';
 import { EMBEDDED_JWT_SECRET } from '../apps/orchestrator/src/app.module';
-import { AppProcess } from './system';
-const { startApp, stopAll, freePort, waitFor } = require('../scripts/lib/processes');
+import { AppProcess, startEmbeddedApp } from './system';
+const { stopAll, waitFor } = require('../scripts/lib/processes');
 
 /** Whether a TCP connection to host:port is accepted. */
 function accepts(host: string, port: number): Promise<boolean> {
@@ -35,18 +35,12 @@ describe('system: an orchestrator without its own JWT secret', () => {
 
   /** An orchestrator on a free port, healthy on loopback; its JWT secret as given. */
   async function start(jwtSecret: string): Promise<{ child: AppProcess; port: number }> {
-    const port = await freePort();
-    const child = startApp('orchestrator', {
-      LOOM_PROFILE: 'embedded',
-      LOOM_DATA_DIR: dataDir,
-      PORT: String(port),
+    const { child, base, port } = await startEmbeddedApp('orchestrator', dataDir, {
       LOOM_JWT_SECRET: jwtSecret,
       LOOM_AGENT_SECRET: '',
-      REDIS_URL: 'redis://127.0.0.1:1',
-      MYSQL_URL: 'mysql://root@127.0.0.1:1/none',
-    }) as AppProcess;
+    });
     children.push(child);
-    await waitFor(async () => (await fetch(`http://127.0.0.1:${port}/health`)).ok, {
+    await waitFor(async () => (await fetch(`${base}/health`)).ok, {
       what: 'the orchestrator',
       timeoutMs: 60_000,
     });

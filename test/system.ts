@@ -151,22 +151,31 @@ export function client(base: string, token: string | null) {
 }
 
 /**
- * The embedded profile as one process on a free port, with REDIS_URL and MYSQL_URL pointing at
- * a closed port so it could not use Redis or MySQL even by mistake.
+ * `app` (the embedded app, or one app in the embedded profile) as a process on a free port, with
+ * REDIS_URL and MYSQL_URL pointing at a closed port so it could not use Redis or MySQL even by
+ * mistake.
  */
-export async function startEmbedded(
+export async function startEmbeddedApp(
+  app: string,
   dataDir: string,
-  jwtSecret: string,
-): Promise<{ child: AppProcess; base: string }> {
+  env: Record<string, string>,
+): Promise<{ child: AppProcess; base: string; port: number }> {
   const port = await freePort();
-  const child = startApp('embedded', {
+  const child = startApp(app, {
     LOOM_PROFILE: 'embedded',
     LOOM_DATA_DIR: dataDir,
     PORT: String(port),
-    LOOM_JWT_SECRET: jwtSecret,
     REDIS_URL: 'redis://127.0.0.1:1',
     MYSQL_URL: 'mysql://root@127.0.0.1:1/none',
-    LOG_LEVEL: 'warn',
+    ...env,
   }) as AppProcess;
-  return { child, base: `http://127.0.0.1:${port}` };
+  return { child, base: `http://127.0.0.1:${port}`, port };
+}
+
+/** The embedded profile as one process (every app in it) on a free port. */
+export function startEmbedded(
+  dataDir: string,
+  jwtSecret: string,
+): Promise<{ child: AppProcess; base: string }> {
+  return startEmbeddedApp('embedded', dataDir, { LOOM_JWT_SECRET: jwtSecret, LOG_LEVEL: 'warn' });
 }
