@@ -32,7 +32,10 @@ export class RequestLogMiddleware implements NestMiddleware {
     const finish = () => {
       if (done) return;
       done = true;
-      const path = redactPii(decoded((req.originalUrl ?? req.url).split('?')[0])).slice(0, 200);
+      // Redaction looks at a bounded prefix (a URL may be kilobytes long), wider than what is
+      // kept, so nothing cut at the 200th character escaped it.
+      const raw = (req.originalUrl ?? req.url).split('?')[0].slice(0, 1000);
+      const path = redactPii(decoded(raw)).slice(0, 200);
       const entry = {
         msg: 'request completed',
         method: req.method,
