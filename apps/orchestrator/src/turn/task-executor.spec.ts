@@ -1,5 +1,5 @@
 import { AgentExecutionRecord, ExecutionStatus, TaskSession } from '@loom/session';
-import { requiredFailure } from './task-executor';
+import { recordFirstWave, requiredFailure } from './task-executor';
 
 const record = (
   agentType: string,
@@ -67,5 +67,23 @@ describe('requiredFailure', () => {
         ]),
       ),
     ).toBeNull();
+  });
+});
+
+describe('recordFirstWave', () => {
+  it('records every step without dependencies as RUNNING, first attempt, own agentSessionId', () => {
+    const t = task([]);
+    recordFirstWave(t);
+    expect(t.executions.map((e) => [e.agentType, e.status, e.attempts])).toEqual([
+      ['legal-research', ExecutionStatus.RUNNING, 1],
+      ['contract-law', ExecutionStatus.RUNNING, 1],
+    ]);
+    expect(new Set(t.executions.map((e) => e.agentSessionId)).size).toBe(2);
+  });
+
+  it('is for a new task only: one with executions is refused, not given a second record', () => {
+    expect(() => recordFirstWave(task([record('contract-law', ExecutionStatus.RUNNING)]))).toThrow(
+      /has executions/,
+    );
   });
 });

@@ -56,7 +56,15 @@ export class TaskExecutor {
 
   private readonly deltas: DeltaChannel;
 
-  async run(run: TaskRun, language: 'zh' | 'en'): Promise<TaskResult> {
+  /**
+   * `firstWaveSaved`: the task was created with `recordFirstWave()` already applied, so the
+   * first wave is dispatched as recorded, without a checkpoint that would only repeat it.
+   */
+  async run(
+    run: TaskRun,
+    language: 'zh' | 'en',
+    { firstWaveSaved = false }: { firstWaveSaved?: boolean } = {},
+  ): Promise<TaskResult> {
     const { task } = run;
     const settled = new Set(
       task.plan
@@ -70,16 +78,18 @@ export class TaskExecutor {
     // reply made of the other steps.
     const before = requiredFailure(task);
     if (before) return before;
-    for (;;) {
-      const wave = task.plan.filter(
-        (s) => !settled.has(s.agentType) && s.dependsOn.every((d) => settled.has(d)),
-      );
+    for (let saved = firstWaveSaved; ; saved = false) {
+      const wave = nextWave(task, settled);
       if (wave.length === 0) break;
       // One checkpoint per wave: the previous wave's results and this wave's RUNNING records
       // (their agentSessionIds) land together, before this wave is dispatched.
-      const records = wave.map((step) => dispatchRecord(task, step));
-      records.forEach((record) => put(task, record));
-      await run.checkpoint();
+      const records = saved
+        ? wave.map((step) => latest(task, step.agentType)!)
+        : wave.map((step) => dispatchRecord(task, step));
+      if (!saved) {
+        records.forEach((record) => put(task, record));
+        await run.checkpoint();
+      }
       await Promise.all(
         wave.map(async (step, i) => {
           put(task, await this.execute(run, records[i], language));
@@ -180,6 +190,22 @@ export class TaskExecutor {
       };
     }
   }
+}
+
+/**
+ * A new task's first wave as RUNNING records, put into the task before it is first saved: the
+ * task is then created with what its first checkpoint would write (run with firstWaveSaved).
+ */
+export function recordFirstWave(task: TaskSession): void {
+  if (task.executions.length > 0) throw new Error('recordFirstWave: the task has executions');
+  for (const step of nextWave(task, new Set())) put(task, dispatchRecord(task, step));
+}
+
+/** Steps not settled yet whose dependencies all have. */
+function nextWave(task: TaskSession, settled: Set<string>): PlanStep[] {
+  return task.plan.filter(
+    (s) => !settled.has(s.agentType) && s.dependsOn.every((d) => settled.has(d)),
+  );
 }
 
 /** A step's record as it is dispatched: an interrupted one again (same agentSessionId), else new. */

@@ -22,7 +22,7 @@ import { messageView, TurnView } from '../conversations/views';
 import { AgentCatalog } from './agent-catalog';
 import { HistoryMaintenance } from './history-maintenance';
 import { failure, TaskCompletion } from './task-completion';
-import { TaskExecutor } from './task-executor';
+import { recordFirstWave, TaskExecutor } from './task-executor';
 import { TaskResumer } from './task-resumer';
 import { TaskLeases } from './task-run';
 
@@ -191,6 +191,7 @@ export class TurnService {
       );
     const task = this.newTask(owner, taskId, conversationId, content, plan, userMessage.seq);
     task.idempotencyKey = key?.hash ?? null;
+    recordFirstWave(task);
     meta.activeTaskIds = [...meta.activeTaskIds, taskId];
     // Side by side: the resumer joins a task missing from activeTaskIds and drops an id whose
     // task was never written, so any crash between the two is recoverable.
@@ -206,7 +207,7 @@ export class TurnService {
     run.onDelta = onDelta;
     let view: TurnView;
     try {
-      const result = await this.executor.run(run, language);
+      const result = await this.executor.run(run, language, { firstWaveSaved: true });
       if (!result.ok) {
         await this.completion.fail(run, result.error);
         throw failure(result.error);
