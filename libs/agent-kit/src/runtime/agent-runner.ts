@@ -15,6 +15,7 @@ import {
   SessionInfra,
   SharedContextAcl,
   TaskRepository,
+  TaskSession,
   TaskStatus,
 } from '@loom/session';
 import { AssignmentSigner } from '@loom/security';
@@ -91,10 +92,10 @@ export class AgentRunner {
         claims.agentSessionId,
         true,
       );
-      return (
-        (await this.storedResult(owner, claims, session)) ??
-        (await this.work(req, claims, session, claim))
-      );
+      const stored = await this.storedResult(owner, claims, session);
+      return 'replayed' in stored
+        ? stored
+        : await this.work(req, claims, session, claim, stored.task);
     } finally {
       await claim.release();
     }
@@ -103,13 +104,13 @@ export class AgentRunner {
   /**
    * Finished work is never done again and nothing is written: the agent session's result, else
    * (its task closed and dropped the session) the task's execution record; an execution of a
-   * closed task that never finished is refused.
+   * closed task that never finished is refused. Else the task as just read, for the context.
    */
   private async storedResult(
     owner: Owner,
     claims: ReturnType<AssignmentSigner['verify']>,
     session: AgentSession | null,
-  ): Promise<ExecuteAgentResult | null> {
+  ): Promise<ExecuteAgentResult | { task: TaskSession }> {
     const { conversationId, taskId, agentSessionId } = claims;
     if (session?.status === ExecutionStatus.COMPLETED && session.output) {
       this.log.log('redelivery of finished work: returning the stored result');
@@ -135,7 +136,7 @@ export class AgentRunner {
     }
     if (task.status !== TaskStatus.RUNNING)
       throw new LoomError(LoomErrorCode.CONFLICT, `the task is ${task.status.toLowerCase()}`);
-    return null;
+    return { task };
   }
 
   private async work(
@@ -143,6 +144,7 @@ export class AgentRunner {
     claims: ReturnType<AssignmentSigner['verify']>,
     existing: AgentSession | null,
     claim: ExecutionClaim,
+    task: TaskSession,
   ): Promise<ExecuteAgentResult> {
     const owner = { tenantId: claims.tenantId, userId: claims.userId };
     // Written once, when the execution ends: a crash before that leaves nothing to clean up, and
@@ -162,6 +164,7 @@ export class AgentRunner {
       assignment,
       { historyTokens: 3000, maxMessages: 20 },
       session,
+      task,
     );
     this.log.log(`executing with ${ctx.history.length} history messages`);
     const language = req.language ?? 'en';

@@ -178,6 +178,24 @@ describe('SessionContext: the assignment bounds what an agent touches', () => {
     expect(await code(build('labor-law', {}, { agentType: 'legal-research' }))).toBe(
       'ACCESS_DENIED',
     );
+    // a task the caller read itself must be the assigned one
+    const a: Assignment = {
+      owner,
+      conversationId: convId,
+      taskId: t.taskId,
+      agentSessionId: newId('a'),
+      agentType: 'labor-law',
+      agentId: 'instance-1',
+    };
+    const budget = { historyTokens: 1000, maxMessages: 10 };
+    expect(
+      await code(
+        SessionContext.build(deps, a, budget, agentFor(a), { ...t, taskId: otherTask.taskId }),
+      ),
+    ).toBe('ACCESS_DENIED');
+    expect((await SessionContext.build(deps, a, budget, agentFor(a), t)).task.taskId).toBe(
+      t.taskId,
+    );
     // another tenant or user: the conversation does not exist for them
     expect(await code(build('labor-law', { owner: { tenantId: 't2', userId: 'u1' } }))).toBe(
       'NOT_FOUND',

@@ -70,6 +70,8 @@ export class SessionContext {
     a: Assignment,
     budget: ContextBudget,
     agent: AgentSession,
+    /** The task, when the caller has just read it (from MySQL): not read again. */
+    known?: TaskSession,
   ): Promise<SessionContext> {
     if (
       agent.agentSessionId !== a.agentSessionId ||
@@ -81,12 +83,16 @@ export class SessionContext {
     // Independent reads, all within the assignment's conversation and tenant: side by side.
     const [conversation, task, summary, shared] = await Promise.all([
       deps.conversations.get(a.owner, a.conversationId),
-      deps.tasks.get(a.owner, a.conversationId, a.taskId),
+      known ?? deps.tasks.get(a.owner, a.conversationId, a.taskId),
       deps.conversations.summary(a.owner, a.conversationId),
       deps.tasks.shared(a.owner, a.conversationId, a.taskId),
     ]);
     if (!task) throw new LoomError(LoomErrorCode.NOT_FOUND, 'task not found');
-    if (task.conversationId !== a.conversationId || task.tenantId !== a.owner.tenantId)
+    if (
+      task.taskId !== a.taskId ||
+      task.conversationId !== a.conversationId ||
+      task.tenantId !== a.owner.tenantId
+    )
       throw outside('task');
     if (!task.plan.some((s) => s.agentType === a.agentType)) throw outside('task plan');
     const recent = await deps.conversations.messages(a.owner, a.conversationId, {
