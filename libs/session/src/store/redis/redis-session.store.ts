@@ -236,7 +236,14 @@ export class RedisSessionStore implements SessionStore {
   async deleteKey(scope: StoreScope, sid: string, key: string): Promise<void> {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
-    await this.dropFromIndex(scope, sid, [key], await this.redis.hget(this.keys.meta(sid), 'user'));
+    // A cache keeps no session index, so it needs no user to drop from one.
+    if (!this.cacheMode)
+      await this.dropFromIndex(
+        scope,
+        sid,
+        [key],
+        await this.redis.hget(this.keys.meta(sid), 'user'),
+      );
     await this.run.DELETE_KEYS(
       [
         this.keys.meta(sid),
