@@ -6,6 +6,7 @@ const BENCHES: Record<string, () => Promise<{ run(): Promise<void> }>> = {
   'session-append': () => import('./session-append.bench'),
   dispatch: () => import('./dispatch.bench'),
   turn: () => import('./turn.bench'),
+  redact: () => import('./redact.bench'),
 };
 
 async function main(names: string[]): Promise<void> {

@@ -107,6 +107,14 @@ function detectNumeric(text: string): PiiSpan[] {
     if (!range) continue;
     const [first, last] = range;
     for (let i = first; i <= last;) {
+      // Every family's first group is 3, 4 or 6 digits long when it has more than one group, and
+      // a one-group value needs 10 digits: any other start matches nothing (and a run of short
+      // groups, "1 1 1 …", would otherwise cost every window of it).
+      const lead = groups[i].text.length;
+      if (lead < 10 && lead !== 3 && lead !== 4 && lead !== 6) {
+        i++;
+        continue;
+      }
       let best: { j: number; type: PiiType } | null = null;
       let value = '';
       let sizes = '';
