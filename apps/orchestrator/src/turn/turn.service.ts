@@ -36,6 +36,8 @@ interface IdempotencyKey {
   requestHash: string;
 }
 
+const isHighSurrogate = (code: number) => code >= 0xd800 && code <= 0xdbff;
+
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex').slice(0, 40);
 
 /**
@@ -74,17 +76,45 @@ export class TurnService {
     this.assertContent(content);
     await this.conversations.get(owner, conversationId);
     this.cls.set('conversationId', conversationId);
-    const lock = await this.lock.acquire({ tenantId: owner.tenantId }, conversationId);
-    try {
+    return this.underLock(owner, conversationId, async (lock) => {
       const key: IdempotencyKey | null = idempotencyKey
         ? { hash: sha256(idempotencyKey), requestHash: sha256(content) }
         : null;
       const { previous, meta } = await this.settleEarlier(owner, conversationId, key, lock);
       if (previous) return await this.completion.view(owner, previous);
       return await this.start(owner, meta, content, key, lock, onDelta);
+    });
+  }
+
+  /**
+   * Runs `work` holding the conversation lock. Taking the lock writes the conversation's fence
+   * row; when the conversation turns out to be gone (deleted while this waited for the lock), that
+   * row and anything else of this tenant's under the id are removed before the lock is given
+   * back, so a deleted conversation leaves nothing that keeps its id taken.
+   */
+  private async underLock<T>(
+    owner: Owner,
+    conversationId: string,
+    work: (lock: LockHandle) => Promise<T>,
+  ): Promise<T> {
+    const lock = await this.lock.acquire({ tenantId: owner.tenantId }, conversationId);
+    try {
+      return await work(lock);
+    } catch (err) {
+      if (LoomError.is(err, LoomErrorCode.NOT_FOUND))
+        await this.dropIfGone(owner.tenantId, conversationId).catch((e) =>
+          this.log.warn(`leftovers of ${conversationId} not removed: ${e.message}`),
+        );
+      throw err;
     } finally {
       await lock.release();
     }
+  }
+
+  /** Only rows no conversation of this tenant owns: there is none under the id. */
+  private async dropIfGone(tenantId: string, conversationId: string): Promise<void> {
+    if ((await this.conversations.metaOf(tenantId, conversationId)) === null)
+      await this.conversations.purge(tenantId, conversationId);
   }
 
   /** At most MAX_CONTENT characters (code points: an emoji is one), else 413. */
@@ -94,7 +124,9 @@ export class TurnService {
     if (typeof content === 'string')
       for (let i = 0; i < content.length && chars <= MAX_CONTENT; i++) {
         const code = content.charCodeAt(i);
-        if (code < 0xdc00 || code > 0xdfff) chars++; // a low surrogate ends a character counted already
+        const pairEnd =
+          code >= 0xdc00 && code <= 0xdfff && i > 0 && isHighSurrogate(content.charCodeAt(i - 1));
+        if (!pairEnd) chars++; // the low half of a pair ends a character counted already
       }
     if (typeof content !== 'string' || chars > MAX_CONTENT)
       throw new LoomError(
@@ -110,15 +142,12 @@ export class TurnService {
    */
   async remove(owner: Owner, conversationId: string): Promise<void> {
     await this.conversations.get(owner, conversationId);
-    const lock = await this.lock.acquire({ tenantId: owner.tenantId }, conversationId);
-    try {
+    await this.underLock(owner, conversationId, async () => {
       // Read from MySQL under the lock: the owner check and the tasks still to unlist.
       const meta = await this.conversations.get(owner, conversationId, true);
       await this.conversations.purge(owner.tenantId, conversationId);
       for (const taskId of meta.activeTaskIds) await this.system.removeRun(taskId);
-    } finally {
-      await lock.release();
-    }
+    });
   }
 
   /**
