@@ -23,8 +23,9 @@ function guardWith(maxAgeS: number) {
     set: (k: string, v: unknown) => (set[k] = v),
   } as unknown as ClsService<LoomClsStore>;
   const guard = new JwtAuthGuard(jwt, cls, env);
-  const check = (claims: Record<string, unknown>) => {
-    const req = { headers: { authorization: `Bearer ${jwt.sign(claims)}` } };
+  const check = (claims: Record<string, unknown>, header?: Record<string, unknown>) => {
+    const signed = jwt.sign(claims, header ? { header: { alg: 'HS256', ...header } } : {});
+    const req = { headers: { authorization: `Bearer ${signed}` } };
     const ctx = { switchToHttp: () => ({ getRequest: () => req }) } as unknown as ExecutionContext;
     return guard.canActivate(ctx);
   };
@@ -32,6 +33,22 @@ function guardWith(maxAgeS: number) {
 }
 
 const now = () => Math.floor(Date.now() / 1000);
+
+describe('JwtAuthGuard', () => {
+  it('refuses a token with critical extensions and a tenant in the reserved _ namespace', async () => {
+    const { check } = guardWith(0);
+    await expect(check({ sub: 'alice', tid: 'tenant-a' }, { crit: ['exp'] })).rejects.toMatchObject(
+      { code: 'UNAUTHENTICATED' },
+    );
+    await expect(check({ sub: 'alice', tid: 'tenant-a' }, { kid: 'k1' })).resolves.toBe(true);
+    for (const tid of ['_system', '_anything'])
+      await expect(check({ sub: 'alice', tid })).rejects.toMatchObject({
+        code: 'UNAUTHENTICATED',
+        message: 'tenant ids starting with _ are reserved',
+      });
+    await expect(check({ sub: '_alice', tid: 'tenant_a' })).resolves.toBe(true);
+  });
+});
 
 describe('JwtAuthGuard and LOOM_JWT_MAX_AGE_S', () => {
   it('accepts a token without exp while no maximum age is set', async () => {

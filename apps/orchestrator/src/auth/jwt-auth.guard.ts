@@ -37,6 +37,10 @@ export class JwtAuthGuard implements CanActivate {
     } catch {
       throw unauthenticated('invalid or expired token');
     }
+    // RFC 7515 §4.1.11: a critical extension this guard does not implement voids the token.
+    const decoded = this.jwt.decode(token, { complete: true }) as { header?: object } | null;
+    if (decoded?.header && 'crit' in decoded.header)
+      throw unauthenticated('the token names critical extensions this server does not support');
     if (
       typeof claims.sub !== 'string' ||
       typeof claims.tid !== 'string' ||
@@ -45,6 +49,9 @@ export class JwtAuthGuard implements CanActivate {
     ) {
       throw unauthenticated('token lacks valid sub and tid claims');
     }
+    // Loom's own sessions (the run index, the agent catalog) belong to tenants named `_…`.
+    if (claims.tid.startsWith('_'))
+      throw unauthenticated('tenant ids starting with _ are reserved');
     const maxAge = this.env.LOOM_JWT_MAX_AGE_S;
     if (maxAge > 0) {
       const exp = claims.exp;
