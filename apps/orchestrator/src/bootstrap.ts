@@ -1,4 +1,6 @@
-import { INestApplication, UnsupportedMediaTypeException, ValidationPipe } from '@nestjs/common';
+import { INestApplication, ValidationPipe } from '@nestjs/common';
+import { Server } from 'http';
+import { Socket } from 'net';
 import { NestFactory } from '@nestjs/core';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import { json, NextFunction, Request, Response } from 'express';
@@ -12,6 +14,56 @@ import { validationError } from './security/validation-error';
 
 /** Request bodies: JSON only, at most 256 KB (413 PAYLOAD_TOO_LARGE). */
 export const BODY_LIMIT = '256kb';
+const BODY_LIMIT_BYTES = 256 * 1024;
+
+/** `charset=` of a Content-Type, lower-cased and unquoted, or null when it names none. */
+function charsetOf(contentType: string | undefined): string | null {
+  const m = /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(contentType ?? '');
+  return m ? m[1].toLowerCase() : null;
+}
+
+/**
+ * Names every object has through its prototype (`constructor`, `__proto__`, `toString` …). As
+ * keys of a body or query they slip past the ValidationPipe's whitelist, and class-transformer
+ * would set them on the DTO: refused wherever they appear.
+ */
+function hasPrototypeKey(value: unknown, depth = 0): boolean {
+  if (value === null || typeof value !== 'object' || depth > MAX_JSON_DEPTH) return false;
+  return Object.keys(value).some(
+    (key) =>
+      key in Object.prototype ||
+      hasPrototypeKey((value as Record<string, unknown>)[key], depth + 1),
+  );
+}
+
+/** Malformed HTTP, answered by Node before any route: the same error shape as everything else. */
+function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
+  if (err.code === 'ECONNRESET' || !socket.writable || socket.bytesWritten > 0) {
+    socket.destroy();
+    return;
+  }
+  const [statusCode, reason, code, message] =
+    err.code === 'HPE_HEADER_OVERFLOW'
+      ? [
+          431,
+          'Request Header Fields Too Large',
+          LoomErrorCode.HEADERS_TOO_LARGE,
+          'request headers too large',
+        ]
+      : err.code === 'ERR_HTTP_REQUEST_TIMEOUT'
+        ? [
+            408,
+            'Request Timeout',
+            LoomErrorCode.REQUEST_TIMEOUT,
+            'the request was not received in time',
+          ]
+        : [400, 'Bad Request', LoomErrorCode.VALIDATION_FAILED, 'malformed HTTP request'];
+  const body = JSON.stringify({ statusCode, code, message });
+  socket.end(
+    `HTTP/1.1 ${statusCode} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\n` +
+      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+  );
+}
 
 /** Builds the orchestrator HTTP app (used by main.ts, the embedded launcher and the e2e tests). */
 export async function createOrchestrator(env: LoomEnv): Promise<INestApplication> {
@@ -19,13 +71,27 @@ export async function createOrchestrator(env: LoomEnv): Promise<INestApplication
     createPinoLogger({ service: 'orchestrator', level: env.LOG_LEVEL, format: env.LOG_FORMAT }),
   );
   const app = await NestFactory.create(AppModule.forRoot(env), { logger, bodyParser: false });
-  // A body the API would not read (text/plain, a form) is refused, not silently taken as {}.
-  app.use((req: Request, _res: Response, next: NextFunction) => {
-    const hasBody =
-      req.headers['transfer-encoding'] !== undefined ||
-      Number(req.headers['content-length'] ?? 0) > 0;
-    if (hasBody && !req.is('application/json'))
-      return next(new UnsupportedMediaTypeException('send the body as application/json'));
+  (app.getHttpServer() as Server).on('clientError', answerClientError);
+  // A body the API would not read (text/plain, a form, UTF-16) is refused, not silently taken as
+  // {} or decoded past the checks below, which read UTF-8. A declared length over the limit is
+  // refused at once: the parser would wait for the whole body first, however long it is.
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    const length = Number(req.headers['content-length'] ?? 0);
+    const hasBody = req.headers['transfer-encoding'] !== undefined || length > 0;
+    if (!hasBody) return next();
+    if (!req.is('application/json'))
+      return next(
+        new LoomError(LoomErrorCode.UNSUPPORTED_MEDIA_TYPE, 'send the body as application/json'),
+      );
+    const charset = charsetOf(req.headers['content-type']);
+    if (charset !== null && charset !== 'utf-8' && charset !== 'utf8')
+      return next(
+        new LoomError(LoomErrorCode.UNSUPPORTED_MEDIA_TYPE, 'unsupported charset (send UTF-8)'),
+      );
+    if (length > BODY_LIMIT_BYTES) {
+      res.setHeader('Connection', 'close');
+      return next(new LoomError(LoomErrorCode.PAYLOAD_TOO_LARGE, 'request body too large'));
+    }
     next();
   });
   // Nesting past MAX_JSON_DEPTH is 400 VALIDATION_FAILED, checked on the raw text before parsing.
@@ -51,6 +117,11 @@ export async function createOrchestrator(env: LoomEnv): Promise<INestApplication
         : err,
     ),
   );
+  app.use((req: Request, _res: Response, next: NextFunction) => {
+    if (!hasPrototypeKey(req.body) && !hasPrototypeKey(req.query)) return next();
+    // Named like the ValidationPipe's unknown properties: the client's key is not echoed.
+    next(new LoomError(LoomErrorCode.VALIDATION_FAILED, '(unknown property) is not allowed'));
+  });
   app.useGlobalFilters(new HttpErrorFilter());
   app.useGlobalPipes(
     new ValidationPipe({

@@ -1,8 +1,9 @@
 import { INestApplication, INestMicroservice } from '@nestjs/common';
 import { randomBytes } from 'crypto';
+import { connect } from 'net';
 import request from 'supertest';
 import { bootstrapAgent, LoomEnv, parseEnv } from '@loom/agent-kit';
-import { ConversationLock } from '@loom/session';
+import { ConversationLock, ConversationRepository } from '@loom/session';
 import { createTestDatabase, createTestPrefix, TEST_REDIS_URL } from '@loom/testing';
 import { LABOR_LAW_DESCRIPTOR } from '../../labor-law-agent/src/labor-law.descriptor';
 import { LaborLawHandler } from '../../labor-law-agent/src/labor-law.handler';
@@ -129,7 +130,7 @@ describe('orchestrator (HTTP, in-process)', () => {
       .set('authorization', auth)
       .set('content-type', 'text/plain')
       .send('conversationId=mine-00000001');
-    expect([form.status, form.body.code]).toEqual([415, 'VALIDATION_FAILED']);
+    expect([form.status, form.body.code]).toEqual([415, 'UNSUPPORTED_MEDIA_TYPE']);
     // A known path with a method it does not answer: 405 with Allow; an unknown path: 404.
     const wrongMethod = await request(server)
       .delete('/v1/conversations')
@@ -153,6 +154,86 @@ describe('orchestrator (HTTP, in-process)', () => {
     ).toBe(200);
   });
 
+  it('refuses what its checks cannot read: other charsets, oversized declarations, prototype keys, malformed HTTP', async () => {
+    const server = app.getHttpServer();
+    const auth = token('tenant-a', 'dave');
+    // UTF-16 would be decoded past the depth and object checks, which read UTF-8.
+    const deep = `{"metadata":{"a":${'['.repeat(5000)}${']'.repeat(5000)}}}`;
+    const utf16 = await request(server)
+      .post('/v1/conversations')
+      .set('authorization', auth)
+      .set('content-type', 'application/json; charset=utf-16le')
+      .send(Buffer.from(deep, 'utf16le'));
+    expect([utf16.status, utf16.body.code]).toEqual([415, 'UNSUPPORTED_MEDIA_TYPE']);
+    const utf8 = await request(server)
+      .post('/v1/conversations')
+      .set('authorization', auth)
+      .set('content-type', 'application/json; charset="UTF-8"')
+      .send('{}');
+    expect(utf8.status).toBe(201);
+    // Names every object inherits slip past the whitelist: refused in bodies, nested or not, and queries.
+    const id = utf8.body.conversationId;
+    for (const body of [
+      '{"content":"a","constructor":1}',
+      '{"metadata":{"x":{"__proto__":{"polluted":1}}}}',
+    ]) {
+      const res = await request(server)
+        .post(body.includes('content') ? `/v1/conversations/${id}/messages` : '/v1/conversations')
+        .set('authorization', auth)
+        .set('content-type', 'application/json')
+        .send(body);
+      expect([res.status, res.body.code]).toEqual([400, 'VALIDATION_FAILED']);
+    }
+    const query = await request(server)
+      .get('/v1/conversations?toString=1')
+      .set('authorization', auth);
+    expect([query.status, query.body.message]).toEqual([400, '(unknown property) is not allowed']);
+    for (const limit of ['0x10', '1e1', '+5', ' 5'])
+      expect(
+        (
+          await request(server)
+            .get(`/v1/conversations?limit=${encodeURIComponent(limit)}`)
+            .set('authorization', auth)
+        ).status,
+      ).toBe(400);
+    // Metadata is rewritten with the conversation on every turn: 16 KB of JSON at most.
+    const bulky = await request(server)
+      .post('/v1/conversations')
+      .set('authorization', auth)
+      .send({ metadata: { note: 'x'.repeat(16 * 1024) } });
+    expect([bulky.status, bulky.body.code]).toEqual([413, 'PAYLOAD_TOO_LARGE']);
+
+    // On a raw socket: a declared length over the limit is refused before any body is sent, and
+    // malformed HTTP gets the same error shape as everything else.
+    if (!server.listening) await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const { port } = server.address();
+    const raw = (text: string) =>
+      new Promise<string>((resolve, reject) => {
+        const socket = connect(port, '127.0.0.1', () => socket.write(text));
+        let got = '';
+        socket.on('data', (d) => (got += d.toString()));
+        socket.on('end', () => resolve(got));
+        socket.on('error', reject);
+        socket.setTimeout(5000, () => (socket.destroy(), resolve(got)));
+      });
+    const declared = await raw(
+      'POST /v1/conversations HTTP/1.1\r\nHost: x\r\nAuthorization: ' +
+        auth +
+        '\r\nContent-Type: application/json\r\nContent-Length: 99999999999\r\n\r\n',
+    );
+    expect(declared).toMatch(/^HTTP\/1\.1 413 /);
+    expect(declared).toContain('"code":"PAYLOAD_TOO_LARGE"');
+    const garbage = await raw('GARBAGE\r\n\r\n');
+    expect(garbage).toMatch(/^HTTP\/1\.1 400 /);
+    expect(garbage).toContain('"code":"VALIDATION_FAILED"');
+    const headers = await raw(
+      `GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`,
+    );
+    expect(headers).toMatch(/^HTTP\/1\.1 431 /);
+    expect(headers).toContain('"code":"HEADERS_TOO_LARGE"');
+    await request(server).get('/health').expect(200);
+  });
+
   it('counts content in characters, answers SSE errors it can know with a status, checks cursors', async () => {
     const server = app.getHttpServer();
     const auth = token('tenant-a', 'carol');
@@ -167,6 +248,13 @@ describe('orchestrator (HTTP, in-process)', () => {
     // 16,001 emoji are 16,001 characters (32,002 UTF-16 units): within the 32,000 limit.
     expect((await post('👍'.repeat(16_001))).status).toBe(201);
     expect((await post('a'.repeat(32_001))).body.code).toBe('PAYLOAD_TOO_LARGE');
+    // A lone low surrogate is a character too.
+    expect((await post('\udc00'.repeat(32_001))).body.code).toBe('PAYLOAD_TOO_LARGE');
+    // SSE only when the client prefers it: q=0 refuses it, and media types ignore case.
+    const refused = await post('hi', 'text/event-stream;q=0, application/json');
+    expect([refused.status, refused.type]).toEqual([201, 'application/json']);
+    const upper = await post('hi', 'TEXT/EVENT-STREAM');
+    expect([upper.status, upper.type]).toEqual([200, 'text/event-stream']);
     const sseTooLarge = await post('a'.repeat(32_001), 'text/event-stream');
     expect([sseTooLarge.status, sseTooLarge.body.code]).toEqual([413, 'PAYLOAD_TOO_LARGE']);
     const sseMissing = await post('hi', 'text/event-stream', 'c_missingconversation');
@@ -242,6 +330,33 @@ describe('orchestrator (HTTP, in-process)', () => {
     await held.release();
     expect((await deleting).status).toBe(204);
     await request(server).get(`/v1/conversations/${id}`).set('authorization', auth).expect(404);
+  });
+
+  it('a turn that waited out the deletion of its conversation answers 404 and leaves the id free', async () => {
+    const server = app.getHttpServer();
+    const auth = token('tenant-a', 'erin');
+    const id = 'c_deleted_while_waiting_1';
+    await request(server)
+      .post('/v1/conversations')
+      .set('authorization', auth)
+      .send({ conversationId: id })
+      .expect(201);
+    const held = await app.get(ConversationLock).acquire({ tenantId: 'tenant-a' }, id);
+    const posting = request(server)
+      .post(`/v1/conversations/${id}/messages`)
+      .set('authorization', auth)
+      .send({ content: 'hello' })
+      .then((res) => res);
+    await new Promise((r) => setTimeout(r, 300)); // past its first read, waiting for the lock
+    await app.get(ConversationRepository).purge('tenant-a', id); // a DELETE that got there first
+    await held.release();
+    expect((await posting).status).toBe(404);
+    // Taking the lock wrote a fence row; it went with the turn, so the owner gets the id again.
+    const again = await request(server)
+      .post('/v1/conversations')
+      .set('authorization', auth)
+      .send({ conversationId: id });
+    expect([again.status, again.body.conversationId]).toEqual([201, id]);
   });
 
   it('folds older turns into a summary past 30 messages, keeps raw messages, titles once', async () => {

@@ -9,10 +9,11 @@ import {
   Param,
   Post,
   Query,
+  Req,
   Res,
 } from '@nestjs/common';
 import { ApiHeader, ApiTags } from '@nestjs/swagger';
-import { Response } from 'express';
+import { Request, Response } from 'express';
 import { LOOM_ENV, LoomEnv } from '@loom/agent-kit';
 import { redactDeep, redactPii } from '@loom/security';
 import { assertId, ConversationRepository, LoomError, LoomErrorCode, Owner } from '@loom/session';
@@ -27,6 +28,9 @@ import {
   PostMessageDto,
 } from './dto/conversation.dto';
 import { conversationView, messageView } from './views';
+
+/** A conversation's metadata, as JSON: larger is 413 PAYLOAD_TOO_LARGE. */
+export const MAX_METADATA_BYTES = 16 * 1024;
 
 @ApiTags('conversations')
 @Authenticated()
@@ -50,6 +54,12 @@ export class ConversationsController {
     @Res({ passthrough: true }) res: Response,
   ) {
     if (body.conversationId !== undefined) assertId(body.conversationId, 'conversationId');
+    // The conversation document, metadata included, is rewritten on every turn.
+    if (body.metadata && Buffer.byteLength(JSON.stringify(body.metadata)) > MAX_METADATA_BYTES)
+      throw new LoomError(
+        LoomErrorCode.PAYLOAD_TOO_LARGE,
+        `metadata must be at most ${MAX_METADATA_BYTES / 1024} KB of JSON`,
+      );
     const { meta, created } = await this.conversations.create(
       owner,
       body.conversationId,
@@ -98,7 +108,7 @@ export class ConversationsController {
     @Param('id') id: string,
     @Body() body: PostMessageDto,
     @Headers('idempotency-key') idempotencyKey: string | undefined,
-    @Headers('accept') accept: string | undefined,
+    @Req() req: Request,
     @Res({ passthrough: true }) res: Response,
   ) {
     assertId(id, 'conversationId');
@@ -110,7 +120,8 @@ export class ConversationsController {
     }
     // LOOM_REDACT_STORED: the user's message is redacted before it is stored or shown to agents.
     const content = this.env.LOOM_REDACT_STORED ? redactPii(body.content) : body.content;
-    if (!accept?.includes('text/event-stream')) {
+    // Negotiated (q-values, case): SSE only when the client prefers it to JSON.
+    if (req.accepts(['application/json', 'text/event-stream']) !== 'text/event-stream') {
       res.status(201);
       return this.turns.turn(owner, id, content, idempotencyKey);
     }

@@ -23,6 +23,7 @@ const STATUS: Record<string, number> = {
   [LoomErrorCode.PAYLOAD_TOO_LARGE]: 413,
   [LoomErrorCode.CONFLICT]: 409,
   [LoomErrorCode.METHOD_NOT_ALLOWED]: 405,
+  [LoomErrorCode.UNSUPPORTED_MEDIA_TYPE]: 415,
   [LoomErrorCode.LOCK_TIMEOUT]: 409,
   [LoomErrorCode.STALE_FENCING_TOKEN]: 409,
   [LoomErrorCode.RATE_LIMITED]: 429,
@@ -36,6 +37,7 @@ const HTTP_CODE: Record<number, LoomErrorCode> = {
   401: LoomErrorCode.UNAUTHENTICATED,
   404: LoomErrorCode.NOT_FOUND,
   413: LoomErrorCode.PAYLOAD_TOO_LARGE,
+  415: LoomErrorCode.UNSUPPORTED_MEDIA_TYPE,
   429: LoomErrorCode.RATE_LIMITED,
   503: LoomErrorCode.UNAVAILABLE,
 };
@@ -120,10 +122,18 @@ export function toErrorBody(err: unknown): { statusCode: number; code: string; m
     return {
       statusCode: e.status,
       code: HTTP_CODE[e.status] ?? LoomErrorCode.VALIDATION_FAILED,
-      message: 'bad request',
+      message: PARSER_MESSAGE[e.type ?? ''] ?? 'bad request',
     };
   return { statusCode: 500, code: LoomErrorCode.INTERNAL, message: 'internal error' };
 }
+
+/** body-parser's refusals, in words that quote nothing sent. */
+const PARSER_MESSAGE: Record<string, string> = {
+  'encoding.unsupported': 'unsupported Content-Encoding (send identity, gzip or deflate)',
+  'charset.unsupported': 'unsupported charset (send UTF-8)',
+  'request.aborted': 'the request body was cut short',
+  'request.size.invalid': 'the body is not as long as its Content-Length',
+};
 
 /** Nest's answer to a request no route matched ("Cannot GET /x"). */
 function isRouteMiss(err: unknown): boolean {

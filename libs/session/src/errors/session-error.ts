@@ -7,6 +7,12 @@ export enum LoomErrorCode {
   NOT_FOUND = 'NOT_FOUND',
   PAYLOAD_TOO_LARGE = 'PAYLOAD_TOO_LARGE',
   METHOD_NOT_ALLOWED = 'METHOD_NOT_ALLOWED',
+  /** A body in a media type or charset the API does not read (415). */
+  UNSUPPORTED_MEDIA_TYPE = 'UNSUPPORTED_MEDIA_TYPE',
+  /** Request headers past Node's limit (431), answered before any route runs. */
+  HEADERS_TOO_LARGE = 'HEADERS_TOO_LARGE',
+  /** A request not received whole within the server's time limit (408). */
+  REQUEST_TIMEOUT = 'REQUEST_TIMEOUT',
   CONFLICT = 'CONFLICT',
   STALE_FENCING_TOKEN = 'STALE_FENCING_TOKEN',
   LOCK_TIMEOUT = 'LOCK_TIMEOUT',

@@ -11,8 +11,13 @@ import {
   MinLength,
 } from 'class-validator';
 
+/** Plain decimal digits become a number; anything else (0x10, 1e2, " 5") stays and fails IsInt. */
 const toInt = ({ value }: { value: unknown }) =>
-  value === undefined || value === '' ? undefined : Number(value);
+  value === undefined || value === ''
+    ? undefined
+    : typeof value === 'string' && /^-?\d{1,15}$/.test(value)
+      ? Number(value)
+      : value;
 
 export class CreateConversationDto {
   /** `^[A-Za-z0-9_-]{8,128}$`, else 400 INVALID_ID (checked by the controller). */
