@@ -31,12 +31,7 @@ export class TaskRepository {
       this.store.save(scope, task.taskId, StateKeys.taskRef, ref, { userId: owner.userId }),
       this.store.append(scope, task.conversationId, StateKeys.tasks, task.taskId, { fence }),
     ]);
-    // The task id is new, so is its shared data: cached as empty, the first agent's read of it
-    // needs no MySQL.
-    await Promise.all([
-      this.store.save(scope, task.conversationId, StateKeys.task(task.taskId), task, { fence }),
-      this.store.newList?.(scope, task.conversationId, StateKeys.shared(task.taskId)),
-    ]);
+    await this.store.save(scope, task.conversationId, StateKeys.task(task.taskId), task, { fence });
   }
 
   /** A checkpoint: the whole task document, written after every agent step (seed 000 pitfall 4). */

@@ -81,12 +81,6 @@ export interface SessionStore {
     key: string,
     range?: ListRange,
   ): Promise<ListItem<T>[]>;
-  /**
-   * Optional, for a store with a cache: a list whose key the caller has just made up (a new
-   * task's shared data) holds no items anywhere, so its cached copy may start complete and empty
-   * and its first read need not ask the durable store.
-   */
-  newList?(scope: StoreScope, sessionId: string, key: string): Promise<void>;
   /** Number of items and the last index of a list (0 when empty). */
   listLength(scope: StoreScope, sessionId: string, key: string): Promise<number>;
   exists(scope: StoreScope, sessionId: string): Promise<boolean>;

@@ -70,24 +70,6 @@ describe('tiered store: keys MySQL does not hold', () => {
     expect(await store.durable.get(alice, sid, 'summary')).toEqual({ text: 'folded', toSeq: 4 });
   });
 
-  it('a new list starts complete and empty in Redis: read without MySQL, then appended to', async () => {
-    const sid = newId('c');
-    await store.save(alice, sid, 'conversation', { title: 'x' });
-    await store.newList(alice, sid, 'shared:t_1');
-    const reads = jest.spyOn(durable, 'getList');
-    const exists = jest.spyOn(durable, 'exists');
-    expect(await store.getList(alice, sid, 'shared:t_1')).toEqual([]);
-    expect(reads).not.toHaveBeenCalled();
-    expect(exists).not.toHaveBeenCalled();
-    await store.append(alice, sid, 'shared:t_1', { key: 'k', value: 1 });
-    expect(await store.getList(alice, sid, 'shared:t_1')).toEqual([
-      { index: 1, value: { key: 'k', value: 1 } },
-    ]);
-    expect(reads).not.toHaveBeenCalled();
-    reads.mockRestore();
-    exists.mockRestore();
-  });
-
   it('a consistent read does not trust a marker: a writer that died after MySQL committed is seen', async () => {
     const sid = newId('c');
     await store.save(alice, sid, 'conversation', { title: 'x' });

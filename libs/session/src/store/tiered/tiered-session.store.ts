@@ -198,15 +198,6 @@ export class TieredSessionStore implements SessionStore {
     return applyRange(all, range);
   }
 
-  /** The hot copy of a list no one can have written yet starts complete and empty. */
-  async newList(scope: StoreScope, sid: string, key: string): Promise<void> {
-    assertId(sid, 'session id');
-    assertStateKey(key);
-    await this.hotWrite(scope, sid, key, () =>
-      this.hot.fillList(scope, sid, key, [], this.opts.ttlFor(key).ttlSeconds),
-    );
-  }
-
   async listLength(scope: StoreScope, sid: string, key: string): Promise<number> {
     assertId(sid, 'session id');
     assertStateKey(key);
