@@ -351,7 +351,7 @@ describe('orchestrator (HTTP, in-process)', () => {
     await app.get(ConversationRepository).purge('tenant-a', id); // a DELETE that got there first
     await held.release();
     expect((await posting).status).toBe(404);
-    // Taking the lock wrote a fence row; it went with the turn, so the owner gets the id again.
+    // Taking the lock wrote a fence row; a fencing counter alone does not keep the id taken.
     const again = await request(server)
       .post('/v1/conversations')
       .set('authorization', auth)

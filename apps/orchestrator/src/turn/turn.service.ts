@@ -86,12 +86,7 @@ export class TurnService {
     });
   }
 
-  /**
-   * Runs `work` holding the conversation lock. Taking the lock writes the conversation's fence
-   * row; when the conversation turns out to be gone (deleted while this waited for the lock), that
-   * row and anything else of this tenant's under the id are removed before the lock is given
-   * back, so a deleted conversation leaves nothing that keeps its id taken.
-   */
+  /** Runs `work` holding the conversation lock. */
   private async underLock<T>(
     owner: Owner,
     conversationId: string,
@@ -100,21 +95,9 @@ export class TurnService {
     const lock = await this.lock.acquire({ tenantId: owner.tenantId }, conversationId);
     try {
       return await work(lock);
-    } catch (err) {
-      if (LoomError.is(err, LoomErrorCode.NOT_FOUND))
-        await this.dropIfGone(owner.tenantId, conversationId).catch((e) =>
-          this.log.warn(`leftovers of ${conversationId} not removed: ${e.message}`),
-        );
-      throw err;
     } finally {
       await lock.release();
     }
-  }
-
-  /** Only rows no conversation of this tenant owns: there is none under the id. */
-  private async dropIfGone(tenantId: string, conversationId: string): Promise<void> {
-    if ((await this.conversations.metaOf(tenantId, conversationId)) === null)
-      await this.conversations.purge(tenantId, conversationId);
   }
 
   /** At most MAX_CONTENT characters (code points: an emoji is one), else 413. */
