@@ -38,7 +38,10 @@ function hasPrototypeKey(value: unknown, depth = 0): boolean {
 
 /** Malformed HTTP, answered by Node before any route: the same error shape as everything else. */
 function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
-  if (err.code === 'ECONNRESET' || !socket.writable || socket.bytesWritten > 0) {
+  // As Node's own handler decides: answer unless a response on this (keep-alive) connection has
+  // already started, which an error segment would corrupt.
+  const inFlight = (socket as Socket & { _httpMessage?: { headersSent?: boolean } })._httpMessage;
+  if (err.code === 'ECONNRESET' || !socket.writable || inFlight?.headersSent) {
     socket.destroy();
     return;
   }

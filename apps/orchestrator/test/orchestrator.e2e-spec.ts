@@ -231,6 +231,24 @@ describe('orchestrator (HTTP, in-process)', () => {
     );
     expect(headers).toMatch(/^HTTP\/1\.1 431 /);
     expect(headers).toContain('"code":"HEADERS_TOO_LARGE"');
+    // The same on a kept-alive connection that has served a request already.
+    const second = await new Promise<string>((resolve, reject) => {
+      const socket = connect(port, '127.0.0.1', () =>
+        socket.write('GET /health HTTP/1.1\r\nHost: x\r\n\r\n'),
+      );
+      let got = '';
+      socket.on('data', (d) => {
+        const first = !got;
+        got += d.toString();
+        if (first)
+          socket.write(`GET /health HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n\r\n`);
+      });
+      socket.on('end', () => resolve(got));
+      socket.on('error', reject);
+      socket.setTimeout(5000, () => (socket.destroy(), resolve(got)));
+    });
+    expect(second).toMatch(/^HTTP\/1\.1 200 [\s\S]*HTTP\/1\.1 431 /);
+    expect(second).toContain('"code":"HEADERS_TOO_LARGE"');
     await request(server).get('/health').expect(200);
   });
 
