@@ -78,13 +78,19 @@ export class TaskExecutor {
     // reply made of the other steps.
     const before = requiredFailure(task);
     if (before) return before;
-    for (let saved = firstWaveSaved; ; saved = false) {
+    for (let first = true; ; first = false) {
       const wave = nextWave(task, settled);
       if (wave.length === 0) break;
       // One checkpoint per wave: the previous wave's results and this wave's RUNNING records
-      // (their agentSessionIds) land together, before this wave is dispatched.
+      // (their agentSessionIds) land together, before this wave is dispatched. A first wave the
+      // task was created with is dispatched as recorded.
+      const recorded = wave.map((step) => latest(task, step.agentType));
+      const saved =
+        first &&
+        firstWaveSaved &&
+        recorded.every((r) => r?.status === ExecutionStatus.RUNNING && r.attempts === 1);
       const records = saved
-        ? wave.map((step) => latest(task, step.agentType)!)
+        ? (recorded as AgentExecutionRecord[])
         : wave.map((step) => dispatchRecord(task, step));
       if (!saved) {
         records.forEach((record) => put(task, record));

@@ -36,8 +36,6 @@ interface IdempotencyKey {
   requestHash: string;
 }
 
-const isHighSurrogate = (code: number) => code >= 0xd800 && code <= 0xdbff;
-
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex').slice(0, 40);
 
 /**
@@ -104,13 +102,8 @@ export class TurnService {
   assertContent(content: string): void {
     if (typeof content === 'string' && content.length <= MAX_CONTENT) return;
     let chars = 0;
-    if (typeof content === 'string')
-      for (let i = 0; i < content.length && chars <= MAX_CONTENT; i++) {
-        const code = content.charCodeAt(i);
-        const pairEnd =
-          code >= 0xdc00 && code <= 0xdfff && i > 0 && isHighSurrogate(content.charCodeAt(i - 1));
-        if (!pairEnd) chars++; // the low half of a pair ends a character counted already
-      }
+    // Code points: an emoji is one character, and so is a lone surrogate.
+    if (typeof content === 'string') for (const _ of content) if (++chars > MAX_CONTENT) break;
     if (typeof content !== 'string' || chars > MAX_CONTENT)
       throw new LoomError(
         LoomErrorCode.PAYLOAD_TOO_LARGE,

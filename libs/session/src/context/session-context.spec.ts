@@ -193,6 +193,9 @@ describe('SessionContext: the assignment bounds what an agent touches', () => {
         SessionContext.build(deps, a, budget, agentFor(a), { ...t, taskId: otherTask.taskId }),
       ),
     ).toBe('ACCESS_DENIED');
+    expect(
+      await code(SessionContext.build(deps, a, budget, agentFor(a), { ...t, userId: 'u2' })),
+    ).toBe('ACCESS_DENIED');
     expect((await SessionContext.build(deps, a, budget, agentFor(a), t)).task.taskId).toBe(
       t.taskId,
     );

@@ -91,7 +91,8 @@ export class SessionContext {
     if (
       task.taskId !== a.taskId ||
       task.conversationId !== a.conversationId ||
-      task.tenantId !== a.owner.tenantId
+      task.tenantId !== a.owner.tenantId ||
+      task.userId !== a.owner.userId
     )
       throw outside('task');
     if (!task.plan.some((s) => s.agentType === a.agentType)) throw outside('task plan');

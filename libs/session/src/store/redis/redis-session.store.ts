@@ -236,14 +236,7 @@ export class RedisSessionStore implements SessionStore {
   async deleteKey(scope: StoreScope, sid: string, key: string): Promise<void> {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
-    // A cache keeps no session index, so it needs no user to drop from one.
-    if (!this.cacheMode)
-      await this.dropFromIndex(
-        scope,
-        sid,
-        [key],
-        await this.redis.hget(this.keys.meta(sid), 'user'),
-      );
+    await this.dropFromIndex(scope, sid, [key]);
     await this.run.DELETE_KEYS(
       [
         this.keys.meta(sid),
@@ -401,13 +394,16 @@ export class RedisSessionStore implements SessionStore {
     await pipe.exec();
   }
 
+  /** `user`: the session's, when the caller has read it already (else it is read here). */
   private async dropFromIndex(
     scope: StoreScope,
     sid: string,
     stateKeys: string[],
-    user: string | null,
+    user?: string | null,
   ): Promise<void> {
+    // A cache keeps no session index, and so needs no user either.
     if (this.cacheMode || stateKeys.length === 0) return;
+    if (user === undefined) user = await this.redis.hget(this.keys.meta(sid), 'user');
     if ((await this.redis.hget(this.keys.meta(sid), 'tenant')) !== scope.tenantId) return;
     const pipe = this.redis.pipeline();
     for (const k of stateKeys) {
