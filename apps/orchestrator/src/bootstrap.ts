@@ -3,6 +3,7 @@ import { Server } from 'http';
 import { Socket } from 'net';
 import { NestFactory } from '@nestjs/core';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
+import { parse as parseContentType } from 'content-type';
 import { json, NextFunction, Request, Response } from 'express';
 import { LoomEnv } from '@loom/agent-kit';
 import { createPinoLogger, LoomLogger } from '@loom/observability';
@@ -15,12 +16,6 @@ import { validationError } from './security/validation-error';
 /** Request bodies: JSON only, at most 256 KB (413 PAYLOAD_TOO_LARGE). */
 export const BODY_LIMIT = '256kb';
 const BODY_LIMIT_BYTES = 256 * 1024;
-
-/** `charset=` of a Content-Type, lower-cased and unquoted, or null when it names none. */
-function charsetOf(contentType: string | undefined): string | null {
-  const m = /;\s*charset\s*=\s*"?([^";\s]*)/i.exec(contentType ?? '');
-  return m ? m[1].toLowerCase() : null;
-}
 
 /**
  * Names every object has through its prototype (`constructor`, `__proto__`, `toString` …). As
@@ -86,8 +81,8 @@ export async function createOrchestrator(env: LoomEnv): Promise<INestApplication
       return next(
         new LoomError(LoomErrorCode.UNSUPPORTED_MEDIA_TYPE, 'send the body as application/json'),
       );
-    const charset = charsetOf(req.headers['content-type']);
-    if (charset !== null && charset !== 'utf-8' && charset !== 'utf8')
+    const charset = parseContentType(req.headers['content-type'] ?? '').parameters.charset;
+    if (charset !== undefined && !/^utf-?8$/i.test(charset))
       return next(
         new LoomError(LoomErrorCode.UNSUPPORTED_MEDIA_TYPE, 'unsupported charset (send UTF-8)'),
       );
