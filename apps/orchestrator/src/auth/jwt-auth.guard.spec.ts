@@ -47,6 +47,10 @@ describe('JwtAuthGuard', () => {
         message: 'tenant ids starting with _ are reserved',
       });
     await expect(check({ sub: '_alice', tid: 'tenant_a' })).resolves.toBe(true);
+    // A payload that is not an object has no claims.
+    await expect(check('alice' as unknown as Record<string, unknown>)).rejects.toMatchObject({
+      code: 'UNAUTHENTICATED',
+    });
   });
 });
 

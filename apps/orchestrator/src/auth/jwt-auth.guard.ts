@@ -31,16 +31,16 @@ export class JwtAuthGuard implements CanActivate {
     const token =
       typeof header === 'string' && /^bearer /i.test(header) ? header.slice(7).trim() : null;
     if (!token) throw unauthenticated('missing bearer token');
-    let claims: { sub?: unknown; tid?: unknown; exp?: unknown };
+    let verified: { header: object; payload: { sub?: unknown; tid?: unknown; exp?: unknown } };
     try {
-      claims = await this.jwt.verifyAsync(token, { algorithms: ['HS256'] });
+      verified = await this.jwt.verifyAsync(token, { algorithms: ['HS256'], complete: true });
     } catch {
       throw unauthenticated('invalid or expired token');
     }
     // RFC 7515 §4.1.11: a critical extension this guard does not implement voids the token.
-    const decoded = this.jwt.decode(token, { complete: true }) as { header?: object } | null;
-    if (decoded?.header && 'crit' in decoded.header)
+    if ('crit' in verified.header)
       throw unauthenticated('the token names critical extensions this server does not support');
+    const claims = typeof verified.payload === 'object' && verified.payload ? verified.payload : {};
     if (
       typeof claims.sub !== 'string' ||
       typeof claims.tid !== 'string' ||
