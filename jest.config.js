@@ -1,7 +1,7 @@
 // Tests in four tiers, transpiled file by file by ts-jest (tsconfig isolatedModules: no type-checking here;
 // `npm run typecheck` does that once):
 //  unit         *.spec.ts next to the code: pure logic, no I/O
-//  integration  *.int-spec.ts next to the code: real MySQL and Redis, own database and key prefix per suite
+//  integration  *.int-spec.ts next to the code: real MySQL and Redis (or HTTP), own database and key prefix per suite
 //  e2e          apps/<app>/test/*.e2e-spec.ts: one app in-process against real MySQL and Redis
 //  system       test/*.e2e-spec.ts: every app as a real process (needs `npm run build`)
 const { compilerOptions } = require('./tsconfig.json');

@@ -4,3 +4,4 @@ export * from './agent-harness';
 export * from './private-mariadb';
 export * from './session-infra';
 export * from './tcp-proxy';
+export * from './fake-openai-server';

@@ -1,0 +1,130 @@
+import { FakeOpenAiServer, FakeResponder } from '@loom/testing';
+import { LlmError } from './llm.types';
+import { OpenAiLlmClient, OpenAiLlmOptions } from './openai.llm';
+import { countMessageTokens, countTokens } from './token-counter';
+
+const KEY = 'sk-int-SECRET-9876543210fedcba';
+const req = {
+  purpose: 'answer' as const,
+  messages: [
+    { role: 'system' as const, content: 'You are a labour-law specialist.' },
+    { role: 'user' as const, content: '试用期被辞退有补偿吗' },
+  ],
+};
+
+/** The real `openai` client over HTTP against an OpenAI-compatible server on a local port. */
+describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
+  let server: FakeOpenAiServer;
+  const client = (opts: Partial<OpenAiLlmOptions> = {}) =>
+    new OpenAiLlmClient({ apiKey: KEY, model: 'fake-model', baseUrl: server.baseUrl, ...opts });
+  const answer = (responder: FakeResponder) => server.respondWith(responder);
+
+  beforeEach(async () => {
+    server = await FakeOpenAiServer.start(() => ({ text: 'hello' }));
+  });
+  afterEach(() => server.close());
+
+  it('sends the key, model and messages, and records the usage the provider reports', async () => {
+    answer(() => ({ text: '有，视情况而定', usage: { prompt_tokens: 31, completion_tokens: 7 } }));
+    const result = await client().complete({ ...req, maxTokens: 64, temperature: 0 });
+    expect(result).toEqual({
+      text: '有，视情况而定',
+      model: 'fake-model',
+      usage: { promptTokens: 31, completionTokens: 7 },
+    });
+    expect(server.received).toHaveLength(1);
+    expect(server.received[0]).toMatchObject({
+      authorization: `Bearer ${KEY}`,
+      model: 'fake-model',
+      stream: false,
+      messages: req.messages,
+      body: { max_tokens: 64, temperature: 0 },
+    });
+  });
+
+  it('streams the deltas in order and takes the usage from the final chunk', async () => {
+    answer(() => ({
+      chunks: ['试用期', '被辞退', '有补偿'],
+      usage: { prompt_tokens: 40, completion_tokens: 9 },
+    }));
+    const stream = client().stream(req);
+    const deltas: string[] = [];
+    for await (const delta of stream.deltas) deltas.push(delta);
+    expect(deltas).toEqual(['试用期', '被辞退', '有补偿']);
+    expect(await stream.result).toEqual({
+      text: '试用期被辞退有补偿',
+      model: 'fake-model',
+      usage: { promptTokens: 40, completionTokens: 9 },
+    });
+    expect(server.received[0]).toMatchObject({ stream: true, includeUsage: true });
+  });
+
+  it('counts tokens itself when the endpoint reports no usage', async () => {
+    answer(() => ({ chunks: ['no ', 'usage'], usage: null }));
+    const streamed = await client().stream(req).result;
+    answer(() => ({ text: 'no usage', usage: null }));
+    const completed = await client().complete(req);
+    const own = { promptTokens: countMessageTokens(req.messages), completionTokens: 0 };
+    own.completionTokens = countTokens('no usage');
+    expect(streamed.usage).toEqual(own);
+    expect(completed.usage).toEqual(own);
+  });
+
+  it('retries a 429 as the provider asks and then answers', async () => {
+    answer((_, n) =>
+      n === 1 ? { status: 429, headers: { 'retry-after-ms': '20' } } : { text: 'after retry' },
+    );
+    const result = await client({ maxRetries: 2 }).complete(req);
+    expect(result.text).toBe('after retry');
+    expect(server.received).toHaveLength(2);
+  });
+
+  it('gives up after maxRetries with a typed error that carries the status but not the key', async () => {
+    answer(() => ({ status: 500, headers: { 'retry-after-ms': '10' } }));
+    const error = await client({ maxRetries: 1 })
+      .complete(req)
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LlmError);
+    expect((error as LlmError).status).toBe(500);
+    expect((error as LlmError).message).toMatch(/^LLM answer request failed \(HTTP 500\)/);
+    expect((error as LlmError).message).not.toContain(KEY);
+    expect(server.received).toHaveLength(2); // the first attempt and one retry
+  });
+
+  it('does not retry a rejected key', async () => {
+    answer(() => ({ status: 401 }));
+    const error = await client({ maxRetries: 2 })
+      .complete(req)
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LlmError);
+    expect((error as LlmError).status).toBe(401);
+    expect(server.received).toHaveLength(1);
+  });
+
+  it('ends a call that outlives its time-out with a typed error', async () => {
+    answer(() => ({ text: 'too late', delayMs: 3_000 }));
+    const error = await client({ timeoutMs: 200, maxRetries: 0 })
+      .complete(req)
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LlmError);
+    // "Request timed out." in Node; under Jest the SDK sees the abort from another realm and
+    // reports "Connection error." instead. Either way: typed, no status, one attempt.
+    expect((error as LlmError).message).toMatch(
+      /^LLM answer request failed: .*(timed out|Connection error)/,
+    );
+    expect((error as LlmError).status).toBeUndefined();
+    expect(server.received).toHaveLength(1);
+  });
+
+  it('fails a stream cut off mid-answer instead of ending it as if complete', async () => {
+    answer(() => ({ chunks: ['one ', 'two ', 'three'], cutAfterChunks: 1 }));
+    const stream = client({ maxRetries: 0 }).stream(req);
+    const deltas: string[] = [];
+    const error = await (async () => {
+      for await (const delta of stream.deltas) deltas.push(delta);
+    })().catch((e: unknown) => e);
+    expect(deltas).toEqual(['one ']);
+    expect(error).toBeInstanceOf(LlmError);
+    await expect(stream.result).rejects.toBeInstanceOf(LlmError);
+  });
+});

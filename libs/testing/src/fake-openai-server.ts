@@ -1,0 +1,194 @@
+import { createServer, IncomingMessage, Server, ServerResponse } from 'http';
+import { AddressInfo } from 'net';
+
+/** One chat completion request as the server received it. */
+export interface ReceivedCompletion {
+  authorization: string | undefined;
+  model: string;
+  stream: boolean;
+  includeUsage: boolean;
+  messages: Array<{ role: string; content: string }>;
+  body: Record<string, unknown>;
+}
+
+/** What the server answers to one request. */
+export interface FakeAnswer {
+  /** The completion text; streamed in `chunks` pieces (default: split into 3). */
+  text?: string;
+  chunks?: string[];
+  /** Reported usage; omitted from the answer when null. */
+  usage?: { prompt_tokens: number; completion_tokens: number } | null;
+  /** An error answer instead: this status with OpenAI's error body. */
+  status?: number;
+  headers?: Record<string, string>;
+  /** Waits this long before answering (before the first chunk when streaming). */
+  delayMs?: number;
+  /** Streaming: the connection is cut after this many chunks. */
+  cutAfterChunks?: number;
+}
+
+export type FakeResponder = (req: ReceivedCompletion, n: number) => FakeAnswer;
+
+/**
+ * An OpenAI-compatible chat completions endpoint on a free local port, speaking the wire format
+ * of POST /v1/chat/completions (JSON, or SSE `data:` chunks ending in `[DONE]`), so the real
+ * `openai` client and the apps using it are tested over HTTP. Every request is recorded; each is
+ * answered by the responder.
+ */
+export class FakeOpenAiServer {
+  readonly received: ReceivedCompletion[] = [];
+  private readonly reported = { promptTokens: 0, completionTokens: 0 };
+  private readonly server: Server;
+  port = 0;
+
+  private constructor(private responder: FakeResponder) {
+    this.server = createServer((req, res) => void this.handle(req, res));
+  }
+
+  static async start(responder: FakeResponder): Promise<FakeOpenAiServer> {
+    const fake = new FakeOpenAiServer(responder);
+    await new Promise<void>((resolve) => fake.server.listen(0, '127.0.0.1', resolve));
+    fake.port = (fake.server.address() as AddressInfo).port;
+    return fake;
+  }
+
+  /** The base URL to configure (`OPENAI_BASE_URL`). */
+  get baseUrl(): string {
+    return `http://127.0.0.1:${this.port}/v1`;
+  }
+
+  /** The usage reported so far, summed over every answer that carried it. */
+  usage(): { promptTokens: number; completionTokens: number } {
+    return { ...this.reported };
+  }
+
+  respondWith(responder: FakeResponder): void {
+    this.responder = responder;
+  }
+
+  async close(): Promise<void> {
+    this.server.closeAllConnections();
+    await new Promise<void>((resolve) => this.server.close(() => resolve()));
+  }
+
+  private async handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    if (req.method !== 'POST' || req.url !== '/v1/chat/completions')
+      return send(res, 404, { error: { message: 'not found', type: 'invalid_request_error' } });
+    let body: Record<string, any>;
+    try {
+      const chunks: Buffer[] = [];
+      for await (const chunk of req) chunks.push(chunk as Buffer);
+      body = JSON.parse(Buffer.concat(chunks).toString('utf8'));
+    } catch {
+      return send(res, 400, { error: { message: 'bad JSON', type: 'invalid_request_error' } });
+    }
+    const received: ReceivedCompletion = {
+      authorization: req.headers.authorization,
+      model: String(body.model),
+      stream: body.stream === true,
+      includeUsage: body.stream_options?.include_usage === true,
+      messages: Array.isArray(body.messages) ? body.messages : [],
+      body,
+    };
+    this.received.push(received);
+    const answer = this.responder(received, this.received.length);
+    if (answer.delayMs) await pause(answer.delayMs, res);
+    if (res.destroyed || !this.server.listening) {
+      res.destroy();
+      return;
+    }
+    if (answer.status && answer.status >= 400)
+      return send(
+        res,
+        answer.status,
+        { error: { message: `fake failure ${answer.status}`, type: 'server_error' } },
+        answer.headers,
+      );
+    const text = answer.text ?? answer.chunks?.join('') ?? '';
+    const usage = answer.usage === undefined ? defaultUsage(received, text) : answer.usage;
+    const report = () => {
+      if (!usage) return;
+      this.reported.promptTokens += usage.prompt_tokens;
+      this.reported.completionTokens += usage.completion_tokens;
+    };
+    const base = { id: `chatcmpl-${this.received.length}`, created: 0, model: received.model };
+    if (!received.stream) {
+      report();
+      return send(res, 200, {
+        ...base,
+        object: 'chat.completion',
+        choices: [
+          { index: 0, message: { role: 'assistant', content: text }, finish_reason: 'stop' },
+        ],
+        ...(usage ? { usage: { ...usage, total_tokens: total(usage) } } : {}),
+      });
+    }
+    res.writeHead(200, { 'content-type': 'text/event-stream', ...answer.headers });
+    const pieces = answer.chunks ?? split(text, 3);
+    const event = (data: unknown) =>
+      res.write(`data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`);
+    const chunk = (delta: Record<string, unknown>, finish: string | null = null) => ({
+      ...base,
+      object: 'chat.completion.chunk',
+      choices: [{ index: 0, delta, finish_reason: finish }],
+    });
+    event(chunk({ role: 'assistant', content: '' }));
+    for (const [i, piece] of pieces.entries()) {
+      if (answer.cutAfterChunks !== undefined && i >= answer.cutAfterChunks) {
+        res.destroy();
+        return;
+      }
+      event(chunk({ content: piece }));
+      await new Promise((r) => setImmediate(r));
+    }
+    event(chunk({}, 'stop'));
+    if (usage && received.includeUsage) {
+      report();
+      event({
+        ...base,
+        object: 'chat.completion.chunk',
+        choices: [],
+        usage: { ...usage, total_tokens: total(usage) },
+      });
+    }
+    event('[DONE]');
+    res.end();
+  }
+}
+
+/** Waits `ms`, or less when the client goes away first. */
+function pause(ms: number, res: ServerResponse): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    res.on('close', () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}
+
+function send(
+  res: ServerResponse,
+  status: number,
+  body: unknown,
+  headers: Record<string, string> = {},
+): void {
+  res.writeHead(status, { 'content-type': 'application/json', ...headers });
+  res.end(JSON.stringify(body));
+}
+
+const total = (u: { prompt_tokens: number; completion_tokens: number }) =>
+  u.prompt_tokens + u.completion_tokens;
+
+/** Distinct, recognisable counts: 1,000 + the prompt's messages, 10 + the text's characters. */
+function defaultUsage(req: ReceivedCompletion, text: string) {
+  return { prompt_tokens: 1000 + req.messages.length, completion_tokens: 10 + [...text].length };
+}
+
+function split(text: string, parts: number): string[] {
+  const chars = [...text];
+  const size = Math.max(1, Math.ceil(chars.length / parts));
+  const out: string[] = [];
+  for (let i = 0; i < chars.length; i += size) out.push(chars.slice(i, i + size).join(''));
+  return out;
+}
