@@ -2,6 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { LLM_CLIENT, LlmClient, makeTitle } from '@loom/agent-kit';
 import { redactPii } from '@loom/security';
 import { ConversationRepository, needsCompaction, Owner, truncateRuneSafe } from '@loom/session';
+import { summaryPrompt, titlePrompt } from './history-prompts';
 
 export const SUMMARY_THRESHOLD = 30;
 export const KEEP_RECENT = 20;
@@ -24,7 +25,7 @@ export class HistoryMaintenance {
     try {
       const res = await this.llm.complete({
         purpose: 'title',
-        messages: [{ role: 'user', content: clean }],
+        messages: titlePrompt(clean, TITLE_MAX),
         context: { question: clean, history: [] },
       });
       const title = truncateRuneSafe(
@@ -65,9 +66,7 @@ export class HistoryMaintenance {
     }));
     const res = await this.llm.complete({
       purpose: 'summarize',
-      messages: [
-        { role: 'user', content: history.map((m) => `${m.role}: ${m.content}`).join('\n') },
-      ],
+      messages: summaryPrompt(previous?.text ?? null, history),
       context: { question: '', history, summary: previous?.text ?? null },
     });
     await this.conversations.saveSummary(

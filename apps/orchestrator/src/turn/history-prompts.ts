@@ -1,0 +1,40 @@
+import type { LlmHistoryMessage, LlmMessage } from '@loom/agent-kit';
+
+/** The opening of the title prompt's instruction (tests recognise the call by it). */
+export const TITLE_INSTRUCTION = 'Write a title for a conversation';
+/** The opening of the summary prompt's instruction. */
+export const SUMMARY_INSTRUCTION = 'Summarise a conversation';
+
+/** Asks a model for a title, not for an answer to the question. */
+export function titlePrompt(question: string, maxChars: number): LlmMessage[] {
+  return [
+    {
+      role: 'system',
+      content:
+        `${TITLE_INSTRUCTION} that begins with the user's message below. At most ${maxChars} ` +
+        'characters, in the language of the message. Answer with the title only: no quotes, no ' +
+        'answer to the question.',
+    },
+    { role: 'user', content: question },
+  ];
+}
+
+/**
+ * Asks for the new summary: the earlier one (when there is one) folded with the messages it does
+ * not cover yet, so nothing summarised before is lost.
+ */
+export function summaryPrompt(previous: string | null, history: LlmHistoryMessage[]): LlmMessage[] {
+  const transcript = history.map((m) => `#${m.seq} ${m.role}: ${m.content}`).join('\n');
+  const earlier = previous ? `Earlier summary:\n${previous}\n\n` : '';
+  return [
+    {
+      role: 'system',
+      content:
+        `${SUMMARY_INSTRUCTION} between a user and legal specialist agents, for the agents that ` +
+        'continue it. Fold the earlier summary, if any, and the new messages into one summary. ' +
+        'Keep the facts, parties, amounts, dates, questions asked and advice given; leave out ' +
+        'greetings. Write in the language of the conversation. Answer with the summary only.',
+    },
+    { role: 'user', content: `${earlier}New messages:\n${transcript}` },
+  ];
+}
