@@ -1,7 +1,15 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { LLM_CLIENT, LlmClient, makeTitle } from '@loom/agent-kit';
 import { redactPii } from '@loom/security';
-import { ConversationRepository, needsCompaction, Owner, truncateRuneSafe } from '@loom/session';
+import {
+  addUsage,
+  ConversationRepository,
+  emptyUsage,
+  needsCompaction,
+  Owner,
+  truncateRuneSafe,
+  Usage,
+} from '@loom/session';
 import { summaryPrompt, titlePrompt } from './history-prompts';
 
 export const SUMMARY_THRESHOLD = 30;
@@ -20,7 +28,8 @@ export class HistoryMaintenance {
     private readonly conversations: ConversationRepository,
   ) {}
 
-  async title(firstQuestion: string): Promise<string> {
+  /** The title, and what asking the model for it cost (nothing when it failed). */
+  async title(firstQuestion: string): Promise<{ title: string; usage: Usage }> {
     const clean = redactPii(firstQuestion);
     try {
       const res = await this.llm.complete({
@@ -28,15 +37,16 @@ export class HistoryMaintenance {
         messages: titlePrompt(clean, TITLE_MAX),
         context: { question: clean, history: [] },
       });
+      const usage = { ...res.usage, costUsd: 0 };
       const title = truncateRuneSafe(
         redactPii(res.text.trim().replace(/^["'“]|["'”]$/g, '')),
         TITLE_MAX,
       );
-      if (title) return title;
+      return { title: title || makeTitle(clean, TITLE_MAX), usage };
     } catch {
       // fall back to the rune-safe cut of the question
     }
-    return makeTitle(clean, TITLE_MAX);
+    return { title: makeTitle(clean, TITLE_MAX), usage: emptyUsage() };
   }
 
   /**
@@ -80,5 +90,9 @@ export class HistoryMaintenance {
       },
       fence,
     );
+    // Under the turn's lock still: nobody else writes the conversation meanwhile.
+    const meta = await this.conversations.get(owner, conversationId, true);
+    meta.usage = addUsage(meta.usage, { ...res.usage, costUsd: 0 });
+    await this.conversations.save(owner, meta, fence);
   }
 }

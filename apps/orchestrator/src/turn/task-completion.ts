@@ -1,6 +1,7 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { detectLanguage } from '@loom/agent-kit';
 import {
+  addUsage,
   ConversationMessage,
   ConversationMeta,
   ConversationRepository,
@@ -15,7 +16,7 @@ import {
 } from '@loom/session';
 import { messageView, TurnView } from '../conversations/views';
 import { HistoryMaintenance } from './history-maintenance';
-import { TaskOutcome } from './task-executor';
+import { TaskOutcome, taskUsage } from './task-executor';
 import { TaskRun } from './task-run';
 
 /**
@@ -155,12 +156,12 @@ export class TaskCompletion {
     meta.messageCount = Math.max(meta.messageCount, replySeq);
     meta.lastActiveAt = new Date().toISOString();
     meta.activeTaskIds = meta.activeTaskIds.filter((id) => id !== task.taskId);
-    meta.usage = {
-      promptTokens: meta.usage.promptTokens + usage.promptTokens,
-      completionTokens: meta.usage.completionTokens + usage.completionTokens,
-      costUsd: meta.usage.costUsd + usage.costUsd,
-    };
-    if (!meta.title) meta.title = await this.history.title(task.userIntent);
+    meta.usage = addUsage(meta.usage, usage);
+    if (!meta.title) {
+      const titled = await this.history.title(task.userIntent);
+      meta.title = titled.title;
+      meta.usage = addUsage(meta.usage, titled.usage);
+    }
     await this.conversations.save(owner, meta, fence);
   }
 
@@ -168,6 +169,8 @@ export class TaskCompletion {
     const meta = await this.conversations.find(owner, task.conversationId, true);
     if (!meta?.activeTaskIds.includes(task.taskId)) return;
     meta.activeTaskIds = meta.activeTaskIds.filter((id) => id !== task.taskId);
+    // What a failed task's model calls cost is spent all the same.
+    meta.usage = addUsage(meta.usage, taskUsage(task));
     // A failed turn's user message stays in the log: the count includes it.
     meta.messageCount = Math.max(meta.messageCount, task.userSeq);
     meta.lastActiveAt = new Date().toISOString();

@@ -1,5 +1,5 @@
 import { AgentExecutionRecord, ExecutionStatus, TaskSession } from '@loom/session';
-import { recordFirstWave, requiredFailure } from './task-executor';
+import { recordFirstWave, requiredFailure, taskUsage } from './task-executor';
 
 const record = (
   agentType: string,
@@ -85,5 +85,26 @@ describe('recordFirstWave', () => {
     expect(() => recordFirstWave(task([record('contract-law', ExecutionStatus.RUNNING)]))).toThrow(
       /has executions/,
     );
+  });
+});
+
+describe('taskUsage', () => {
+  const costing = (r: AgentExecutionRecord, promptTokens: number, completionTokens: number) => ({
+    ...r,
+    usage: { promptTokens, completionTokens, costUsd: 0.5 },
+  });
+
+  it("sums the planner's call and every execution, failed ones included", () => {
+    const t = task([
+      costing(record('legal-research', ExecutionStatus.COMPLETED), 10, 1),
+      costing(record('labor-law', ExecutionStatus.FAILED), 20, 2),
+      record('contract-law', ExecutionStatus.RUNNING),
+    ]);
+    t.planUsage = { promptTokens: 300, completionTokens: 30, costUsd: 0 };
+    expect(taskUsage(t)).toEqual({ promptTokens: 330, completionTokens: 33, costUsd: 1 });
+  });
+
+  it('is zero for a task planned without a model and not run yet', () => {
+    expect(taskUsage(task([]))).toEqual({ promptTokens: 0, completionTokens: 0, costUsd: 0 });
   });
 });

@@ -5,6 +5,7 @@ import { AssignmentSigner } from '@loom/security';
 import {
   SESSION_INFRA,
   SessionInfra,
+  addUsage,
   AgentExecutionRecord,
   emptyUsage,
   ExecutionStatus,
@@ -110,15 +111,11 @@ export class TaskExecutor {
 
   /** The reply is the last completed required step's output (else any completed step's). */
   private outcome(task: TaskSession, language: 'zh' | 'en'): TaskOutcome {
-    const usage = emptyUsage();
     let reply: string | null = null;
     let answeredBy: string | null = null;
     for (const step of task.plan) {
       const record = latest(task, step.agentType);
       if (record?.status !== ExecutionStatus.COMPLETED) continue;
-      usage.promptTokens += record.usage.promptTokens;
-      usage.completionTokens += record.usage.completionTokens;
-      usage.costUsd += record.usage.costUsd;
       if (step.required || reply === null) {
         reply = record.output;
         answeredBy = step.agentType;
@@ -131,7 +128,7 @@ export class TaskExecutor {
           ? '抱歉，目前没有可用的专家来回答这个问题。'
           : 'Sorry, no specialist is available for this question right now.'),
       answeredBy,
-      usage,
+      usage: taskUsage(task),
     };
   }
 
@@ -196,6 +193,12 @@ export class TaskExecutor {
       };
     }
   }
+}
+
+/** What a task's model calls cost: the planner's and every execution's. */
+export function taskUsage(task: TaskSession): Usage {
+  const spent = task.executions.map((e) => e.usage);
+  return (task.planUsage ? [task.planUsage, ...spent] : spent).reduce(addUsage, emptyUsage());
 }
 
 /**

@@ -275,6 +275,7 @@ export class TurnService {
       createdAt: new Date().toISOString(),
       completedAt: null,
       error: null,
+      planUsage: plan.usage ? { ...plan.usage, costUsd: 0 } : null,
     };
   }
 }

@@ -167,6 +167,7 @@ describe('Planner (model)', () => {
     expect(plan.steps.map((s) => s.agentType)).toEqual(['legal-research', 'labor-law']);
     expect(llm.requests[0].purpose).toBe('plan');
     expect(llm.requests[0].messages[0].content).toContain('contract-law');
+    expect(plan.usage).toEqual({ promptTokens: 1, completionTokens: 1 });
   });
 
   it('drops unknown agents from an otherwise valid answer', async () => {
@@ -185,11 +186,14 @@ describe('Planner (model)', () => {
     const plan = await new Planner(modelAnswering(text)).plan(input('我跟公司签的劳动合同有问题'));
     expect(specialistOf(plan)).toBe('labor-law');
     expect(plan.reason).toMatch(/^model answer rejected/);
+    // The call was made and paid for, even though its answer was not used.
+    expect(plan.usage).toEqual({ promptTokens: 1, completionTokens: 1 });
   });
 
   it('falls back to the rules when the model call fails', async () => {
     const failing: LlmClient = { ...offline, provider: 'openai' };
     const plan = await new Planner(failing).plan(input('租房合同押金不退怎么办'));
     expect(specialistOf(plan)).toBe('contract-law');
+    expect(plan.usage).toBeUndefined();
   });
 });

@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { LLM_CLIENT, type LlmClient } from '../llm/llm.types';
+import { LLM_CLIENT, type LlmClient, type LlmUsage } from '../llm/llm.types';
 import { truncate } from '../llm/text';
 import { buildPlanPrompt, planFromModelAnswer } from './model-plan';
 import type { Plan, PlanInput } from './planner.types';
@@ -19,19 +19,22 @@ export class Planner {
   async plan(input: PlanInput): Promise<Plan> {
     if (this.llm.provider === 'offline') return planByRules(input);
     let rejection: string;
+    let usage: LlmUsage | undefined;
     try {
-      const { text } = await this.llm.complete({
+      const answer = await this.llm.complete({
         purpose: 'plan',
         messages: buildPlanPrompt(input),
         maxTokens: PLAN_MAX_TOKENS,
         temperature: 0,
       });
-      const plan = planFromModelAnswer(text, input);
-      if (typeof plan !== 'string') return plan;
+      usage = answer.usage;
+      const plan = planFromModelAnswer(answer.text, input);
+      if (typeof plan !== 'string') return { ...plan, usage };
       rejection = plan;
     } catch (error) {
       rejection = error instanceof Error ? error.message : 'model call failed';
     }
-    return planByRules(input, `model answer rejected (${truncate(rejection, 120)}); `);
+    const plan = planByRules(input, `model answer rejected (${truncate(rejection, 120)}); `);
+    return usage ? { ...plan, usage } : plan;
   }
 }

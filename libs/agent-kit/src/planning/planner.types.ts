@@ -1,3 +1,5 @@
+import type { LlmUsage } from '../llm/llm.types';
+
 /** What an agent app registers about itself; the planner routes from these alone. */
 export interface AgentDescriptor {
   agentType: string;
@@ -19,6 +21,8 @@ export interface Plan {
   taskType: string;
   steps: PlanStep[];
   reason: string;
+  /** What the model call cost when a model was asked (even if its answer was not used). */
+  usage?: LlmUsage;
 }
 
 export interface PlanInput {

@@ -62,3 +62,9 @@ export interface ConversationSummary {
 }
 
 export const emptyUsage = (): Usage => ({ promptTokens: 0, completionTokens: 0, costUsd: 0 });
+
+export const addUsage = (a: Usage, b: Usage): Usage => ({
+  promptTokens: a.promptTokens + b.promptTokens,
+  completionTokens: a.completionTokens + b.completionTokens,
+  costUsd: a.costUsd + b.costUsd,
+});

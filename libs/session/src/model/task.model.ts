@@ -60,6 +60,8 @@ export interface TaskSession {
   createdAt: string;
   completedAt: string | null;
   error: { code: string; message: string } | null;
+  /** What the planner's model call cost; counted into the conversation's usage with the task. */
+  planUsage?: Usage | null;
 }
 
 /** One write to task-shared context; the log of writes is folded into the current view. */
