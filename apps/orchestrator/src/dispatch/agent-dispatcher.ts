@@ -71,7 +71,7 @@ export class AgentDispatcher implements OnApplicationShutdown {
 
 function asLoomError(err: unknown, agentType: string): LoomError {
   if (LoomError.is(err)) return err;
-  const e = err as { code?: string; message?: string; name?: string };
+  const e = err as { code?: string; message?: string; name?: string; usage?: unknown };
   if (e?.name === 'TimeoutError' || e?.code === 'TIMEOUT')
     return new LoomError(LoomErrorCode.TIMEOUT, `${agentType} did not answer in time`);
   if (e?.code === 'UNAVAILABLE' || e?.code === 'DEAD_LETTERED')
@@ -79,5 +79,7 @@ function asLoomError(err: unknown, agentType: string): LoomError {
   const code = Object.values(LoomErrorCode).includes(e?.code as LoomErrorCode)
     ? (e.code as LoomErrorCode)
     : LoomErrorCode.AGENT_FAILED;
-  return new LoomError(code, e?.message ?? `${agentType} failed`);
+  // What the agent's model calls cost before it failed, when it says.
+  const details = e?.usage ? { usage: e.usage } : undefined;
+  return new LoomError(code, e?.message ?? `${agentType} failed`, details);
 }

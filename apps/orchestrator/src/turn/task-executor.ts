@@ -190,12 +190,16 @@ export class TaskExecutor {
         completedAt: new Date().toISOString(),
         error: { code: e.code, message: e.message },
         output: null,
+        usage: reportedUsage(e.details?.usage) ?? record.usage,
       };
     }
   }
 }
 
-/** What a task's model calls cost: the planner's and every execution's. */
+/**
+ * What a task's model calls cost: the planner's, and every execution's, failed ones included
+ * (an agent that threw its model's answer away reports what it cost).
+ */
 export function taskUsage(task: TaskSession): Usage {
   const spent = task.executions.map((e) => e.usage);
   return (task.planUsage ? [task.planUsage, ...spent] : spent).reduce(addUsage, emptyUsage());
@@ -251,6 +255,15 @@ export function requiredFailure(task: TaskSession): TaskResult | null {
       message: `required agent ${failed.agentType} failed: ${error?.message ?? 'unknown error'}`,
     },
   };
+}
+
+/** The usage an agent's error reported, when it is one. */
+function reportedUsage(u: unknown): Usage | null {
+  const { promptTokens, completionTokens, costUsd } = (u ?? {}) as Partial<Usage>;
+  const count = (n: unknown) => typeof n === 'number' && Number.isFinite(n) && n >= 0;
+  return count(promptTokens) && count(completionTokens) && count(costUsd)
+    ? { promptTokens: promptTokens!, completionTokens: completionTokens!, costUsd: costUsd! }
+    : null;
 }
 
 function latest(task: TaskSession, agentType: string): AgentExecutionRecord | undefined {

@@ -61,13 +61,22 @@ export interface LlmClient {
 
 export const LLM_CLIENT = Symbol('LLM_CLIENT');
 
-/** A failed model call; the message never carries credentials. */
+/**
+ * A failed model call; the message never carries credentials. `publicMessage` is what callers
+ * outside the agent see: the HTTP status at most, never the provider's own text.
+ */
 export class LlmError extends Error {
   constructor(
     message: string,
     readonly status?: number,
+    readonly publicMessage = status
+      ? `the model call failed (HTTP ${status})`
+      : 'the model call failed',
   ) {
     super(message);
     this.name = 'LlmError';
   }
+
+  /** What the call cost when the provider answered (an answer then refused, say). */
+  usage?: LlmUsage;
 }

@@ -22,7 +22,7 @@ import { AssignmentSigner } from '@loom/security';
 import { LoomClsStore } from '@loom/observability';
 import { AgentRegistration } from '../contracts/agent-descriptor';
 import { ExecuteAgentRequest, ExecuteAgentResult } from '../contracts/agent-messages';
-import { LLM_CLIENT, LlmClient } from '../llm/llm.types';
+import { LLM_CLIENT, LlmClient, LlmError } from '../llm/llm.types';
 import { DeltaChannel } from '../streaming/delta-channel';
 import { AGENT_DESCRIPTOR, AGENT_HANDLER, AgentHandler } from './agent-handler';
 
@@ -245,6 +245,15 @@ export class AgentRunner {
 export function toRpc(err: unknown, log: Logger): RpcException {
   if (err instanceof RpcException) return err;
   if (LoomError.is(err)) return new RpcException({ code: err.code, message: err.message });
+  if (err instanceof LlmError) {
+    log.warn(err.message);
+    const usage = err.usage ? { ...err.usage, costUsd: 0 } : undefined;
+    return new RpcException({
+      code: LoomErrorCode.AGENT_FAILED,
+      message: err.publicMessage,
+      usage,
+    });
+  }
   log.error(err instanceof Error ? err : String(err));
   return new RpcException({ code: LoomErrorCode.AGENT_FAILED, message: 'the agent failed' });
 }

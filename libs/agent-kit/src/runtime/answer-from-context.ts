@@ -1,5 +1,5 @@
 import type { SessionContext, Usage } from '@loom/session';
-import type { LlmMessage } from '../llm/llm.types';
+import { LlmError, type LlmMessage } from '../llm/llm.types';
 import type { AgentTools } from './agent-handler';
 
 /** Prompt messages and structured context for a model call from what the agent was shown. */
@@ -43,6 +43,16 @@ export async function answerFromContext(
     res = await stream.result;
   } else {
     res = await tools.llm.complete(request);
+  }
+  // A blank reply helps nobody (a content filter, a cut-off answer): the execution fails instead.
+  if (!res.text.trim()) {
+    const blank = new LlmError(
+      'LLM answer request returned no text',
+      undefined,
+      'the model returned an empty answer',
+    );
+    blank.usage = res.usage;
+    throw blank;
   }
   return { answer: res.text, usage: { ...res.usage, costUsd: 0 } };
 }
