@@ -1,5 +1,5 @@
 import { TtlRule } from '../store/tiered/tiered-session.store';
-import { layerOf } from '../model/state-keys';
+import { layerOf, StateKeys } from '../model/state-keys';
 
 /** Everything the session library needs, taken from each app's validated config. */
 export interface SessionOptions {
@@ -53,6 +53,9 @@ export const DEFAULT_SESSION_OPTIONS: SessionOptions = {
 /** Seed 000's layered TTLs: the conversation slides on read, tasks and agents do not. */
 export function ttlRules(ttl: SessionOptions['ttl']): (stateKey: string) => TtlRule {
   return (stateKey) => {
+    // Read with the messages after its range: a stale copy would hide the messages between.
+    if (stateKey === StateKeys.summary)
+      return { ttlSeconds: ttl.conversationSeconds, sliding: true, lru: false };
     switch (layerOf(stateKey)) {
       case 'agent':
         return { ttlSeconds: ttl.agentSeconds, sliding: false };

@@ -191,3 +191,42 @@ describe('tiered store: more missed Redis writes than it can list', () => {
     }
   });
 });
+
+describe('tiered store: what a process trusts from its own LRU', () => {
+  const alice = { tenantId: 'tenant-a' };
+  let stores: TieredSessionStore[];
+  let cleanup: () => Promise<void>;
+
+  beforeAll(async () => {
+    const db = await createTestDatabase();
+    const prefix = createTestPrefix();
+    /** Two processes' stores, each trusting its LRU for a minute. */
+    const open = async () =>
+      new TieredSessionStore(
+        new MysqlSessionStore(await openSessionDataSource({ url: db.url })),
+        new RedisSessionStore(new Redis(TEST_REDIS_URL), prefix.prefix, { authoritative: false }),
+        { ttlFor: ttlRules(DEFAULT_TTL), lruTtlMs: 60_000 },
+      );
+    stores = [await open(), await open()];
+    cleanup = async () => {
+      await Promise.all(stores.map((s) => s.close()));
+      await Promise.all([db.drop(), prefix.cleanup()]);
+    };
+  });
+  afterAll(() => cleanup());
+
+  it('reads the summary from Redis every time: another process rewrites it between turns', async () => {
+    const [agent, orchestrator] = stores;
+    const sid = newId('c');
+    await orchestrator.save(alice, sid, 'conversation', { title: 'first' });
+    await orchestrator.save(alice, sid, 'summary', { text: 'first', toSeq: 12 });
+    expect(await agent.get(alice, sid, 'conversation')).toEqual({ title: 'first' });
+    expect(await agent.get(alice, sid, 'summary')).toEqual({ text: 'first', toSeq: 12 });
+
+    await orchestrator.save(alice, sid, 'conversation', { title: 'second' });
+    await orchestrator.save(alice, sid, 'summary', { text: 'second', toSeq: 14 });
+    // Within its LRU time the agent keeps its copy of an ordinary value, not of the summary.
+    expect(await agent.get(alice, sid, 'conversation')).toEqual({ title: 'first' });
+    expect(await agent.get(alice, sid, 'summary')).toEqual({ text: 'second', toSeq: 14 });
+  });
+});

@@ -17,6 +17,11 @@ export interface TtlRule {
   ttlSeconds: number;
   /** Reads extend the TTL (the conversation layer: 7 days sliding). */
   sliding: boolean;
+  /**
+   * false: never trusted from this process's LRU, read from Redis every time (a value another
+   * process rewrites and whose lag changes what an agent is shown: the summary).
+   */
+  lru?: boolean;
 }
 
 export interface TieredOptions {
@@ -80,7 +85,7 @@ export class TieredSessionStore implements SessionStore {
     // never had.
     const snapshot = structuredClone(value);
     await this.durable.save(scope, sid, key, snapshot, opts);
-    this.lru.set(this.lruKey(scope, sid, key), { value: snapshot });
+    this.remember(key, this.lruKey(scope, sid, key), snapshot);
     await this.hotWrite(scope, sid, key, () =>
       this.hot.save(scope, sid, key, snapshot, {
         userId: opts.userId,
@@ -131,20 +136,20 @@ export class TieredSessionStore implements SessionStore {
       }
       return value;
     }
-    const local = this.lru.get(lruKey);
-    if (local) return structuredClone(local.value) as T;
     const rule = this.opts.ttlFor(key);
+    const local = rule.lru === false ? undefined : this.lru.get(lruKey);
+    if (local) return structuredClone(local.value) as T;
     const hot = await this.hotRead(() =>
       this.hot.probe<T>(scope, sid, key, rule.sliding ? rule.ttlSeconds : 0),
     );
     if (hot.ok && hot.value !== null) {
       if (hot.value === ABSENT) return null;
-      this.lru.set(lruKey, { value: structuredClone(hot.value.value) });
+      this.remember(key, lruKey, structuredClone(hot.value.value));
       return hot.value.value;
     }
     const value = await this.durable.get<T>(scope, sid, key);
     if (value !== null) {
-      this.lru.set(lruKey, { value: structuredClone(value) });
+      this.remember(key, lruKey, structuredClone(value));
       if (hot.ok)
         await this.hotWrite(scope, sid, key, () =>
           this.hot.save(scope, sid, key, value, { ttlSeconds: rule.ttlSeconds }),
@@ -253,6 +258,10 @@ export class TieredSessionStore implements SessionStore {
 
   async close(): Promise<void> {
     await Promise.all([this.durable.close(), this.hot.close()]);
+  }
+
+  private remember(key: string, lruKey: string, value: unknown): void {
+    if (this.opts.ttlFor(key).lru !== false) this.lru.set(lruKey, { value });
   }
 
   private lruKey(scope: StoreScope, sid: string, key: string): string {
