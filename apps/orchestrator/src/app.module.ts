@@ -9,6 +9,7 @@ import {
   createLlmClient,
   createRegistry,
   LLM_CLIENT,
+  llmConfig,
   LOOM_ENV,
   LoomEnv,
   Planner,
@@ -77,14 +78,7 @@ export class AppModule {
         { provide: LOOM_ENV, useValue: env },
         {
           provide: LLM_CLIENT,
-          useFactory: () =>
-            createLlmClient({
-              provider: env.LLM_PROVIDER ?? 'offline',
-              offlineDelayMs: env.LLM_OFFLINE_DELAY_MS,
-              baseUrl: env.OPENAI_BASE_URL,
-              apiKey: env.OPENAI_API_KEY,
-              model: env.LLM_MODEL,
-            }),
+          useFactory: () => createLlmClient(llmConfig(env)),
         },
         { provide: AGENT_REGISTRY, useFactory: () => createRegistry(env) },
         {

@@ -1,4 +1,4 @@
-import { ConfigError, parseEnv } from './loom-env';
+import { ConfigError, llmConfig, parseEnv } from './loom-env';
 
 describe('parseEnv', () => {
   const secrets = { LOOM_JWT_SECRET: 'x'.repeat(32), LOOM_AGENT_SECRET: 'y'.repeat(32) };
@@ -13,6 +13,30 @@ describe('parseEnv', () => {
     expect(env.TASK_LEASE_MS).toBe(600_000);
     expect(env.DB_MIGRATIONS_RUN).toBe(true);
     expect(env.DB_QUERY_TIMEOUT_MS).toBe(10_000);
+    expect(env.LLM_TIMEOUT_MS).toBe(60_000);
+    expect(env.LLM_MAX_RETRIES).toBe(2);
+  });
+
+  it('hands the model settings to the model client, and bounds them', () => {
+    const env = parseEnv({
+      ...secrets,
+      OPENAI_API_KEY: 'sk-test',
+      LLM_MODEL: 'm',
+      OPENAI_BASE_URL: 'http://127.0.0.1:1/v1',
+      LLM_TIMEOUT_MS: '15000',
+      LLM_MAX_RETRIES: '0',
+    });
+    expect(llmConfig(env)).toEqual({
+      provider: 'openai',
+      offlineDelayMs: 0,
+      baseUrl: 'http://127.0.0.1:1/v1',
+      apiKey: 'sk-test',
+      model: 'm',
+      timeoutMs: 15_000,
+      maxRetries: 0,
+    });
+    expect(() => parseEnv({ ...secrets, LLM_MAX_RETRIES: '11' })).toThrow(/LLM_MAX_RETRIES/);
+    expect(() => parseEnv({ ...secrets, LLM_TIMEOUT_MS: '0' })).toThrow(/LLM_TIMEOUT_MS/);
   });
 
   it('requires the secrets outside the embedded profile', () => {

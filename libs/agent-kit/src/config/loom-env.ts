@@ -11,6 +11,7 @@ import {
   MinLength,
   validateSync,
 } from 'class-validator';
+import type { LlmConfig } from '../llm/llm.factory';
 import { parseSharedAclRules, SharedAclRules } from '@loom/session';
 
 const toInt = ({ value }: { value: unknown }) =>
@@ -43,6 +44,10 @@ export class LoomEnv {
   @IsOptional() @IsString() OPENAI_API_KEY?: string;
   @IsOptional() @IsString() LLM_MODEL?: string;
   @Transform(toInt) @IsInt() @Min(0) @Max(600_000) LLM_OFFLINE_DELAY_MS = 0;
+  /** Per attempt of an `openai` call; with the retries, keep it within AGENT_TIMEOUT_MS. */
+  @Transform(toInt) @IsInt() @Min(100) @Max(600_000) LLM_TIMEOUT_MS = 60_000;
+  /** Retries of a connection error, 408/409/429 or 5xx (the SDK's backoff between them). */
+  @Transform(toInt) @IsInt() @Min(0) @Max(10) LLM_MAX_RETRIES = 2;
   @Transform(toInt) @IsInt() @Min(1000) TASK_LEASE_MS = 600_000;
   @Transform(toInt) @IsInt() @Min(100) RECOVERY_INTERVAL_MS = 30_000;
   @Transform(toInt) @IsInt() @Min(100) AGENT_TIMEOUT_MS = 120_000;
@@ -136,4 +141,17 @@ export function loadEnvOrExit(
     process.stderr.write(`loom: ${err.message}\n`);
     process.exit(1);
   }
+}
+
+/** The model client's settings from the validated environment (orchestrator and agents alike). */
+export function llmConfig(env: LoomEnv): LlmConfig {
+  return {
+    provider: env.LLM_PROVIDER ?? 'offline',
+    offlineDelayMs: env.LLM_OFFLINE_DELAY_MS,
+    baseUrl: env.OPENAI_BASE_URL,
+    apiKey: env.OPENAI_API_KEY,
+    model: env.LLM_MODEL,
+    timeoutMs: env.LLM_TIMEOUT_MS,
+    maxRetries: env.LLM_MAX_RETRIES,
+  };
 }

@@ -3,7 +3,7 @@ import { ClsModule } from 'nestjs-cls';
 import { randomBytes } from 'crypto';
 import { SessionModule } from '@loom/session';
 import { AssignmentSigner } from '@loom/security';
-import { LoomEnv } from '../config/loom-env';
+import { llmConfig, LoomEnv } from '../config/loom-env';
 import { LOOM_ENV, sessionOptionsFrom } from '../config/session-options.factory';
 import { AgentRegistration } from '../contracts/agent-descriptor';
 import { createLlmClient } from '../llm/llm.factory';
@@ -40,14 +40,7 @@ export class LoomAgentModule {
         { provide: AGENT_HANDLER, useClass: opts.handler },
         {
           provide: LLM_CLIENT,
-          useFactory: () =>
-            createLlmClient({
-              provider: opts.env.LLM_PROVIDER ?? 'offline',
-              offlineDelayMs: opts.env.LLM_OFFLINE_DELAY_MS,
-              baseUrl: opts.env.OPENAI_BASE_URL,
-              apiKey: opts.env.OPENAI_API_KEY,
-              model: opts.env.LLM_MODEL,
-            }),
+          useFactory: () => createLlmClient(llmConfig(opts.env)),
         },
         {
           provide: AssignmentSigner,
