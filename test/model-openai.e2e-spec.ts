@@ -1,0 +1,243 @@
+import { FakeOpenAiServer, ReceivedCompletion } from '@loom/testing';
+import {
+  SUMMARY_INSTRUCTION,
+  TITLE_INSTRUCTION,
+} from '../apps/orchestrator/src/turn/history-prompts';
+import { client, RunningSystem, startSystem } from './system';
+
+const KEY = 'sk-sys-SECRET-00112233445566778899';
+const ROUTE_PROMPT = 'You route a legal consultation';
+
+/** Which of Loom's model calls a request is, from its prompt. */
+function purposeOf(req: ReceivedCompletion): 'plan' | 'title' | 'summary' | 'answer' {
+  const system = req.messages[0]?.content ?? '';
+  if (system.startsWith(ROUTE_PROMPT)) return 'plan';
+  if (system.startsWith(TITLE_INSTRUCTION)) return 'title';
+  if (system.startsWith(SUMMARY_INSTRUCTION)) return 'summary';
+  return 'answer';
+}
+
+/**
+ * The consultation with LLM_PROVIDER=openai: every app as a process, the planner, the title and
+ * the labor-law agent calling an OpenAI-compatible endpoint over HTTP with the real `openai`
+ * client. Checks what a model is actually sent (the first turn and the research in the follow-up's
+ * prompt), that streamed deltas reach the HTTP client, that usage is the provider's, and that a
+ * failing model gives a typed error and loses nothing.
+ */
+describe('system: the consultation with an OpenAI-compatible model', () => {
+  let sys: RunningSystem;
+  let model: FakeOpenAiServer;
+  const calls = (purpose: string) => model.received.filter((r) => purposeOf(r) === purpose);
+
+  beforeAll(async () => {
+    model = await FakeOpenAiServer.start((req) => {
+      switch (purposeOf(req)) {
+        case 'plan':
+          return { text: '{"intent": "labor-law", "agents": ["legal-research", "labor-law"]}' };
+        case 'title':
+          return { text: '劳动合同与竞业限制' };
+        case 'summary':
+          return { text: 'summary' };
+        default:
+          return {
+            chunks: [`第${req.messages.length}条：`, '依据劳动合同法，', '竞业限制最长两年。'],
+          };
+      }
+    });
+    sys = await startSystem({
+      env: {
+        LLM_PROVIDER: 'openai',
+        OPENAI_BASE_URL: model.baseUrl,
+        OPENAI_API_KEY: KEY,
+        LLM_MODEL: 'fake-model',
+      },
+    });
+  });
+  afterAll(async () => {
+    await sys?.stop();
+    await model?.close();
+  });
+
+  it('routes with the model, sends it the conversation so far, streams its answer and records its usage', async () => {
+    const alice = client(sys.base, sys.token('tenant-o', 'alice'));
+    const id = (await alice('POST', '/v1/conversations', {})).body.conversationId;
+
+    const first = await alice('POST', `/v1/conversations/${id}/messages`, {
+      content: '我跟公司签的劳动合同有问题',
+    });
+    expect(first.status).toBe(201);
+    expect(first.body.agents).toEqual(['legal-research', 'labor-law']);
+    expect(first.body.reply).toMatchObject({
+      agentType: 'labor-law',
+      content: '第2条：依据劳动合同法，竞业限制最长两年。',
+    });
+
+    const res = await fetch(`${sys.base}/v1/conversations/${id}/messages`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'text/event-stream',
+        authorization: `Bearer ${sys.token('tenant-o', 'alice')}`,
+      },
+      body: JSON.stringify({ content: '上面那份合同里关于竞业协议的部分怎么看?' }),
+    });
+    const text = await res.text();
+    const deltas = [...text.matchAll(/event: delta\ndata: (.*)\n/g)].map(
+      (m) => JSON.parse(m[1]).text,
+    );
+    const done = JSON.parse(/event: done\ndata: (.*)\n/.exec(text)![1]);
+    // The model's own chunks, relayed from the agent's process through Redis to the HTTP client.
+    expect(deltas).toEqual(['第4条：', '依据劳动合同法，', '竞业限制最长两年。']);
+    expect(done.reply.content).toBe(deltas.join(''));
+
+    // Every call carried the key; the follow-up's answer prompt held the first turn and the research.
+    expect(model.received.every((r) => r.authorization === `Bearer ${KEY}`)).toBe(true);
+    expect(model.received.every((r) => r.model === 'fake-model')).toBe(true);
+    const answers = calls('answer');
+    expect(answers).toHaveLength(2);
+    expect(answers.map((r) => r.stream)).toEqual([false, true]);
+    const followUp = answers[1].messages;
+    expect(followUp.slice(1)).toEqual([
+      { role: 'user', content: '我跟公司签的劳动合同有问题' },
+      { role: 'assistant', content: first.body.reply.content },
+      { role: 'user', content: '上面那份合同里关于竞业协议的部分怎么看?' },
+    ]);
+    const task = (await alice('GET', `/v1/tasks/${done.taskId}`)).body;
+    const statutes = task.sharedContext['research.statutes'].value as Array<{ id: string }>;
+    expect(statutes.length).toBeGreaterThan(0);
+    for (const s of statutes) expect(followUp[0].content).toContain(s.id);
+    expect(task.executions.find((e: any) => e.agentType === 'labor-law').context).toMatchObject({
+      historyMessages: 2,
+      sharedKeys: ['research.statutes'],
+    });
+
+    // The planner asked the model on both turns, with the first turn in the follow-up's prompt.
+    const plans = calls('plan');
+    expect(plans).toHaveLength(2);
+    expect(JSON.parse(plans[1].messages[1].content)).toMatchObject({
+      currentIntent: 'labor-law',
+      message: '上面那份合同里关于竞业协议的部分怎么看?',
+    });
+    // One title, from the model; usage is what the provider reported for every call made.
+    const conversation = (await alice('GET', `/v1/conversations/${id}`)).body;
+    expect(conversation.title).toBe('劳动合同与竞业限制');
+    expect(calls('title')).toHaveLength(1);
+    const reported = model.usage();
+    const counts = { modelCalls: model.received.length, reported, usage: conversation.usage };
+    console.log(`openai consultation: ${JSON.stringify(counts)}`);
+    expect(conversation.usage).toEqual({ ...reported, costUsd: 0 });
+
+    // The key is in no process's log.
+    expect(sys.logs().filter((l) => l.line.includes(KEY))).toEqual([]);
+  });
+
+  it('answers a failing or blank model with a typed error, stores no reply, and goes on once it is back', async () => {
+    const bob = client(sys.base, sys.token('tenant-o', 'bob'));
+    const id = (await bob('POST', '/v1/conversations', {})).body.conversationId;
+    const spentBefore = model.usage();
+    const before = model.received.length;
+    const plan = { text: '{"intent": "labor-law", "agents": ["labor-law"]}' };
+    model.respondWith((req) =>
+      purposeOf(req) === 'answer' ? { status: 500, headers: { 'retry-after-ms': '10' } } : plan,
+    );
+    const failed = await bob('POST', `/v1/conversations/${id}/messages`, {
+      content: '公司不给加班费怎么办',
+    });
+    const attempts = model.received.slice(before).filter((r) => purposeOf(r) === 'answer').length;
+    console.log(`failing model: status ${failed.status}, answer attempts ${attempts}`);
+    expect(failed.status).toBe(502);
+    // The status of the provider's answer, not its text (nor the key).
+    expect(failed.body).toEqual({
+      statusCode: 502,
+      code: 'AGENT_FAILED',
+      message: 'required agent labor-law failed: the model call failed (HTTP 500)',
+    });
+    expect(attempts).toBe(3); // the SDK's two retries
+
+    model.respondWith((req) => (purposeOf(req) === 'answer' ? { text: '  ' } : plan));
+    const blank = await bob('POST', `/v1/conversations/${id}/messages`, { content: '怎么办?' });
+    expect(blank.status).toBe(502);
+    expect(blank.body.message).toBe(
+      'required agent labor-law failed: the model returned an empty answer',
+    );
+    const afterFailures = (await bob('GET', `/v1/conversations/${id}/messages`)).body.items;
+    expect(afterFailures.map((m: any) => m.role)).toEqual(['user', 'user']);
+    // The planner's calls were spent all the same, and counted.
+    const spent = (a: any, b: any) => ({
+      promptTokens: a.promptTokens - b.promptTokens,
+      completionTokens: a.completionTokens - b.completionTokens,
+      costUsd: 0,
+    });
+    expect((await bob('GET', `/v1/conversations/${id}`)).body.usage).toEqual(
+      spent(model.usage(), spentBefore),
+    );
+
+    model.respondWith((req) =>
+      purposeOf(req) === 'answer'
+        ? { text: `第${req.messages.length}条：好了` }
+        : purposeOf(req) === 'plan'
+          ? plan
+          : { text: '加班费' },
+    );
+    const next = await bob('POST', `/v1/conversations/${id}/messages`, { content: '那现在呢?' });
+    expect(next.status).toBe(201);
+    const items = (await bob('GET', `/v1/conversations/${id}/messages`)).body.items;
+    expect(items.map((m: any) => [m.seq, m.role])).toEqual([
+      [1, 'user'],
+      [2, 'user'],
+      [3, 'user'],
+      [4, 'assistant'],
+    ]);
+    expect((await bob('GET', `/v1/conversations/${id}`)).body.usage).toEqual(
+      spent(model.usage(), spentBefore),
+    );
+  });
+
+  it('asks the model to fold the earlier summary into the next one, and shows it to the agents', async () => {
+    const carol = client(sys.base, sys.token('tenant-o', 'carol'));
+    const id = (await carol('POST', '/v1/conversations', {})).body.conversationId;
+    const spentBefore = model.usage();
+    let summaries = 0;
+    model.respondWith((req) => {
+      switch (purposeOf(req)) {
+        case 'plan':
+          return { text: '{"intent": "labor-law", "agents": ["labor-law"]}' };
+        case 'summary':
+          return { text: `摘要${++summaries}` };
+        case 'title':
+          return { text: '加班' };
+        default:
+          return { text: `答${req.messages.length}` };
+      }
+    });
+    // 16 turns make 32 messages: #1–#12 are folded; the 17th folds #13–#14 into that summary.
+    for (let t = 1; t <= 17; t++) {
+      const res = await carol('POST', `/v1/conversations/${id}/messages`, {
+        content: `第${t}个问题：加班费怎么算?`,
+      });
+      expect(res.status).toBe(201);
+    }
+    const asked = calls('summary').slice(-2);
+    expect(asked).toHaveLength(2);
+    expect(asked[0].messages[1].content).not.toContain('Earlier summary');
+    expect(asked[0].messages[1].content).toContain('#1 user: 第1个问题');
+    expect(asked[0].messages[1].content).toContain('#12 assistant:');
+    expect(asked[1].messages[1].content).toMatch(/^Earlier summary:\n摘要1\n/);
+    expect(asked[1].messages[1].content).toContain('#13 user: 第7个问题');
+    expect(asked[1].messages[1].content).not.toContain('#12 ');
+    // The next answer's prompt carries the new summary and the 20 messages after its range: the
+    // agent reads the summary fresh, since an older one with the same budget would leave out
+    // the messages it did not cover (#13, #14).
+    await carol('POST', `/v1/conversations/${id}/messages`, { content: '总结一下?' });
+    const last = calls('answer').at(-1)!;
+    expect(last.messages[0].content).toMatch(/\(seq 1-14\): 摘要2$/m);
+    expect(last.messages[1].content).toBe('第8个问题：加班费怎么算?'); // #15
+    expect(last.messages).toHaveLength(22); // the system prompt, #15–#34, the question
+    expect(last.messages.at(-1)!.content).toBe('总结一下?');
+    expect((await carol('GET', `/v1/conversations/${id}`)).body.usage).toEqual({
+      promptTokens: model.usage().promptTokens - spentBefore.promptTokens,
+      completionTokens: model.usage().completionTokens - spentBefore.completionTokens,
+      costUsd: 0,
+    });
+  });
+});
