@@ -20,6 +20,8 @@ export interface FakeAnswer {
   usage?: { prompt_tokens: number; completion_tokens: number } | null;
   /** An error answer instead: this status with OpenAI's error body. */
   status?: number;
+  /** The error body's message (default: `fake failure <status>`). */
+  errorMessage?: string;
   headers?: Record<string, string>;
   /** Waits this long before answering (before the first chunk when streaming). */
   delayMs?: number;
@@ -101,7 +103,12 @@ export class FakeOpenAiServer {
       return send(
         res,
         answer.status,
-        { error: { message: `fake failure ${answer.status}`, type: 'server_error' } },
+        {
+          error: {
+            message: answer.errorMessage ?? `fake failure ${answer.status}`,
+            type: answer.status < 500 ? 'invalid_request_error' : 'server_error',
+          },
+        },
         answer.headers,
       );
     const text = answer.text ?? answer.chunks?.join('') ?? '';

@@ -70,6 +70,34 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
     expect(completed.usage).toEqual(own);
   });
 
+  it('streams from an endpoint that refuses stream_options, and stops asking it', async () => {
+    answer((received) =>
+      received.includeUsage
+        ? { status: 400, errorMessage: 'Unrecognized request argument supplied: stream_options' }
+        : { chunks: ['不支持', '用量'] },
+    );
+    const llm = client();
+    const first = llm.stream(req);
+    const deltas: string[] = [];
+    for await (const delta of first.deltas) deltas.push(delta);
+    expect(deltas).toEqual(['不支持', '用量']);
+    expect((await first.result).usage).toEqual({
+      promptTokens: countMessageTokens(req.messages),
+      completionTokens: countTokens('不支持用量'),
+    });
+    expect((await llm.stream(req).result).text).toBe('不支持用量');
+    expect(server.received.map((r) => r.includeUsage)).toEqual([true, false, false]);
+  });
+
+  it('does not take another 400 for a refused option', async () => {
+    answer(() => ({ status: 400, errorMessage: "Invalid value for 'temperature'" }));
+    const error = await client()
+      .stream(req)
+      .result.catch((e: unknown) => e);
+    expect((error as LlmError).status).toBe(400);
+    expect(server.received).toHaveLength(1);
+  });
+
   it('retries a 429 as the provider asks and then answers', async () => {
     answer((_, n) =>
       n === 1 ? { status: 429, headers: { 'retry-after-ms': '20' } } : { text: 'after retry' },

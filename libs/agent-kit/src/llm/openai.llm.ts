@@ -27,6 +27,7 @@ interface WireUsage {
 export class OpenAiLlmClient implements LlmClient {
   readonly provider = 'openai' as const;
   private readonly api: ChatCompletionsApi;
+  private streamOptionsRefused = false;
 
   constructor(
     private readonly options: OpenAiLlmOptions,
@@ -67,11 +68,7 @@ export class OpenAiLlmClient implements LlmClient {
       let model = this.options.model;
       let wireUsage: WireUsage | null | undefined;
       try {
-        const chunks = await this.api.chat.completions.create({
-          ...this.params(req),
-          stream: true,
-          stream_options: { include_usage: true },
-        });
+        const chunks = await this.openStream(req);
         for await (const chunk of chunks) {
           const delta = chunk.choices[0]?.delta?.content;
           if (delta) {
@@ -86,6 +83,27 @@ export class OpenAiLlmClient implements LlmClient {
       }
       return { text, model, usage: this.usage(req, text, wireUsage) };
     });
+  }
+
+  /**
+   * Asks for the usage chunk (`stream_options`) unless this endpoint refused it: some
+   * OpenAI-compatible servers answer 400 to the option (older Azure API versions, strict
+   * proxies). Then the stream is opened again without it, and never asked for again; usage is
+   * counted by Loom's tokenizer.
+   */
+  private async openStream(req: LlmRequest) {
+    const params = { ...this.params(req), stream: true as const };
+    if (this.streamOptionsRefused) return this.api.chat.completions.create(params);
+    try {
+      return await this.api.chat.completions.create({
+        ...params,
+        stream_options: { include_usage: true },
+      });
+    } catch (error) {
+      if (!refusesStreamOptions(error)) throw error;
+      this.streamOptionsRefused = true;
+      return this.api.chat.completions.create(params);
+    }
   }
 
   private params(req: LlmRequest) {
@@ -104,4 +122,10 @@ export class OpenAiLlmClient implements LlmClient {
       completionTokens: wire?.completion_tokens ?? countTokens(text),
     };
   }
+}
+
+/** A 400 that names `stream_options` (or `include_usage`): the endpoint does not take it. */
+function refusesStreamOptions(error: unknown): boolean {
+  const e = error as { status?: unknown; message?: unknown } | null;
+  return e?.status === 400 && /stream_options|include_usage/i.test(String(e.message ?? ''));
 }
