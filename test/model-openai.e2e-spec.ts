@@ -234,6 +234,28 @@ describe('system: the consultation with an OpenAI-compatible model', () => {
     expect(last.messages[1].content).toBe('第8个问题：加班费怎么算?'); // #15
     expect(last.messages).toHaveLength(22); // the system prompt, #15–#34, the question
     expect(last.messages.at(-1)!.content).toBe('总结一下?');
+
+    // That turn folded #15–#16 (摘要3). A blank summary (the next turn's, of #17–#18) is not
+    // stored: the agents keep 摘要3, and the next fold starts from it, at #17 still.
+    let blank = true;
+    const answerAll = (req: ReceivedCompletion) => {
+      if (purposeOf(req) !== 'summary') return { text: `答${req.messages.length}` };
+      return { text: blank ? ' ' : `摘要${++summaries}` };
+    };
+    model.respondWith((req) =>
+      purposeOf(req) === 'plan'
+        ? { text: '{"intent": "labor-law", "agents": ["labor-law"]}' }
+        : answerAll(req),
+    );
+    await carol('POST', `/v1/conversations/${id}/messages`, { content: '还有吗?' });
+    blank = false;
+    await carol('POST', `/v1/conversations/${id}/messages`, { content: '然后呢?' });
+    const [blankAsk, nextAsk] = calls('summary').slice(-2);
+    expect(blankAsk.messages[1].content).toMatch(/^Earlier summary:\n摘要3\n/);
+    expect(blankAsk.messages[1].content).toContain('#17 user: 第9个问题');
+    expect(calls('answer').at(-1)!.messages[0].content).toMatch(/\(seq 1-16\): 摘要3$/m);
+    expect(nextAsk.messages[1].content).toMatch(/^Earlier summary:\n摘要3\n/);
+    expect(nextAsk.messages[1].content).toContain('#17 user: 第9个问题');
     expect((await carol('GET', `/v1/conversations/${id}`)).body.usage).toEqual({
       promptTokens: model.usage().promptTokens - spentBefore.promptTokens,
       completionTokens: model.usage().completionTokens - spentBefore.completionTokens,

@@ -15,6 +15,9 @@ import { summaryPrompt, titlePrompt } from './history-prompts';
 export const SUMMARY_THRESHOLD = 30;
 export const KEEP_RECENT = 20;
 const TITLE_MAX = 60;
+/** Bounds on what a model may write (and cost): a title is cut to 60 characters anyway. */
+const TITLE_MAX_TOKENS = 64;
+const SUMMARY_MAX_TOKENS = 1024;
 
 /**
  * Titles (once per conversation) and incremental summaries: over 30 messages, everything but
@@ -35,6 +38,7 @@ export class HistoryMaintenance {
       const res = await this.llm.complete({
         purpose: 'title',
         messages: titlePrompt(clean, TITLE_MAX),
+        maxTokens: TITLE_MAX_TOKENS,
         context: { question: clean, history: [] },
       });
       const usage = { ...res.usage, costUsd: 0 };
@@ -78,7 +82,15 @@ export class HistoryMaintenance {
       purpose: 'summarize',
       messages: summaryPrompt(previous?.text ?? null, history),
       context: { question: '', history, summary: previous?.text ?? null },
+      maxTokens: SUMMARY_MAX_TOKENS,
     });
+    // Spent whether or not the answer is usable. Under the turn's lock still: nobody else
+    // writes the conversation meanwhile.
+    const meta = await this.conversations.get(owner, conversationId, true);
+    meta.usage = addUsage(meta.usage, { ...res.usage, costUsd: 0 });
+    await this.conversations.save(owner, meta, fence);
+    // A blank summary would replace what the last one folded: keep that one, fold next turn.
+    if (!res.text.trim()) throw new Error('the model returned an empty summary');
     await this.conversations.saveSummary(
       owner,
       conversationId,
@@ -90,9 +102,5 @@ export class HistoryMaintenance {
       },
       fence,
     );
-    // Under the turn's lock still: nobody else writes the conversation meanwhile.
-    const meta = await this.conversations.get(owner, conversationId, true);
-    meta.usage = addUsage(meta.usage, { ...res.usage, costUsd: 0 });
-    await this.conversations.save(owner, meta, fence);
   }
 }
