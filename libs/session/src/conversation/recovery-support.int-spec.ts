@@ -143,6 +143,33 @@ describe('recovery support (MySQL + Redis)', () => {
     await free!.release();
   });
 
+  it('keeps a lock for as long as its holder works, and lets it lapse once taken over', async () => {
+    const { meta } = await conversations.create(alice);
+    const id = meta.conversationId;
+    const short = new ConversationLock(infra.redis, infra.keys, infra.store, {
+      ttlMs: 300,
+      waitMs: 50,
+    });
+    const key = infra.keys.lock(id);
+    const held = await short.acquire(alice, id);
+    await new Promise((r) => setTimeout(r, 1_000)); // a slow step: three TTLs and more
+    expect(await infra.redis!.get(key)).toBe(held.token);
+    await expect(short.acquire(alice, id)).rejects.toMatchObject({
+      code: LoomErrorCode.LOCK_TIMEOUT,
+    });
+    // Recovery took it over (as from a holder it found dead): the former holder's renewals
+    // stop at the first that finds another token, so they never extend the successor's lock.
+    const next = (await short.takeOver(alice, id, held.token))!;
+    await next.release();
+    expect(await infra.redis!.get(key)).toBeNull();
+    await new Promise((r) => setTimeout(r, 400));
+    expect(await infra.redis!.get(key)).toBeNull();
+    await held.release(); // token-checked: a no-op now
+    const again = await short.acquire(alice, id);
+    await again.release();
+    expect(await infra.redis!.get(key)).toBeNull();
+  });
+
   it('lets one delivery of an execution run at a time', async () => {
     const claims = new ExecutionClaims(infra.redis, infra.keys, { ttlMs: 2000, pollMs: 20 });
     const first = await claims.acquire('c_conversation01', 'a_execution0001', Date.now() + 5000);

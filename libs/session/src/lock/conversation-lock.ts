@@ -97,23 +97,36 @@ export class ConversationLock {
     redis: Redis | null,
   ): Promise<LockHandle> {
     const key = this.keys.lock(sessionId);
-    const release = () => this.release(key, token);
     let fence: number;
     try {
       fence = await this.store.nextFence(scope, sessionId);
     } catch (err) {
-      await release();
+      await this.release(key, token);
       throw err;
     }
+    const extend = () => redis!.eval(RENEW, 1, key, token, this.opts.ttlMs);
+    // Held for as long as the holder works, however long one step takes (a slow model call):
+    // renewed every third of the TTL until released, or until the script finds another token.
+    // A paused or dead process renews nothing, so its lock lapses and the fence shuts it out.
+    const keepAlive = redis
+      ? setInterval(
+          () =>
+            void extend().then(
+              (held) => held === 1 || clearInterval(keepAlive!),
+              () => undefined, // Redis away for a moment: try again next time
+            ),
+          Math.max(50, Math.floor(this.opts.ttlMs / 3)),
+        ).unref()
+      : null;
     return {
       sessionId,
       token,
       fence,
-      release,
-      renew: async () => {
-        if (!redis) return true;
-        return (await redis.eval(RENEW, 1, key, token, this.opts.ttlMs).catch(() => 0)) === 1;
+      release: async () => {
+        if (keepAlive) clearInterval(keepAlive);
+        await this.release(key, token);
       },
+      renew: async () => (redis ? (await extend().catch(() => 0)) === 1 : true),
     };
   }
 
