@@ -1,5 +1,5 @@
 import { AgentExecutionRecord, ExecutionStatus, TaskSession } from '@loom/session';
-import { recordFirstWave, requiredFailure, taskUsage } from './task-executor';
+import { recordFirstWave, reportedUsage, requiredFailure, taskUsage } from './task-executor';
 
 const record = (
   agentType: string,
@@ -106,5 +106,32 @@ describe('taskUsage', () => {
 
   it('is zero for a task planned without a model and not run yet', () => {
     expect(taskUsage(task([]))).toEqual({ promptTokens: 0, completionTokens: 0, costUsd: 0 });
+  });
+});
+
+describe('reportedUsage', () => {
+  it('takes whole token counts and a cost, 0 when the agent gives none', () => {
+    expect(reportedUsage({ promptTokens: 12, completionTokens: 3 })).toEqual({
+      promptTokens: 12,
+      completionTokens: 3,
+      costUsd: 0,
+    });
+    expect(reportedUsage({ promptTokens: 0, completionTokens: 0, costUsd: 0.25 })).toEqual({
+      promptTokens: 0,
+      completionTokens: 0,
+      costUsd: 0.25,
+    });
+  });
+
+  it.each([
+    ['text', { promptTokens: '12', completionTokens: 3 }],
+    ['a fraction', { promptTokens: 1.5, completionTokens: 3 }],
+    ['a negative count', { promptTokens: -1, completionTokens: 3 }],
+    ['a count no call reaches', { promptTokens: 1e15, completionTokens: 3 }],
+    ['an infinite cost', { promptTokens: 1, completionTokens: 3, costUsd: Infinity }],
+    ['a missing count', { promptTokens: 1 }],
+    ['nothing', undefined],
+  ])('refuses %s, so it never reaches a total', (_, usage) => {
+    expect(reportedUsage(usage)).toBeNull();
   });
 });

@@ -132,6 +132,11 @@ export class TaskExecutor {
     };
   }
 
+  private unreadable(agentType: string, usage: unknown): Usage {
+    this.log.warn(`${agentType} reported unreadable usage ${JSON.stringify(usage)?.slice(0, 200)}`);
+    return emptyUsage();
+  }
+
   private async execute(
     run: TaskRun,
     record: AgentExecutionRecord,
@@ -177,7 +182,7 @@ export class TaskExecutor {
         error: null,
         context: result.context,
         output: result.output,
-        usage: result.usage,
+        usage: reportedUsage(result.usage) ?? this.unreadable(agentType, result.usage),
       };
     } catch (err) {
       const e = LoomError.is(err)
@@ -257,12 +262,21 @@ export function requiredFailure(task: TaskSession): TaskResult | null {
   };
 }
 
-/** The usage an agent's error reported, when it is one. */
-function reportedUsage(u: unknown): Usage | null {
-  const { promptTokens, completionTokens, costUsd } = (u ?? {}) as Partial<Usage>;
-  const count = (n: unknown) => typeof n === 'number' && Number.isFinite(n) && n >= 0;
-  return count(promptTokens) && count(completionTokens) && count(costUsd)
-    ? { promptTokens: promptTokens!, completionTokens: completionTokens!, costUsd: costUsd! }
+/** Per model call: far above any model's window, low enough that sums stay exact. */
+const MAX_TOKENS_PER_CALL = 100_000_000;
+
+/**
+ * The usage an agent reported (with its answer, or its error), when it is one: token counts
+ * as whole numbers within bounds, a cost when given (0 when not). An agent is another
+ * process: what it sends is checked before it is added into a conversation's totals.
+ */
+export function reportedUsage(u: unknown): Usage | null {
+  const { promptTokens, completionTokens, costUsd = 0 } = (u ?? {}) as Partial<Usage>;
+  const tokens = (n: unknown): n is number =>
+    Number.isSafeInteger(n) && (n as number) >= 0 && (n as number) <= MAX_TOKENS_PER_CALL;
+  const cost = typeof costUsd === 'number' && Number.isFinite(costUsd) && costUsd >= 0;
+  return tokens(promptTokens) && tokens(completionTokens) && cost && costUsd <= 1e6
+    ? { promptTokens, completionTokens, costUsd }
     : null;
 }
 
