@@ -20,7 +20,7 @@ export interface FakeAnswer {
   usage?: { prompt_tokens: number; completion_tokens: number } | null;
   /** An error answer instead: this status with OpenAI's error body. */
   status?: number;
-  /** The error body's message (default: `fake failure <status>`). */
+  /** The error body's message (default: `fake failure <status>` and the Authorization sent). */
   errorMessage?: string;
   headers?: Record<string, string>;
   /** Waits this long before answering (before the first chunk when streaming). */
@@ -105,7 +105,9 @@ export class FakeOpenAiServer {
         answer.status,
         {
           error: {
-            message: answer.errorMessage ?? `fake failure ${answer.status}`,
+            // Like providers that quote the key they refused: callers must not pass it on.
+            message:
+              answer.errorMessage ?? `fake failure ${answer.status} for ${received.authorization}`,
             type: answer.status < 500 ? 'invalid_request_error' : 'server_error',
           },
         },
@@ -138,6 +140,7 @@ export class FakeOpenAiServer {
       ...base,
       object: 'chat.completion.chunk',
       choices: [{ index: 0, delta, finish_reason: finish }],
+      ...(received.includeUsage ? { usage: null } : {}),
     });
     event(chunk({ role: 'assistant', content: '' }));
     for (const [i, piece] of pieces.entries()) {
