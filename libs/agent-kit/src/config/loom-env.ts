@@ -45,7 +45,7 @@ export class LoomEnv {
   @IsOptional() @IsString() LLM_MODEL?: string;
   @Transform(toInt) @IsInt() @Min(0) @Max(600_000) LLM_OFFLINE_DELAY_MS = 0;
   /** Per attempt of an `openai` call; with the retries, keep it within AGENT_TIMEOUT_MS. */
-  @Transform(toInt) @IsInt() @Min(100) @Max(600_000) LLM_TIMEOUT_MS = 60_000;
+  @Transform(toInt) @IsInt() @Min(100) @Max(600_000) LLM_TIMEOUT_MS = 30_000;
   /** Retries of a connection error, 408/409/429 or 5xx (the SDK's backoff between them). */
   @Transform(toInt) @IsInt() @Min(0) @Max(10) LLM_MAX_RETRIES = 2;
   @Transform(toInt) @IsInt() @Min(1000) TASK_LEASE_MS = 600_000;
