@@ -283,7 +283,10 @@ describe('tiered store acceptance (real MySQL and Redis)', () => {
 
     const first = await lock.acquire(scope, cid);
     expect((await repo.appendMessage(owner, cid, message('first'), first.fence)).seq).toBe(1);
-    await sleep(300); // first's lock expires; it does not know
+    // First's process stalls (a long GC pause, a blocked event loop): it cannot renew, its lock
+    // expires, and it does not know.
+    const stalledUntil = Date.now() + 300;
+    while (Date.now() < stalledUntil);
     const second = await lock.acquire(scope, cid, 100);
     expect(second.fence).toBe(first.fence + 1);
 
