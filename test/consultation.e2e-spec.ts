@@ -1,6 +1,6 @@
 import Redis from 'ioredis';
 import { TEST_REDIS_URL } from '@loom/testing';
-import { client, RunningSystem, startSystem } from './system';
+import { client, RunningSystem, startSystem, streamTurn } from './system';
 
 /** The whole path as separate processes on real Redis and MySQL (DESIGN.md §6, API.md demo). */
 describe('system: a multi-turn consultation keeps its context across services', () => {
@@ -172,20 +172,12 @@ describe('system: a multi-turn consultation keeps its context across services', 
     expect(reused.status).toBe(409);
     expect(reused.body.code).toBe('CONFLICT');
     expect((await alice('GET', `/v1/conversations/${id}/messages`)).body.items).toHaveLength(2);
-    const res = await fetch(`${sys.base}/v1/conversations/${id}/messages`, {
-      method: 'POST',
-      headers: {
-        'content-type': 'application/json',
-        accept: 'text/event-stream',
-        authorization: `Bearer ${sys.token('tenant-a', 'alice')}`,
-      },
-      body: JSON.stringify({ content: '那加班费呢?' }),
-    });
-    const text = await res.text();
-    const events = [...text.matchAll(/event: delta\ndata: (.*)\n/g)].map(
-      (m) => JSON.parse(m[1]).text,
+    const { deltas: events, done } = await streamTurn(
+      sys.base,
+      sys.token('tenant-a', 'alice'),
+      id,
+      '那加班费呢?',
     );
-    const done = JSON.parse(/event: done\ndata: (.*)\n/.exec(text)![1]);
     expect(events.join('')).toBe(done.reply.content);
     // The deltas came live from the agent's model through Redis, not from the stored reply.
     const task = await alice('GET', `/v1/tasks/${done.taskId}`);

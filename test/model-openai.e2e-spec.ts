@@ -3,7 +3,7 @@ import {
   SUMMARY_INSTRUCTION,
   TITLE_INSTRUCTION,
 } from '../apps/orchestrator/src/turn/history-prompts';
-import { client, RunningSystem, startSystem } from './system';
+import { client, RunningSystem, startSystem, streamTurn } from './system';
 
 const KEY = 'sk-sys-SECRET-00112233445566778899';
 const ROUTE_PROMPT = 'You route a legal consultation';
@@ -76,20 +76,12 @@ describe('system: the consultation with an OpenAI-compatible model', () => {
       content: '第2条：依据劳动合同法，竞业限制最长两年。',
     });
 
-    const res = await fetch(`${sys.base}/v1/conversations/${id}/messages`, {
-      method: 'POST',
-      headers: {
-        'content-type': 'application/json',
-        accept: 'text/event-stream',
-        authorization: `Bearer ${sys.token('tenant-o', 'alice')}`,
-      },
-      body: JSON.stringify({ content: '上面那份合同里关于竞业协议的部分怎么看?' }),
-    });
-    const text = await res.text();
-    const deltas = [...text.matchAll(/event: delta\ndata: (.*)\n/g)].map(
-      (m) => JSON.parse(m[1]).text,
+    const { deltas, done } = await streamTurn(
+      sys.base,
+      sys.token('tenant-o', 'alice'),
+      id,
+      '上面那份合同里关于竞业协议的部分怎么看?',
     );
-    const done = JSON.parse(/event: done\ndata: (.*)\n/.exec(text)![1]);
     // The model's own chunks, relayed from the agent's process through Redis to the HTTP client.
     expect(deltas).toEqual(['第4条：', '依据劳动合同法，', '竞业限制最长两年。']);
     expect(done.reply.content).toBe(deltas.join(''));

@@ -150,6 +150,31 @@ export function client(base: string, token: string | null) {
   };
 }
 
+/** A turn asked for as a stream: its `delta` texts in order and the `done` TurnView. */
+export async function streamTurn(
+  base: string,
+  token: string,
+  conversationId: string,
+  content: string,
+): Promise<{ deltas: string[]; done: any }> {
+  const res = await fetch(`${base}/v1/conversations/${conversationId}/messages`, {
+    method: 'POST',
+    headers: {
+      'content-type': 'application/json',
+      accept: 'text/event-stream',
+      authorization: `Bearer ${token}`,
+    },
+    body: JSON.stringify({ content }),
+  });
+  const text = await res.text();
+  const deltas = [...text.matchAll(/event: delta\ndata: (.*)\n/g)].map(
+    (m) => JSON.parse(m[1]).text as string,
+  );
+  const done = /event: done\ndata: (.*)\n/.exec(text);
+  if (!done) throw new Error(`no done event in ${res.status} ${text.slice(0, 300)}`);
+  return { deltas, done: JSON.parse(done[1]) };
+}
+
 /**
  * `app` (the embedded app, or one app in the embedded profile) as a process on a free port, with
  * REDIS_URL and MYSQL_URL pointing at a closed port so it could not use Redis or MySQL even by
