@@ -186,6 +186,41 @@ describe('system: the consultation with an OpenAI-compatible model', () => {
     );
   });
 
+  it('ends a stream the model breaks off with an error event, after the text it did send', async () => {
+    const dave = client(sys.base, sys.token('tenant-o', 'dave'));
+    const id = (await dave('POST', '/v1/conversations', {})).body.conversationId;
+    model.respondWith((req) =>
+      purposeOf(req) === 'answer'
+        ? { chunks: ['已经写了一半，', '后半截'], cutAfterChunks: 1 }
+        : consultation(req),
+    );
+    const res = await fetch(`${sys.base}/v1/conversations/${id}/messages`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'text/event-stream',
+        authorization: `Bearer ${sys.token('tenant-o', 'dave')}`,
+      },
+      body: JSON.stringify({ content: '试用期被辞退有补偿吗' }),
+    });
+    const events = [...(await res.text()).matchAll(/event: (\w+)\ndata: (.*)\n/g)].map(
+      ([, event, data]) => [event, JSON.parse(data)],
+    );
+    expect(events).toEqual([
+      ['delta', { text: '已经写了一半，' }],
+      [
+        'error',
+        {
+          statusCode: 502,
+          code: 'AGENT_FAILED',
+          message: 'required agent labor-law failed: the model call failed',
+        },
+      ],
+    ]);
+    const items = (await dave('GET', `/v1/conversations/${id}/messages`)).body.items;
+    expect(items.map((m: any) => m.role)).toEqual(['user']); // half an answer is not stored
+  });
+
   it('asks the model to fold the earlier summary into the next one, and shows it to the agents', async () => {
     const carol = client(sys.base, sys.token('tenant-o', 'carol'));
     const id = (await carol('POST', '/v1/conversations', {})).body.conversationId;
