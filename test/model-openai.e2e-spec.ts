@@ -7,6 +7,20 @@ import { client, RunningSystem, startSystem, streamTurn } from './system';
 
 const KEY = 'sk-sys-SECRET-00112233445566778899';
 const ROUTE_PROMPT = 'You route a legal consultation';
+/** LLM_PROMPT_USD_PER_MTOK and LLM_COMPLETION_USD_PER_MTOK of every app. */
+const PRICES = { prompt: 2.5, completion: 10 };
+
+type Tokens = { promptTokens: number; completionTokens: number };
+
+/** A conversation's usage is what the provider reported since `before`, priced. */
+function expectUsage(usage: Tokens & { costUsd: number }, now: Tokens, before?: Tokens): void {
+  const promptTokens = now.promptTokens - (before?.promptTokens ?? 0);
+  const completionTokens = now.completionTokens - (before?.completionTokens ?? 0);
+  expect(usage).toMatchObject({ promptTokens, completionTokens });
+  const cost = (promptTokens * PRICES.prompt + completionTokens * PRICES.completion) / 1e6;
+  expect(usage.costUsd).toBeGreaterThan(0);
+  expect(usage.costUsd).toBeCloseTo(cost, 12);
+}
 
 /** Which of Loom's model calls a request is, from its prompt. */
 function purposeOf(req: ReceivedCompletion): 'plan' | 'title' | 'summary' | 'answer' {
@@ -53,6 +67,8 @@ describe('system: the consultation with an OpenAI-compatible model', () => {
         OPENAI_BASE_URL: model.baseUrl,
         OPENAI_API_KEY: KEY,
         LLM_MODEL: 'fake-model',
+        LLM_PROMPT_USD_PER_MTOK: String(PRICES.prompt),
+        LLM_COMPLETION_USD_PER_MTOK: String(PRICES.completion),
       },
     });
   });
@@ -121,7 +137,7 @@ describe('system: the consultation with an OpenAI-compatible model', () => {
     const reported = model.usage();
     const counts = { modelCalls: model.received.length, reported, usage: conversation.usage };
     console.log(`openai consultation: ${JSON.stringify(counts)}`);
-    expect(conversation.usage).toEqual({ ...reported, costUsd: 0 });
+    expectUsage(conversation.usage, reported);
   });
 
   it('answers a failing or blank model with a typed error, stores no reply, and goes on once it is back', async () => {
@@ -156,14 +172,8 @@ describe('system: the consultation with an OpenAI-compatible model', () => {
     const afterFailures = (await bob('GET', `/v1/conversations/${id}/messages`)).body.items;
     expect(afterFailures.map((m: any) => m.role)).toEqual(['user', 'user']);
     // The planner's calls were spent all the same, and counted.
-    const spent = (a: any, b: any) => ({
-      promptTokens: a.promptTokens - b.promptTokens,
-      completionTokens: a.completionTokens - b.completionTokens,
-      costUsd: 0,
-    });
-    expect((await bob('GET', `/v1/conversations/${id}`)).body.usage).toEqual(
-      spent(model.usage(), spentBefore),
-    );
+    const usageOf = async () => (await bob('GET', `/v1/conversations/${id}`)).body.usage;
+    expectUsage(await usageOf(), model.usage(), spentBefore);
 
     model.respondWith((req) =>
       purposeOf(req) === 'answer'
@@ -181,9 +191,7 @@ describe('system: the consultation with an OpenAI-compatible model', () => {
       [3, 'user'],
       [4, 'assistant'],
     ]);
-    expect((await bob('GET', `/v1/conversations/${id}`)).body.usage).toEqual(
-      spent(model.usage(), spentBefore),
-    );
+    expectUsage(await usageOf(), model.usage(), spentBefore);
   });
 
   it('ends a stream the model breaks off with an error event, after the text it did send', async () => {
@@ -284,11 +292,8 @@ describe('system: the consultation with an OpenAI-compatible model', () => {
     expect(calls('answer').at(-1)!.messages[0].content).toMatch(/\(seq 1-16\): 摘要3$/m);
     expect(nextAsk.messages[1].content).toMatch(/^Earlier summary:\n摘要3\n/);
     expect(nextAsk.messages[1].content).toContain('#17 user: "第9个问题');
-    expect((await carol('GET', `/v1/conversations/${id}`)).body.usage).toEqual({
-      promptTokens: model.usage().promptTokens - spentBefore.promptTokens,
-      completionTokens: model.usage().completionTokens - spentBefore.completionTokens,
-      costUsd: 0,
-    });
+    const { usage } = (await carol('GET', `/v1/conversations/${id}`)).body;
+    expectUsage(usage, model.usage(), spentBefore);
   });
 
   it('logged the key nowhere, although the failing endpoint quoted it back', () => {

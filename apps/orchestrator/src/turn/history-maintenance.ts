@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { LLM_CLIENT, LlmClient, makeTitle } from '@loom/agent-kit';
+import { LLM_CLIENT, LlmClient, makeTitle, withCost } from '@loom/agent-kit';
 import { redactPii } from '@loom/security';
 import {
   addUsage,
@@ -41,7 +41,7 @@ export class HistoryMaintenance {
         maxTokens: TITLE_MAX_TOKENS,
         context: { question: clean, history: [] },
       });
-      const usage = { ...res.usage, costUsd: 0 };
+      const usage = withCost(res.usage);
       const title = truncateRuneSafe(
         redactPii(res.text.trim().replace(/^["'“]|["'”]$/g, '')),
         TITLE_MAX,
@@ -87,7 +87,7 @@ export class HistoryMaintenance {
     // Spent whether or not the answer is usable. Under the turn's lock still: nobody else
     // writes the conversation meanwhile.
     const meta = await this.conversations.get(owner, conversationId, true);
-    meta.usage = addUsage(meta.usage, { ...res.usage, costUsd: 0 });
+    meta.usage = addUsage(meta.usage, withCost(res.usage));
     await this.conversations.save(owner, meta, fence);
     // A blank summary would replace what the last one folded: keep that one, fold next turn.
     if (!res.text.trim()) throw new Error('the model returned an empty summary');

@@ -1,7 +1,7 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { createHash } from 'crypto';
 import { ClsService } from 'nestjs-cls';
-import { detectLanguage, Planner } from '@loom/agent-kit';
+import { detectLanguage, Planner, withCost } from '@loom/agent-kit';
 import {
   ConversationLock,
   ConversationMessage,
@@ -275,7 +275,7 @@ export class TurnService {
       createdAt: new Date().toISOString(),
       completedAt: null,
       error: null,
-      planUsage: plan.usage ? { ...plan.usage, costUsd: 0 } : null,
+      planUsage: plan.usage ? withCost(plan.usage) : null,
     };
   }
 }

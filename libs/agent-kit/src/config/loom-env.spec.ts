@@ -26,6 +26,8 @@ describe('parseEnv', () => {
       OPENAI_BASE_URL: 'http://127.0.0.1:1/v1',
       LLM_TIMEOUT_MS: '15000',
       LLM_MAX_RETRIES: '0',
+      LLM_PROMPT_USD_PER_MTOK: '2.5',
+      LLM_COMPLETION_USD_PER_MTOK: '10',
     });
     expect(llmConfig(env)).toEqual({
       provider: 'openai',
@@ -35,7 +37,18 @@ describe('parseEnv', () => {
       model: 'm',
       timeoutMs: 15_000,
       maxRetries: 0,
+      prices: { promptUsdPerMTok: 2.5, completionUsdPerMTok: 10 },
     });
+    expect(llmConfig(parseEnv(secrets)).prices).toEqual({
+      promptUsdPerMTok: 0,
+      completionUsdPerMTok: 0,
+    });
+    expect(() => parseEnv({ ...secrets, LLM_PROMPT_USD_PER_MTOK: '-1' })).toThrow(
+      /LLM_PROMPT_USD_PER_MTOK/,
+    );
+    expect(() => parseEnv({ ...secrets, LLM_COMPLETION_USD_PER_MTOK: 'cheap' })).toThrow(
+      /LLM_COMPLETION_USD_PER_MTOK/,
+    );
     expect(() => parseEnv({ ...secrets, LLM_MAX_RETRIES: '11' })).toThrow(/LLM_MAX_RETRIES/);
     expect(() => parseEnv({ ...secrets, LLM_TIMEOUT_MS: '0' })).toThrow(/LLM_TIMEOUT_MS/);
   });

@@ -3,6 +3,7 @@ import {
   IsBoolean,
   IsIn,
   IsInt,
+  IsNumber,
   IsOptional,
   IsString,
   Matches,
@@ -14,8 +15,10 @@ import {
 import type { LlmConfig } from '../llm/llm.factory';
 import { parseSharedAclRules, SharedAclRules } from '@loom/session';
 
-const toInt = ({ value }: { value: unknown }) =>
+const toNumber = ({ value }: { value: unknown }) =>
   value === undefined || value === '' ? undefined : Number(value);
+/** The same conversion; @IsInt() then refuses a fraction. */
+const toInt = toNumber;
 const toBool = ({ value }: { value: unknown }) =>
   value === undefined || value === '' ? undefined : value === 'true' || value === '1';
 
@@ -48,6 +51,9 @@ export class LoomEnv {
   @Transform(toInt) @IsInt() @Min(100) @Max(600_000) LLM_TIMEOUT_MS = 30_000;
   /** Retries of a connection error, 408/409/429 or 5xx (the SDK's backoff between them). */
   @Transform(toInt) @IsInt() @Min(0) @Max(10) LLM_MAX_RETRIES = 2;
+  /** USD per million prompt / completion tokens of LLM_MODEL, for usage.costUsd (0: not priced). */
+  @Transform(toNumber) @IsNumber() @Min(0) @Max(10_000) LLM_PROMPT_USD_PER_MTOK = 0;
+  @Transform(toNumber) @IsNumber() @Min(0) @Max(10_000) LLM_COMPLETION_USD_PER_MTOK = 0;
   @Transform(toInt) @IsInt() @Min(1000) TASK_LEASE_MS = 600_000;
   @Transform(toInt) @IsInt() @Min(100) RECOVERY_INTERVAL_MS = 30_000;
   @Transform(toInt) @IsInt() @Min(100) AGENT_TIMEOUT_MS = 120_000;
@@ -153,5 +159,9 @@ export function llmConfig(env: LoomEnv): LlmConfig {
     model: env.LLM_MODEL,
     timeoutMs: env.LLM_TIMEOUT_MS,
     maxRetries: env.LLM_MAX_RETRIES,
+    prices: {
+      promptUsdPerMTok: env.LLM_PROMPT_USD_PER_MTOK,
+      completionUsdPerMTok: env.LLM_COMPLETION_USD_PER_MTOK,
+    },
   };
 }

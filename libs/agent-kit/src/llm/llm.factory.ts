@@ -1,4 +1,4 @@
-import type { LlmClient } from './llm.types';
+import type { LlmClient, LlmPrices } from './llm.types';
 import { OfflineLlmClient } from './offline.llm';
 import { OpenAiLlmClient } from './openai.llm';
 
@@ -10,6 +10,7 @@ export interface LlmConfig {
   model?: string;
   timeoutMs?: number;
   maxRetries?: number;
+  prices?: LlmPrices;
 }
 
 /** The configured model client; throws a clear Error when `openai` lacks a key or a model. */
@@ -26,6 +27,7 @@ export function createLlmClient(cfg: LlmConfig): LlmClient {
         baseUrl: cfg.baseUrl || undefined,
         timeoutMs: cfg.timeoutMs,
         maxRetries: cfg.maxRetries,
+        prices: cfg.prices,
       });
     }
     default:

@@ -39,6 +39,23 @@ export interface LlmRequest {
 export interface LlmUsage {
   promptTokens: number;
   completionTokens: number;
+  /** What the call cost in USD, when the model is priced (LLM_*_USD_PER_MTOK). */
+  costUsd?: number;
+}
+
+/** A model's list prices, USD per million tokens. */
+export interface LlmPrices {
+  promptUsdPerMTok: number;
+  completionUsdPerMTok: number;
+}
+
+/** A call's usage as the session stores it: priced, or at 0 USD. */
+export function withCost(usage: LlmUsage): Required<LlmUsage> {
+  return {
+    promptTokens: usage.promptTokens,
+    completionTokens: usage.completionTokens,
+    costUsd: usage.costUsd ?? 0,
+  };
 }
 
 export interface LlmResult {

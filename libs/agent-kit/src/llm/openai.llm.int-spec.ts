@@ -42,6 +42,17 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
     });
   });
 
+  it('prices the usage when the model has prices', async () => {
+    answer(() => ({ text: 'priced', usage: { prompt_tokens: 31, completion_tokens: 7 } }));
+    const prices = { promptUsdPerMTok: 2.5, completionUsdPerMTok: 10 };
+    const result = await client({ prices }).complete(req);
+    expect(result.usage).toEqual({
+      promptTokens: 31,
+      completionTokens: 7,
+      costUsd: (31 * 2.5 + 7 * 10) / 1_000_000,
+    });
+  });
+
   it('streams the deltas in order and takes the usage from the final chunk', async () => {
     answer(() => ({
       chunks: ['试用期', '被辞退', '有补偿'],

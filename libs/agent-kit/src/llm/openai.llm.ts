@@ -1,7 +1,7 @@
 import OpenAI from 'openai';
 import { createDeltaStream } from './delta-stream';
 import { toLlmError } from './llm-error';
-import type { LlmClient, LlmRequest, LlmResult, LlmStream, LlmUsage } from './llm.types';
+import type { LlmClient, LlmPrices, LlmRequest, LlmResult, LlmStream, LlmUsage } from './llm.types';
 import { countMessageTokens, countTokens } from './token-counter';
 
 export interface OpenAiLlmOptions {
@@ -13,6 +13,8 @@ export interface OpenAiLlmOptions {
   timeoutMs?: number;
   /** Retries of connection errors, 408/409/429 and 5xx answers (default 2). */
   maxRetries?: number;
+  /** When set (and not 0), every usage carries its cost. */
+  prices?: LlmPrices;
 }
 
 /** The part of the SDK this client uses; tests pass a fake. */
@@ -117,10 +119,17 @@ export class OpenAiLlmClient implements LlmClient {
 
   /** The provider's counts, or our own tokenizer's when the endpoint reports none. */
   private usage(req: LlmRequest, text: string, wire: WireUsage | null | undefined): LlmUsage {
-    return {
+    const usage: LlmUsage = {
       promptTokens: wire?.prompt_tokens ?? countMessageTokens(req.messages),
       completionTokens: wire?.completion_tokens ?? countTokens(text),
     };
+    const prices = this.options.prices;
+    if (prices && (prices.promptUsdPerMTok > 0 || prices.completionUsdPerMTok > 0))
+      usage.costUsd =
+        (usage.promptTokens * prices.promptUsdPerMTok +
+          usage.completionTokens * prices.completionUsdPerMTok) /
+        1_000_000;
+    return usage;
   }
 }
 

@@ -22,7 +22,7 @@ import { AssignmentSigner } from '@loom/security';
 import { LoomClsStore } from '@loom/observability';
 import { AgentRegistration } from '../contracts/agent-descriptor';
 import { ExecuteAgentRequest, ExecuteAgentResult } from '../contracts/agent-messages';
-import { LLM_CLIENT, LlmClient, LlmError } from '../llm/llm.types';
+import { LLM_CLIENT, LlmClient, LlmError, withCost } from '../llm/llm.types';
 import { DeltaChannel } from '../streaming/delta-channel';
 import { AGENT_DESCRIPTOR, AGENT_HANDLER, AgentHandler } from './agent-handler';
 
@@ -247,7 +247,7 @@ export function toRpc(err: unknown, log: Logger): RpcException {
   if (LoomError.is(err)) return new RpcException({ code: err.code, message: err.message });
   if (err instanceof LlmError) {
     log.warn(err.message);
-    const usage = err.usage ? { ...err.usage, costUsd: 0 } : undefined;
+    const usage = err.usage ? withCost(err.usage) : undefined;
     return new RpcException({
       code: LoomErrorCode.AGENT_FAILED,
       message: err.publicMessage,

@@ -1,5 +1,5 @@
 import type { SessionContext, Usage } from '@loom/session';
-import { LlmError, type LlmMessage } from '../llm/llm.types';
+import { LlmError, withCost, type LlmMessage } from '../llm/llm.types';
 import type { AgentTools } from './agent-handler';
 
 /** Prompt messages and structured context for a model call from what the agent was shown. */
@@ -54,5 +54,5 @@ export async function answerFromContext(
     blank.usage = res.usage;
     throw blank;
   }
-  return { answer: res.text, usage: { ...res.usage, costUsd: 0 } };
+  return { answer: res.text, usage: withCost(res.usage) };
 }
