@@ -27,6 +27,11 @@ export interface FakeAnswer {
   delayMs?: number;
   /** Streaming: the connection is cut after this many chunks. */
   cutAfterChunks?: number;
+  /**
+   * Sends the headers (and, streaming, this many chunks) and then nothing more, the connection
+   * left open: a provider that hangs mid-answer.
+   */
+  stallAfterChunks?: number;
 }
 
 export type FakeResponder = (req: ReceivedCompletion, n: number) => FakeAnswer;
@@ -121,6 +126,11 @@ export class FakeOpenAiServer {
       this.reported.completionTokens += usage.completion_tokens;
     };
     const base = { id: `chatcmpl-${this.received.length}`, created: 0, model: received.model };
+    if (!received.stream && answer.stallAfterChunks !== undefined) {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.flushHeaders();
+      return;
+    }
     if (!received.stream) {
       report();
       return send(res, 200, {
@@ -148,6 +158,7 @@ export class FakeOpenAiServer {
         res.destroy();
         return;
       }
+      if (answer.stallAfterChunks !== undefined && i >= answer.stallAfterChunks) return;
       event(chunk({ content: piece }));
       await new Promise((r) => setImmediate(r));
     }

@@ -155,6 +155,35 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
     expect(server.received).toHaveLength(1);
   });
 
+  it('ends a call whose answer stalls after its headers: the time-out covers the whole call', async () => {
+    answer(() => ({ stallAfterChunks: 0 }));
+    const error = await client({ timeoutMs: 200, maxRetries: 0 })
+      .complete(req)
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LlmError);
+    expect((error as LlmError).publicMessage).toBe('the model call timed out');
+  });
+
+  it('ends a stream that falls silent mid-answer, after the text it did send', async () => {
+    answer(() => ({ chunks: ['说到一半', '再也没有'], stallAfterChunks: 1 }));
+    const stream = client({ timeoutMs: 300, maxRetries: 0 }).stream(req);
+    const deltas: string[] = [];
+    const error = await (async () => {
+      for await (const delta of stream.deltas) deltas.push(delta);
+    })().catch((e: unknown) => e);
+    expect(deltas).toEqual(['说到一半']);
+    expect((error as LlmError).publicMessage).toBe('the model call timed out');
+  });
+
+  it('counts tokens itself when the endpoint reports counts that are not counts', async () => {
+    answer(() => ({ text: 'odd', usage: { prompt_tokens: '12', completion_tokens: -3 } as any }));
+    const result = await client().complete(req);
+    expect(result.usage).toEqual({
+      promptTokens: countMessageTokens(req.messages),
+      completionTokens: countTokens('odd'),
+    });
+  });
+
   it('fails a stream cut off mid-answer instead of ending it as if complete', async () => {
     answer(() => ({ chunks: ['one ', 'two ', 'three'], cutAfterChunks: 1 }));
     const stream = client({ maxRetries: 0 }).stream(req);

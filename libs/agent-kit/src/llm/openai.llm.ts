@@ -1,7 +1,15 @@
 import OpenAI from 'openai';
 import { createDeltaStream } from './delta-stream';
 import { toLlmError } from './llm-error';
-import type { LlmClient, LlmPrices, LlmRequest, LlmResult, LlmStream, LlmUsage } from './llm.types';
+import {
+  LlmError,
+  type LlmClient,
+  type LlmPrices,
+  type LlmRequest,
+  type LlmResult,
+  type LlmStream,
+  type LlmUsage,
+} from './llm.types';
 import { countMessageTokens, countTokens } from './token-counter';
 
 export interface OpenAiLlmOptions {
@@ -9,7 +17,10 @@ export interface OpenAiLlmOptions {
   model: string;
   /** Any OpenAI-compatible endpoint; the SDK's default when absent. */
   baseUrl?: string;
-  /** Per-attempt request timeout (default 60 s). */
+  /**
+   * Per attempt, until the answer's headers (the SDK's time-out); then, streaming, the longest
+   * silence between chunks. Default 30 s.
+   */
   timeoutMs?: number;
   /** Retries of connection errors, 408/409/429 and 5xx answers (default 2). */
   maxRetries?: number;
@@ -19,6 +30,11 @@ export interface OpenAiLlmOptions {
 
 /** The part of the SDK this client uses; tests pass a fake. */
 export type ChatCompletionsApi = Pick<OpenAI, 'chat'>;
+
+const DEFAULT_TIMEOUT_MS = 30_000;
+const DEFAULT_RETRIES = 2;
+/** Room for the SDK's pauses between attempts within a call's deadline (at most one time-out). */
+const BACKOFF_ALLOWANCE_MS = 10_000;
 
 interface WireUsage {
   prompt_tokens?: number;
@@ -40,18 +56,33 @@ export class OpenAiLlmClient implements LlmClient {
       new OpenAI({
         apiKey: options.apiKey,
         baseURL: options.baseUrl,
-        timeout: options.timeoutMs ?? 60_000,
-        maxRetries: options.maxRetries ?? 2,
+        timeout: this.timeoutMs,
+        maxRetries: options.maxRetries ?? DEFAULT_RETRIES,
       });
+  }
+
+  private get timeoutMs(): number {
+    return this.options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+  }
+
+  /**
+   * The whole call, retries included. The SDK's time-out ends when the headers arrive: a body
+   * that stalls after them would otherwise be waited for until the socket gives up (minutes).
+   */
+  private deadline(): AbortSignal {
+    const attempts = (this.options.maxRetries ?? DEFAULT_RETRIES) + 1;
+    const pauses = Math.min(BACKOFF_ALLOWANCE_MS, this.timeoutMs);
+    return AbortSignal.timeout(this.timeoutMs * attempts + pauses);
   }
 
   /** One completion; provider errors become LlmError without the key. */
   async complete(req: LlmRequest): Promise<LlmResult> {
+    const deadline = this.deadline();
     try {
-      const response = await this.api.chat.completions.create({
-        ...this.params(req),
-        stream: false,
-      });
+      const response = await this.api.chat.completions.create(
+        { ...this.params(req), stream: false },
+        { signal: deadline },
+      );
       const text = response.choices[0]?.message?.content ?? '';
       return {
         text,
@@ -59,7 +90,9 @@ export class OpenAiLlmClient implements LlmClient {
         usage: this.usage(req, text, response.usage),
       };
     } catch (error) {
-      throw toLlmError(req.purpose, error, [this.options.apiKey]);
+      throw deadline.aborted
+        ? timedOut(req.purpose)
+        : toLlmError(req.purpose, error, [this.options.apiKey]);
     }
   }
 
@@ -69,9 +102,14 @@ export class OpenAiLlmClient implements LlmClient {
       let text = '';
       let model = this.options.model;
       let wireUsage: WireUsage | null | undefined;
+      const deadline = this.deadline();
+      const silence = new AbortController();
+      let idle: NodeJS.Timeout | undefined;
       try {
-        const chunks = await this.openStream(req);
+        const chunks = await this.openStream(req, AbortSignal.any([deadline, silence.signal]));
+        idle = setTimeout(() => silence.abort(), this.timeoutMs);
         for await (const chunk of chunks) {
+          idle.refresh();
           const delta = chunk.choices[0]?.delta?.content;
           if (delta) {
             text += delta;
@@ -80,8 +118,14 @@ export class OpenAiLlmClient implements LlmClient {
           if (chunk.usage) wireUsage = chunk.usage;
           if (chunk.model) model = chunk.model;
         }
+        // The SDK ends an aborted stream as if it were complete: it was not.
+        if (deadline.aborted || silence.signal.aborted) throw timedOut(req.purpose);
       } catch (error) {
-        throw toLlmError(req.purpose, error, [this.options.apiKey]);
+        throw deadline.aborted || silence.signal.aborted
+          ? timedOut(req.purpose)
+          : toLlmError(req.purpose, error, [this.options.apiKey]);
+      } finally {
+        clearTimeout(idle);
       }
       return { text, model, usage: this.usage(req, text, wireUsage) };
     });
@@ -93,18 +137,18 @@ export class OpenAiLlmClient implements LlmClient {
    * proxies). Then the stream is opened again without it, and never asked for again; usage is
    * counted by Loom's tokenizer.
    */
-  private async openStream(req: LlmRequest) {
+  private async openStream(req: LlmRequest, signal: AbortSignal) {
     const params = { ...this.params(req), stream: true as const };
-    if (this.streamOptionsRefused) return this.api.chat.completions.create(params);
+    if (this.streamOptionsRefused) return this.api.chat.completions.create(params, { signal });
     try {
-      return await this.api.chat.completions.create({
-        ...params,
-        stream_options: { include_usage: true },
-      });
+      return await this.api.chat.completions.create(
+        { ...params, stream_options: { include_usage: true } },
+        { signal },
+      );
     } catch (error) {
       if (!refusesStreamOptions(error)) throw error;
       this.streamOptionsRefused = true;
-      return this.api.chat.completions.create(params);
+      return this.api.chat.completions.create(params, { signal });
     }
   }
 
@@ -119,9 +163,13 @@ export class OpenAiLlmClient implements LlmClient {
 
   /** The provider's counts, or our own tokenizer's when the endpoint reports none. */
   private usage(req: LlmRequest, text: string, wire: WireUsage | null | undefined): LlmUsage {
+    // The provider's counts when they are counts; an endpoint that sends anything else is
+    // counted by Loom's tokenizer instead of corrupting the totals.
+    const count = (n: unknown) =>
+      Number.isSafeInteger(n) && (n as number) >= 0 ? (n as number) : undefined;
     const usage: LlmUsage = {
-      promptTokens: wire?.prompt_tokens ?? countMessageTokens(req.messages),
-      completionTokens: wire?.completion_tokens ?? countTokens(text),
+      promptTokens: count(wire?.prompt_tokens) ?? countMessageTokens(req.messages),
+      completionTokens: count(wire?.completion_tokens) ?? countTokens(text),
     };
     const prices = this.options.prices;
     if (prices && (prices.promptUsdPerMTok > 0 || prices.completionUsdPerMTok > 0))
@@ -137,4 +185,8 @@ export class OpenAiLlmClient implements LlmClient {
 function refusesStreamOptions(error: unknown): boolean {
   const e = error as { status?: unknown; message?: unknown } | null;
   return e?.status === 400 && /stream_options|include_usage/i.test(String(e.message ?? ''));
+}
+
+function timedOut(purpose: string): LlmError {
+  return new LlmError(`LLM ${purpose} request timed out`, undefined, 'the model call timed out');
 }
