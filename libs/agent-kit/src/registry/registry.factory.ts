@@ -7,6 +7,9 @@ export function createRegistry(env: LoomEnv): AgentRegistry {
   if (env.LOOM_PROFILE === 'embedded') return new MemoryAgentRegistry();
   const redis = new Redis(env.REDIS_URL, {
     connectionName: 'loom-registry',
+    // A turn reads the registry: a half-open connection must not hold it (and its lock) for the
+    // minutes the kernel takes to notice.
+    commandTimeout: 2000,
     maxRetriesPerRequest: 2,
     retryStrategy: (n) => Math.min(n * 100, 2000),
   });

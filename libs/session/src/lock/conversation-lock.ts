@@ -9,6 +9,12 @@ const RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call
 const TAKE_OVER = `local v = redis.call('GET', KEYS[1]) if v == false or v == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) return 1 else return 0 end`;
 const RENEW = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end`;
 
+/**
+ * How long a handle renews itself. Every step of a turn has a time-out well under this; a task
+ * whose agents run longer is renewed by its TaskRun, which calls renew() itself.
+ */
+const SELF_RENEW_MAX_MS = 15 * 60_000;
+
 /** A held conversation lock: `fence` goes with every durable write made under it. */
 export interface LockHandle {
   sessionId: string;
@@ -106,15 +112,20 @@ export class ConversationLock {
     }
     const extend = () => redis!.eval(RENEW, 1, key, token, this.opts.ttlMs);
     // Held for as long as the holder works, however long one step takes (a slow model call):
-    // renewed every third of the TTL until released, or until the script finds another token.
-    // A paused or dead process renews nothing, so its lock lapses and the fence shuts it out.
+    // renewed every third of the TTL until released, until the script finds the lock gone or
+    // another token (never taken back: a holder that recovery replaced may be stuck), or, as a
+    // backstop against a step that never ends, for at most SELF_RENEW_MAX_MS. A paused or dead
+    // process renews nothing, so its lock lapses and the fence shuts it out.
+    const until = Date.now() + SELF_RENEW_MAX_MS;
     const keepAlive = redis
       ? setInterval(
           () =>
-            void extend().then(
-              (held) => held === 1 || clearInterval(keepAlive!),
-              () => undefined, // Redis away for a moment: try again next time
-            ),
+            Date.now() > until
+              ? clearInterval(keepAlive!)
+              : void extend().then(
+                  (held) => held === 1 || clearInterval(keepAlive!),
+                  () => undefined, // Redis away for a moment: try again next time
+                ),
           Math.max(50, Math.floor(this.opts.ttlMs / 3)),
         ).unref()
       : null;
