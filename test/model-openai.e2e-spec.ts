@@ -258,7 +258,7 @@ describe('system: the consultation with an OpenAI-compatible model', () => {
     expect(asked[0].messages[1].content).not.toContain('Earlier summary');
     expect(asked[0].messages[1].content).toContain('#1 user: "第1个问题');
     expect(asked[0].messages[1].content).toContain('#12 assistant:');
-    expect(asked[1].messages[1].content).toMatch(/^Earlier summary:\n摘要1\n/);
+    expect(asked[1].messages[1].content).toMatch(/^Earlier summary:\n"摘要1"\n/);
     expect(asked[1].messages[1].content).toContain('#13 user: "第7个问题');
     expect(asked[1].messages[1].content).not.toContain('#12 ');
     // The next answer's prompt carries the new summary and the 20 messages after its range: the
@@ -287,10 +287,10 @@ describe('system: the consultation with an OpenAI-compatible model', () => {
     blank = false;
     await carol('POST', `/v1/conversations/${id}/messages`, { content: '然后呢?' });
     const [blankAsk, nextAsk] = calls('summary').slice(-2);
-    expect(blankAsk.messages[1].content).toMatch(/^Earlier summary:\n摘要3\n/);
+    expect(blankAsk.messages[1].content).toMatch(/^Earlier summary:\n"摘要3"\n/);
     expect(blankAsk.messages[1].content).toContain('#17 user: "第9个问题');
     expect(calls('answer').at(-1)!.messages[0].content).toMatch(/\(seq 1-16\): 摘要3$/m);
-    expect(nextAsk.messages[1].content).toMatch(/^Earlier summary:\n摘要3\n/);
+    expect(nextAsk.messages[1].content).toMatch(/^Earlier summary:\n"摘要3"\n/);
     expect(nextAsk.messages[1].content).toContain('#17 user: "第9个问题');
     const { usage } = (await carol('GET', `/v1/conversations/${id}`)).body;
     expectUsage(usage, model.usage(), spentBefore);

@@ -116,6 +116,11 @@ describe('reportedUsage', () => {
       completionTokens: 3,
       costUsd: 0,
     });
+    expect(reportedUsage({ promptTokens: 1, completionTokens: 2, costUsd: null })).toEqual({
+      promptTokens: 1,
+      completionTokens: 2,
+      costUsd: 0,
+    });
     expect(reportedUsage({ promptTokens: 0, completionTokens: 0, costUsd: 0.25 })).toEqual({
       promptTokens: 0,
       completionTokens: 0,

@@ -271,7 +271,8 @@ const MAX_TOKENS_PER_CALL = 100_000_000;
  * process: what it sends is checked before it is added into a conversation's totals.
  */
 export function reportedUsage(u: unknown): Usage | null {
-  const { promptTokens, completionTokens, costUsd = 0 } = (u ?? {}) as Partial<Usage>;
+  const { promptTokens, completionTokens, costUsd: reported } = (u ?? {}) as Partial<Usage>;
+  const costUsd = reported ?? 0; // null (JSON of a NaN) or absent: not priced
   const tokens = (n: unknown): n is number =>
     Number.isSafeInteger(n) && (n as number) >= 0 && (n as number) <= MAX_TOKENS_PER_CALL;
   const cost = typeof costUsd === 'number' && Number.isFinite(costUsd) && costUsd >= 0;
