@@ -25,6 +25,8 @@ export interface FakeAnswer {
   headers?: Record<string, string>;
   /** Waits this long before answering (before the first chunk when streaming). */
   delayMs?: number;
+  /** Streaming: the pause before each chunk (default: none). */
+  chunkIntervalMs?: number;
   /** Streaming: the connection is cut after this many chunks. */
   cutAfterChunks?: number;
   /**
@@ -159,6 +161,8 @@ export class FakeOpenAiServer {
         return;
       }
       if (answer.stallAfterChunks !== undefined && i >= answer.stallAfterChunks) return;
+      if (answer.chunkIntervalMs) await pause(answer.chunkIntervalMs, res);
+      if (res.destroyed) return;
       event(chunk({ content: piece }));
       await new Promise((r) => setImmediate(r));
     }

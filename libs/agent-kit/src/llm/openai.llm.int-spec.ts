@@ -146,11 +146,9 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
       .complete(req)
       .catch((e: unknown) => e);
     expect(error).toBeInstanceOf(LlmError);
-    // "Request timed out." in Node; under Jest the SDK sees the abort from another realm and
-    // reports "Connection error." instead. Either way: typed, no status, one attempt.
-    expect((error as LlmError).message).toMatch(
-      /^LLM answer request failed: .*(timed out|Connection error)/,
-    );
+    // "the model call timed out" in Node; under Jest the SDK sees its abort from another realm
+    // and reports a connection error instead. Either way: typed, no status, one attempt.
+    expect((error as LlmError).message).toMatch(/timed out|Connection error/);
     expect((error as LlmError).status).toBeUndefined();
     expect(server.received).toHaveLength(1);
   });
@@ -173,6 +171,23 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
     })().catch((e: unknown) => e);
     expect(deltas).toEqual(['说到一半']);
     expect((error as LlmError).publicMessage).toBe('the model call timed out');
+  });
+
+  it('lets a stream that keeps sending run past the deadline for its start', async () => {
+    const chunks = Array.from({ length: 8 }, (_, i) => `第${i + 1}段`);
+    answer(() => ({ chunks, chunkIntervalMs: 100 })); // 800 ms, the deadline is 600 ms
+    const result = await client({ timeoutMs: 300, maxRetries: 0 }).stream(req).result;
+    expect(result.text).toBe(chunks.join(''));
+  });
+
+  it("answers with the provider's 429 when the pause it asks for would end past the deadline", async () => {
+    answer(() => ({ status: 429, headers: { 'retry-after': '30' } }));
+    const error = await client({ timeoutMs: 200, maxRetries: 2 })
+      .complete(req)
+      .catch((e: unknown) => e);
+    expect((error as LlmError).status).toBe(429);
+    expect((error as LlmError).publicMessage).toBe('the model call failed (HTTP 429)');
+    expect(server.received).toHaveLength(1);
   });
 
   it('counts tokens itself when the endpoint reports counts that are not counts', async () => {

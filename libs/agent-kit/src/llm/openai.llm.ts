@@ -1,4 +1,4 @@
-import OpenAI from 'openai';
+import OpenAI, { APIConnectionTimeoutError } from 'openai';
 import { createDeltaStream } from './delta-stream';
 import { toLlmError } from './llm-error';
 import {
@@ -10,6 +10,7 @@ import {
   type LlmStream,
   type LlmUsage,
 } from './llm.types';
+import { withRetries } from './model-retries';
 import { countMessageTokens, countTokens } from './token-counter';
 
 export interface OpenAiLlmOptions {
@@ -19,7 +20,8 @@ export interface OpenAiLlmOptions {
   baseUrl?: string;
   /**
    * Per attempt, until the answer's headers (the SDK's time-out); then, streaming, the longest
-   * silence between chunks. Default 30 s.
+   * silence between chunks. Default 30 s. A call, its retries and pauses included, must have
+   * its answer (a stream: its first headers) within timeoutMs × attempts + at most 10 s.
    */
   timeoutMs?: number;
   /** Retries of connection errors, 408/409/429 and 5xx answers (default 2). */
@@ -33,8 +35,10 @@ export type ChatCompletionsApi = Pick<OpenAI, 'chat'>;
 
 const DEFAULT_TIMEOUT_MS = 30_000;
 const DEFAULT_RETRIES = 2;
-/** Room for the SDK's pauses between attempts within a call's deadline (at most one time-out). */
+/** Room for the pauses between attempts within a call's deadline (at most one time-out). */
 const BACKOFF_ALLOWANCE_MS = 10_000;
+/** A stream that keeps sending is let run this long at most. */
+const STREAM_MAX_MS = 10 * 60_000;
 
 interface WireUsage {
   prompt_tokens?: number;
@@ -57,7 +61,7 @@ export class OpenAiLlmClient implements LlmClient {
         apiKey: options.apiKey,
         baseURL: options.baseUrl,
         timeout: this.timeoutMs,
-        maxRetries: options.maxRetries ?? DEFAULT_RETRIES,
+        maxRetries: 0, // withRetries: pauses that know the deadline
       });
   }
 
@@ -65,23 +69,44 @@ export class OpenAiLlmClient implements LlmClient {
     return this.options.timeoutMs ?? DEFAULT_TIMEOUT_MS;
   }
 
+  private get retries(): number {
+    return this.options.maxRetries ?? DEFAULT_RETRIES;
+  }
+
   /**
-   * The whole call, retries included. The SDK's time-out ends when the headers arrive: a body
-   * that stalls after them would otherwise be waited for until the socket gives up (minutes).
+   * The whole call, retries included, as an abort signal. The SDK's time-out ends when the
+   * headers arrive: a body that stalls after them would otherwise be waited for until the
+   * socket gives up (minutes). `extend` moves it (a stream that opened); `end` clears it.
    */
-  private deadline(): AbortSignal {
-    const attempts = (this.options.maxRetries ?? DEFAULT_RETRIES) + 1;
+  private deadline() {
+    const controller = new AbortController();
     const pauses = Math.min(BACKOFF_ALLOWANCE_MS, this.timeoutMs);
-    return AbortSignal.timeout(this.timeoutMs * attempts + pauses);
+    const at = Date.now() + this.timeoutMs * (this.retries + 1) + pauses;
+    let timer = setTimeout(() => controller.abort(), at - Date.now());
+    return {
+      signal: controller.signal,
+      at,
+      extend: (ms: number) => {
+        clearTimeout(timer);
+        timer = setTimeout(() => controller.abort(), ms);
+      },
+      end: () => clearTimeout(timer),
+    };
   }
 
   /** One completion; provider errors become LlmError without the key. */
   async complete(req: LlmRequest): Promise<LlmResult> {
     const deadline = this.deadline();
     try {
-      const response = await this.api.chat.completions.create(
-        { ...this.params(req), stream: false },
-        { signal: deadline },
+      const response = await withRetries(
+        () =>
+          this.api.chat.completions.create(
+            { ...this.params(req), stream: false },
+            { signal: deadline.signal },
+          ),
+        this.retries,
+        deadline.signal,
+        deadline.at,
       );
       const text = response.choices[0]?.message?.content ?? '';
       return {
@@ -90,9 +115,9 @@ export class OpenAiLlmClient implements LlmClient {
         usage: this.usage(req, text, response.usage),
       };
     } catch (error) {
-      throw deadline.aborted
-        ? timedOut(req.purpose)
-        : toLlmError(req.purpose, error, [this.options.apiKey]);
+      throw this.failure(req, error, deadline.signal.aborted);
+    } finally {
+      deadline.end();
     }
   }
 
@@ -105,8 +130,17 @@ export class OpenAiLlmClient implements LlmClient {
       const deadline = this.deadline();
       const silence = new AbortController();
       let idle: NodeJS.Timeout | undefined;
+      const stopped = () => deadline.signal.aborted || silence.signal.aborted;
       try {
-        const chunks = await this.openStream(req, AbortSignal.any([deadline, silence.signal]));
+        const signal = AbortSignal.any([deadline.signal, silence.signal]);
+        const chunks = await withRetries(
+          () => this.openStream(req, signal),
+          this.retries,
+          deadline.signal,
+          deadline.at,
+        );
+        // Open: from now on silence is what ends it (a long answer may take minutes to write).
+        deadline.extend(STREAM_MAX_MS);
         idle = setTimeout(() => silence.abort(), this.timeoutMs);
         for await (const chunk of chunks) {
           idle.refresh();
@@ -119,13 +153,12 @@ export class OpenAiLlmClient implements LlmClient {
           if (chunk.model) model = chunk.model;
         }
         // The SDK ends an aborted stream as if it were complete: it was not.
-        if (deadline.aborted || silence.signal.aborted) throw timedOut(req.purpose);
+        if (stopped()) throw timedOut(req.purpose);
       } catch (error) {
-        throw deadline.aborted || silence.signal.aborted
-          ? timedOut(req.purpose)
-          : toLlmError(req.purpose, error, [this.options.apiKey]);
+        throw this.failure(req, error, stopped());
       } finally {
         clearTimeout(idle);
+        deadline.end();
       }
       return { text, model, usage: this.usage(req, text, wireUsage) };
     });
@@ -150,6 +183,14 @@ export class OpenAiLlmClient implements LlmClient {
       this.streamOptionsRefused = true;
       return this.api.chat.completions.create(params, { signal });
     }
+  }
+
+  /** A failed call as LlmError: timed out (Loom's deadline or the SDK's), else the provider's. */
+  private failure(req: LlmRequest, error: unknown, stopped: boolean): LlmError {
+    if (error instanceof LlmError) return error;
+    return stopped || error instanceof APIConnectionTimeoutError
+      ? timedOut(req.purpose)
+      : toLlmError(req.purpose, error, [this.options.apiKey]);
   }
 
   private params(req: LlmRequest) {

@@ -1,0 +1,69 @@
+import { APIConnectionError } from 'openai';
+
+const FIRST_PAUSE_MS = 500;
+const MAX_PAUSE_MS = 8_000;
+/** The longest `retry-after` taken as asked; a longer one ends the call with the provider's answer. */
+const MAX_RETRY_AFTER_MS = 60_000;
+
+/**
+ * Runs `attempt` up to `retries` more times after a retryable failure (a connection error, 408,
+ * 409, 429, 5xx), pausing as the provider asks (`retry-after-ms`, `retry-after`) or
+ * exponentially with jitter. Loom retries rather than the SDK, whose pauses cannot see a
+ * deadline: a pause that would end past `deadlineAt` is not taken, and the provider's own
+ * answer (a 429, say) is what the caller gets. A pause ends early when `signal` aborts.
+ */
+export async function withRetries<T>(
+  attempt: () => Promise<T>,
+  retries: number,
+  signal: AbortSignal,
+  deadlineAt: number,
+): Promise<T> {
+  for (let n = 0; ; n++) {
+    try {
+      return await attempt();
+    } catch (error) {
+      if (n >= retries || signal.aborted || !retryable(error)) throw error;
+      const pause = pauseAfter(error, n);
+      if (pause === null || Date.now() + pause >= deadlineAt) throw error;
+      await sleep(pause, signal);
+    }
+  }
+}
+
+function retryable(error: unknown): boolean {
+  const status = (error as { status?: unknown } | null)?.status;
+  if (typeof status === 'number')
+    return status === 408 || status === 409 || status === 429 || status >= 500;
+  return error instanceof APIConnectionError; // a time-out is one too
+}
+
+/** ms to wait before attempt n + 2; null when the provider asks for longer than Loom waits. */
+function pauseAfter(error: unknown, n: number): number | null {
+  const headers = (error as { headers?: { get?(name: string): string | null } } | null)?.headers;
+  const asked = retryAfterMs(headers?.get?.('retry-after-ms'), headers?.get?.('retry-after'));
+  if (asked !== undefined) return asked <= MAX_RETRY_AFTER_MS ? asked : null;
+  const full = Math.min(FIRST_PAUSE_MS * 2 ** n, MAX_PAUSE_MS);
+  return full * (0.75 + Math.random() * 0.25);
+}
+
+function retryAfterMs(ms?: string | null, after?: string | null): number | undefined {
+  const exact = Number(ms);
+  if (ms && Number.isFinite(exact) && exact >= 0) return exact;
+  if (!after) return undefined;
+  const seconds = Number(after);
+  if (Number.isFinite(seconds) && seconds >= 0) return seconds * 1000;
+  const at = Date.parse(after);
+  return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal.addEventListener('abort', done, { once: true });
+  });
+}
