@@ -10,8 +10,8 @@ const TAKE_OVER = `local v = redis.call('GET', KEYS[1]) if v == false or v == AR
 const RENEW = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end`;
 
 /**
- * How long a handle renews itself. Every step of a turn has a time-out well under this; a task
- * whose agents run longer is renewed by its TaskRun, which calls renew() itself.
+ * How long a handle renews itself after its holder last showed progress. Every step of a turn
+ * has a time-out well under this; while agents work, the TaskRun calls renew() itself.
  */
 const SELF_RENEW_MAX_MS = 15 * 60_000;
 
@@ -114,9 +114,10 @@ export class ConversationLock {
     // Held for as long as the holder works, however long one step takes (a slow model call):
     // renewed every third of the TTL until released, until the script finds the lock gone or
     // another token (never taken back: a holder that recovery replaced may be stuck), or, as a
-    // backstop against a step that never ends, for at most SELF_RENEW_MAX_MS. A paused or dead
-    // process renews nothing, so its lock lapses and the fence shuts it out.
-    const until = Date.now() + SELF_RENEW_MAX_MS;
+    // backstop against a step that never ends, SELF_RENEW_MAX_MS after the holder last showed
+    // progress (acquiring, or renewing itself, as a TaskRun does while agents work). A paused or
+    // dead process renews nothing, so its lock lapses and the fence shuts it out.
+    let until = Date.now() + SELF_RENEW_MAX_MS;
     const keepAlive = redis
       ? setInterval(
           () =>
@@ -137,7 +138,10 @@ export class ConversationLock {
         if (keepAlive) clearInterval(keepAlive);
         await this.release(key, token);
       },
-      renew: async () => (redis ? (await extend().catch(() => 0)) === 1 : true),
+      renew: async () => {
+        until = Date.now() + SELF_RENEW_MAX_MS;
+        return redis ? (await extend().catch(() => 0)) === 1 : true;
+      },
     };
   }
 
