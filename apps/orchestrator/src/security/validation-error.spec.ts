@@ -24,4 +24,10 @@ describe('validationError', () => {
     );
     expect(e.message).not.toContain('sk_live');
   });
+
+  it('names only the type rule when the value is of the wrong type', () => {
+    const both = { max: 'm', min: 'm', isInt: 'i' };
+    expect(validationError([err('limit', both)]).message).toBe('limit fails isInt');
+    expect(validationError([err('limit', { max: 'm' })]).message).toBe('limit fails max');
+  });
 });

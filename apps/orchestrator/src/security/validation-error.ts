@@ -2,9 +2,13 @@ import { ValidationError } from '@nestjs/common';
 import { LoomError, LoomErrorCode } from '@loom/session';
 
 const PROPERTY = /^[A-Za-z0-9_]{1,64}$/;
+/** A value of the wrong type breaks its range rules too; only the type is worth saying. */
+const TYPE_RULES = new Set(['isInt', 'isNumber', 'isString', 'isBoolean', 'isObject', 'isArray']);
 
 function describe(e: ValidationError, path: string[]): string[] {
-  const rules = Object.keys(e.constraints ?? {});
+  const broken = Object.keys(e.constraints ?? {});
+  const typeRules = broken.filter((r) => TYPE_RULES.has(r));
+  const rules = typeRules.length ? typeRules : broken;
   // An unknown property's name is the client's text, not ours: never repeat it.
   if (rules.includes('whitelistValidation'))
     return [`${[...path, '(unknown property)'].join('.')} is not allowed`];

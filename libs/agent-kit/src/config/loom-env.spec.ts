@@ -104,4 +104,29 @@ describe('parseEnv', () => {
     expect(env.DB_MIGRATIONS_RUN).toBe(false);
     expect(env.LLM_PROVIDER).toBe('openai');
   });
+
+  it('reads true/false/1/0 in any case, and refuses any other boolean', () => {
+    for (const [raw, value] of [
+      ['TRUE', true],
+      [' True ', true],
+      ['1', true],
+      ['FALSE', false],
+      ['0', false],
+    ] as const)
+      expect(parseEnv({ ...secrets, LOOM_REDACT_STORED: raw }).LOOM_REDACT_STORED).toBe(value);
+    // "yes" used to mean false without a word: redaction silently off.
+    for (const raw of ['yes', 'on', 'maybe'])
+      expect(() => parseEnv({ ...secrets, LOOM_REDACT_STORED: raw })).toThrow(
+        /LOOM_REDACT_STORED: LOOM_REDACT_STORED must be a boolean value$/,
+      );
+  });
+
+  it('says only that a number is not a number, not which range it also misses', () => {
+    expect(() => parseEnv({ ...secrets, PORT: 'abc' })).toThrow(
+      /^invalid configuration: PORT: PORT must be an integer number$/,
+    );
+    expect(() => parseEnv({ ...secrets, PORT: '70000' })).toThrow(
+      /^invalid configuration: PORT: PORT must not be greater than 65535$/,
+    );
+  });
 });

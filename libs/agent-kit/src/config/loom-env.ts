@@ -19,8 +19,14 @@ const toNumber = ({ value }: { value: unknown }) =>
   value === undefined || value === '' ? undefined : Number(value);
 /** The same conversion; @IsInt() then refuses a fraction. */
 const toInt = toNumber;
-const toBool = ({ value }: { value: unknown }) =>
-  value === undefined || value === '' ? undefined : value === 'true' || value === '1';
+/** true/false/1/0 in any case; anything else stays a string, which @IsBoolean() refuses. */
+const toBool = ({ value }: { value: unknown }) => {
+  if (value === undefined || value === '') return undefined;
+  const word = String(value).trim().toLowerCase();
+  return word === 'true' || word === '1' ? true : word === 'false' || word === '0' ? false : value;
+};
+/** A value of the wrong type breaks its range rules too; only the type is worth naming. */
+const TYPE_RULES = ['isInt', 'isNumber', 'isBoolean', 'isString'];
 
 /** API.md's environment table, validated once at boot; nothing else reads process.env. */
 export class LoomEnv {
@@ -105,9 +111,11 @@ export function parseEnv(
     Object.entries(raw).filter(([, v]) => v !== undefined && v !== ''),
   );
   const env = plainToInstance(LoomEnv, defined, { exposeDefaultValues: true });
-  const problems = validateSync(env, { whitelist: false }).map(
-    (e) => `${e.property}: ${Object.values(e.constraints ?? {}).join(', ')}`,
-  );
+  const problems = validateSync(env, { whitelist: false }).map((e) => {
+    const broken = Object.entries(e.constraints ?? {});
+    const typeOnly = broken.filter(([rule]) => TYPE_RULES.includes(rule));
+    return `${e.property}: ${(typeOnly.length ? typeOnly : broken).map(([, m]) => m).join(', ')}`;
+  });
   if (env.LOOM_PROFILE !== 'embedded' && role !== 'tool' && !env.LOOM_AGENT_SECRET)
     problems.unshift('LOOM_AGENT_SECRET: required outside the embedded profile (16+ characters)');
   if (env.LOOM_PROFILE !== 'embedded' && role === 'orchestrator' && !env.LOOM_JWT_SECRET)
