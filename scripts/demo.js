@@ -32,8 +32,12 @@ function reachable(url) {
 }
 
 async function main() {
-  execFileSync(process.execPath, [path.join(root, 'scripts', 'build.js')], { stdio: 'inherit' });
   const forced = process.env.LOOM_DEMO_PROFILE; // 'embedded' or 'distributed' to skip the probe
+  if (forced && forced !== 'embedded' && forced !== 'distributed') {
+    console.error(`demo: LOOM_DEMO_PROFILE must be embedded or distributed, not "${forced}"`);
+    process.exit(2);
+  }
+  execFileSync(process.execPath, [path.join(root, 'scripts', 'build.js')], { stdio: 'inherit' });
   const distributed = forced
     ? forced === 'distributed'
     : (await reachable(REDIS_URL)) && (await reachable(MYSQL_SERVER));
