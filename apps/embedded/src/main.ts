@@ -36,7 +36,7 @@ async function main(): Promise<void> {
   for (const { app, agent } of agents) {
     if (!agent?.descriptor || !agent.handler)
       throw new Error(`apps/${app}/src/agent exports no AGENT`);
-    await bootstrapAgent(agent.descriptor, agent.handler, env);
+    await bootstrapAgent(agent, env);
   }
   const app = await createOrchestrator(env);
   await app.listen(env.PORT, '127.0.0.1');

@@ -2,4 +2,4 @@ import 'reflect-metadata';
 import { bootstrapAgent } from '@loom/agent-kit';
 import { AGENT } from './agent';
 
-void bootstrapAgent(AGENT.descriptor, AGENT.handler);
+void bootstrapAgent(AGENT);

@@ -2,11 +2,13 @@ import { INestMicroservice, Type } from '@nestjs/common';
 import { randomBytes } from 'crypto';
 import { firstValueFrom } from 'rxjs';
 import {
+  AgentDefinition,
   AgentHandler,
   AgentRegistration,
   agentExecutePattern,
   bootstrapAgent,
   ExecuteAgentResult,
+  isAgentDefinition,
   parseEnv,
   RedisStreamsClient,
   sessionOptionsFrom,
@@ -40,12 +42,25 @@ export class AgentHarness {
     private readonly cleanup: () => Promise<void>,
   ) {}
 
-  static async start(
+  /** Starts an agent app's `AGENT` (its handler's own imports and providers included). */
+  static start(agent: AgentDefinition, extraEnv?: Record<string, string>): Promise<AgentHarness>;
+  static start(
     descriptor: AgentRegistration,
     handler: Type<AgentHandler>,
     /** Extra environment for the agent app (e.g. AGENT_CLAIM_IDLE_MS). */
-    extraEnv: Record<string, string> = {},
+    extraEnv?: Record<string, string>,
+  ): Promise<AgentHarness>;
+  static async start(
+    first: AgentDefinition | AgentRegistration,
+    second?: Type<AgentHandler> | Record<string, string>,
+    third?: Record<string, string>,
   ): Promise<AgentHarness> {
+    const agent: AgentDefinition = isAgentDefinition(first)
+      ? first
+      : { descriptor: first, handler: second as Type<AgentHandler> };
+    const extraEnv = (isAgentDefinition(first) ? second : third) as
+      Record<string, string> | undefined;
+    const { descriptor } = agent;
     const db = await createTestDatabase('loom_agent');
     const prefix = createTestPrefix('loomagent');
     const secret = randomBytes(24).toString('hex');
@@ -56,9 +71,9 @@ export class AgentHarness {
       LOOM_JWT_SECRET: randomBytes(24).toString('hex'),
       LOOM_AGENT_SECRET: secret,
       LOG_LEVEL: 'warn',
-      ...extraEnv,
+      ...(extraEnv ?? {}),
     });
-    const app = await bootstrapAgent(descriptor, handler, env);
+    const app = await bootstrapAgent(agent, env);
     const client = new RedisStreamsClient({
       redisUrl: env.REDIS_URL,
       keyPrefix: env.LOOM_KEY_PREFIX,

@@ -1,4 +1,4 @@
-import type { Type } from '@nestjs/common';
+import type { ModuleMetadata, Provider, Type } from '@nestjs/common';
 import type { SessionContext, Usage } from '@loom/session';
 import type { AgentRegistration } from '../contracts/agent-descriptor';
 import type { LlmClient } from '../llm/llm.types';
@@ -29,4 +29,12 @@ export const AGENT_DESCRIPTOR = Symbol('AGENT_DESCRIPTOR');
 export interface AgentDefinition {
   descriptor: AgentRegistration;
   handler: Type<AgentHandler>;
+  /** Modules the handler's own dependencies come from (an HTTP client, a database module…). */
+  imports?: ModuleMetadata['imports'];
+  /** Providers the handler injects (`constructor(private readonly rates: TaxRates)`). */
+  providers?: Provider[];
+}
+
+export function isAgentDefinition(x: unknown): x is AgentDefinition {
+  return typeof x === 'object' && x !== null && 'descriptor' in x && 'handler' in x;
 }

@@ -5,7 +5,7 @@ import { createPinoLogger, LoomLogger } from '@loom/observability';
 import { LoomEnv, loadEnvOrExit } from '../config/loom-env';
 import { AgentRegistration } from '../contracts/agent-descriptor';
 import { RedisStreamsServer } from '../transport/redis-streams.server';
-import { AgentHandler } from './agent-handler';
+import { AgentDefinition, AgentHandler, isAgentDefinition } from './agent-handler';
 import { LoomAgentModule } from './loom-agent.module';
 
 /**
@@ -13,10 +13,25 @@ import { LoomAgentModule } from './loom-agent.module';
  * consumer per request), Nest's TCP transport in the embedded profile.
  */
 export async function bootstrapAgent(
+  agent: AgentDefinition,
+  envOverride?: LoomEnv,
+): Promise<INestMicroservice>;
+/** The same, for a handler without dependencies of its own. */
+export async function bootstrapAgent(
   descriptor: AgentRegistration,
   handler: Type<AgentHandler>,
   envOverride?: LoomEnv,
+): Promise<INestMicroservice>;
+export async function bootstrapAgent(
+  first: AgentDefinition | AgentRegistration,
+  second?: Type<AgentHandler> | LoomEnv,
+  third?: LoomEnv,
 ): Promise<INestMicroservice> {
+  const agent: AgentDefinition = isAgentDefinition(first)
+    ? first
+    : { descriptor: first, handler: second as Type<AgentHandler> };
+  const envOverride = isAgentDefinition(first) ? (second as LoomEnv | undefined) : third;
+  const { descriptor } = agent;
   const env = envOverride ?? loadEnvOrExit({}, 'agent');
   const logger = new LoomLogger(
     createPinoLogger({
@@ -43,7 +58,7 @@ export async function bootstrapAgent(
     };
   }
   const app = await NestFactory.createMicroservice<MicroserviceOptions>(
-    LoomAgentModule.forRoot({ env, descriptor: registration, handler }),
+    LoomAgentModule.forRoot({ ...agent, env, descriptor: registration }),
     { ...options, logger, bufferLogs: false },
   );
   app.enableShutdownHooks();

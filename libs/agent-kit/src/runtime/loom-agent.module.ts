@@ -1,4 +1,4 @@
-import { DynamicModule, Module, Type } from '@nestjs/common';
+import { DynamicModule, Module } from '@nestjs/common';
 import { ClsModule } from 'nestjs-cls';
 import { randomBytes } from 'crypto';
 import { SessionModule } from '@loom/session';
@@ -10,15 +10,14 @@ import { createLlmClient } from '../llm/llm.factory';
 import { LLM_CLIENT } from '../llm/llm.types';
 import { AGENT_REGISTRY } from '../registry/agent-registry';
 import { createRegistry } from '../registry/registry.factory';
-import { AGENT_DESCRIPTOR, AGENT_HANDLER, AgentHandler } from './agent-handler';
+import { AGENT_DESCRIPTOR, AGENT_HANDLER, AgentDefinition } from './agent-handler';
 import { createAgentController } from './agent-controller.factory';
 import { AgentHeartbeat } from './agent-heartbeat.service';
 import { AgentRunner, INSTANCE_ID } from './agent-runner';
 
-export interface LoomAgentOptions {
+export interface LoomAgentOptions extends AgentDefinition {
   env: LoomEnv;
   descriptor: AgentRegistration;
-  handler: Type<AgentHandler>;
 }
 
 /** Everything an agent app needs: session library, model, assignment checks, registry, the handler's route. */
@@ -31,6 +30,7 @@ export class LoomAgentModule {
       imports: [
         ClsModule.forRoot({ global: true }),
         SessionModule.forRootAsync({ useFactory: () => sessionOptionsFrom(opts.env) }),
+        ...(opts.imports ?? []),
       ],
       controllers: [createAgentController(opts.descriptor.agentType)],
       providers: [
@@ -50,6 +50,7 @@ export class LoomAgentModule {
         { provide: AGENT_REGISTRY, useFactory: () => createRegistry(opts.env) },
         AgentRunner,
         AgentHeartbeat,
+        ...(opts.providers ?? []),
       ],
     };
   }
