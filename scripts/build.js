@@ -27,11 +27,31 @@ function apps() {
     .map((d) => d.name);
 }
 
+/**
+ * Removes what a deleted source left in dist/: an app removed from apps/ would otherwise still
+ * run in the embedded profile (it loads every dist/apps/<name>/src/agent.js).
+ */
+function prune(dir, built) {
+  if (!fs.existsSync(dir)) return;
+  for (const entry of fs.readdirSync(dir, { withFileTypes: true })) {
+    const full = path.join(dir, entry.name);
+    if (entry.isDirectory()) {
+      prune(full, built);
+      if (fs.readdirSync(full).length === 0) fs.rmdirSync(full);
+    } else if (!built.has(full.replace(/\.map$/, ''))) fs.rmSync(full);
+  }
+}
+
 function main() {
   const started = Date.now();
   const files = ROOTS.filter((dir) => fs.existsSync(path.join(root, dir))).flatMap((dir) =>
     sources(path.join(root, dir)),
   );
+  const targets = new Set(
+    files.map((f) => path.join(outDir, path.relative(root, f).replace(/\.ts$/, '.js'))),
+  );
+  for (const app of apps()) targets.add(path.join(outDir, 'apps', app, 'main.js'));
+  for (const dir of ROOTS) prune(path.join(outDir, dir), targets);
   for (const file of files) {
     const target = path.join(outDir, path.relative(root, file).replace(/\.ts$/, '.js'));
     const { code, map } = transpile(fs.readFileSync(file, 'utf8'), file);
