@@ -1,5 +1,5 @@
 import { DynamicModule, Global, Inject, Module, OnApplicationShutdown } from '@nestjs/common';
-import { SESSION_OPTIONS, SessionOptions } from './config/session-options';
+import { DEFAULT_SESSION_OPTIONS, SESSION_OPTIONS, SessionOptions } from './config/session-options';
 import { ConversationRepository } from './conversation/conversation.repository';
 import { TaskRepository } from './conversation/task.repository';
 import { SharedAclRules, SharedContextAcl, StoreAuditLog } from './context/shared-acl';
@@ -11,13 +11,16 @@ export const SESSION_INFRA = Symbol('SESSION_INFRA');
 export interface SessionModuleAsyncOptions {
   imports?: DynamicModule['imports'];
   inject?: Array<string | symbol | (abstract new (...args: never[]) => unknown)>;
-  useFactory: (...args: any[]) => SessionOptions & {
-    acl?: SharedAclRules;
-    /** Applied to task-shared values before they are stored (LOOM_REDACT_STORED). */
-    redactShared?: (value: unknown) => unknown;
-    onHotError?: (err: unknown) => void;
-  };
+  /** Every option left out is DEFAULT_SESSION_OPTIONS's, as with createSessionInfra. */
+  useFactory: (...args: any[]) => SessionModuleOptions | Promise<SessionModuleOptions>;
 }
+
+export type SessionModuleOptions = Partial<SessionOptions> & {
+  acl?: SharedAclRules;
+  /** Applied to task-shared values before they are stored (LOOM_REDACT_STORED). */
+  redactShared?: (value: unknown) => unknown;
+  onHotError?: (err: unknown) => void;
+};
 
 /** The session library for a Nest app: the store of its profile, repositories, lock and ACL. */
 @Global()
@@ -30,7 +33,14 @@ export class SessionModule implements OnApplicationShutdown {
       module: SessionModule,
       imports: opts.imports ?? [],
       providers: [
-        { provide: SESSION_OPTIONS, useFactory: opts.useFactory, inject: opts.inject ?? [] },
+        {
+          provide: SESSION_OPTIONS,
+          useFactory: async (...args: unknown[]) => ({
+            ...DEFAULT_SESSION_OPTIONS,
+            ...(await opts.useFactory(...args)),
+          }),
+          inject: opts.inject ?? [],
+        },
         {
           provide: SESSION_INFRA,
           useFactory: (o: SessionOptions & { onHotError?: (err: unknown) => void }) =>
