@@ -79,6 +79,85 @@ describe('orchestrator (HTTP, in-process)', () => {
     expect(names(messages.post)).toEqual(expect.arrayContaining(['Idempotency-Key', 'Accept']));
   });
 
+  it('answers every route with the schema its OpenAPI document gives, errors included', async () => {
+    const server = app.getHttpServer();
+    const doc = (await request(server).get('/docs-json')).body as OpenApiDoc;
+    const auth = token('tenant-docs', 'dora');
+    /** Checks `res` against the schema the document gives for this route and status. */
+    const check = (path: string, method: string, res: { status: number; body: unknown }) => {
+      const op = doc.paths[path][method];
+      const schema = op.responses[String(res.status)]?.content?.['application/json']?.schema;
+      expect({ route: `${method} ${path} ${res.status}`, documented: !!schema }).toEqual({
+        route: `${method} ${path} ${res.status}`,
+        documented: true,
+      });
+      expect(mismatches(doc, schema!, res.body, 'body')).toEqual([]);
+    };
+    const conv = await request(server)
+      .post('/v1/conversations')
+      .set('authorization', auth)
+      .send({});
+    check('/v1/conversations', 'post', conv);
+    const id = conv.body.conversationId;
+    const again = await request(server)
+      .post('/v1/conversations')
+      .set('authorization', auth)
+      .send({ conversationId: id });
+    check('/v1/conversations', 'post', again);
+    const turn = await request(server)
+      .post(`/v1/conversations/${id}/messages`)
+      .set('authorization', auth)
+      .send({ content: '公司辞退我不给经济补偿' });
+    check('/v1/conversations/{id}/messages', 'post', turn);
+    const get = (path: string) => request(server).get(path).set('authorization', auth);
+    check('/v1/conversations', 'get', await get('/v1/conversations'));
+    check('/v1/conversations/{id}', 'get', await get(`/v1/conversations/${id}`));
+    check('/v1/conversations/{id}/messages', 'get', await get(`/v1/conversations/${id}/messages`));
+    const task = await get(`/v1/tasks/${turn.body.taskId}`);
+    expect(Object.keys(task.body.sharedContext).length).toBeGreaterThan(0);
+    check('/v1/tasks/{taskId}', 'get', task);
+    check('/v1/agents', 'get', await get('/v1/agents'));
+    check('/health', 'get', await request(server).get('/health'));
+    // Errors: the body of API.md under every status a route documents.
+    check('/v1/conversations/{id}', 'get', await get('/v1/conversations/missing-conversation'));
+    check('/v1/conversations/{id}', 'get', await get('/v1/conversations/bad!id'));
+    check('/v1/agents', 'get', await request(server).get('/v1/agents'));
+    check(
+      '/v1/conversations/{id}/messages',
+      'post',
+      await request(server)
+        .post(`/v1/conversations/${id}/messages`)
+        .set('authorization', auth)
+        .send({ content: 'x'.repeat(32_001) }),
+    );
+    check(
+      '/v1/conversations',
+      'post',
+      await request(server)
+        .post('/v1/conversations')
+        .set('authorization', auth)
+        .set('content-type', 'text/plain')
+        .send('{}'),
+    );
+    // Every /v1 operation documents its success body and the errors every route can answer.
+    for (const [path, ops] of Object.entries(doc.paths))
+      for (const [method, op] of Object.entries(ops)) {
+        const statuses = Object.keys(op.responses);
+        expect({ path, method, has2xx: statuses.some((s) => s.startsWith('2')) }).toEqual({
+          path,
+          method,
+          has2xx: true,
+        });
+        if (path.startsWith('/v1'))
+          expect({ path, method, statuses }).toEqual({
+            path,
+            method,
+            statuses: expect.arrayContaining(['401', '429', '503']),
+          });
+      }
+    await request(server).delete(`/v1/conversations/${id}`).set('authorization', auth);
+  });
+
   it('needs a valid token with sub and tid', async () => {
     const server = app.getHttpServer();
     expect((await request(server).get('/v1/conversations')).body).toEqual({
@@ -422,3 +501,61 @@ describe('orchestrator (HTTP, in-process)', () => {
     ).toBe(view.body.title);
   });
 });
+
+type SchemaObject = {
+  $ref?: string;
+  allOf?: SchemaObject[];
+  type?: string;
+  nullable?: boolean;
+  enum?: unknown[];
+  properties?: Record<string, SchemaObject>;
+  required?: string[];
+  items?: SchemaObject;
+  additionalProperties?: boolean | SchemaObject;
+};
+type OpenApiDoc = {
+  paths: Record<
+    string,
+    Record<
+      string,
+      { responses: Record<string, { content?: Record<string, { schema: SchemaObject }> }> }
+    >
+  >;
+  components: { schemas: Record<string, SchemaObject> };
+};
+
+/** Where `value` departs from `schema`: missing or undeclared properties, wrong types, enums. */
+function mismatches(doc: OpenApiDoc, schema: SchemaObject, value: unknown, at: string): string[] {
+  if (schema.$ref)
+    return mismatches(doc, doc.components.schemas[schema.$ref.split('/').pop()!], value, at);
+  if (value === null) return schema.nullable ? [] : [`${at} is null`];
+  if (schema.allOf) return schema.allOf.flatMap((s) => mismatches(doc, s, value, at));
+  if (schema.enum && !schema.enum.includes(value)) return [`${at} = ${String(value)} not in enum`];
+  if (schema.properties) {
+    if (typeof value !== 'object' || Array.isArray(value)) return [`${at} is not an object`];
+    const out: string[] = [];
+    const record = value as Record<string, unknown>;
+    for (const key of Object.keys(record))
+      if (!(key in schema.properties) && schema.additionalProperties !== true)
+        out.push(`${at}.${key} is not documented`);
+    for (const [key, sub] of Object.entries(schema.properties)) {
+      if (!(key in record)) {
+        if (schema.required?.includes(key)) out.push(`${at}.${key} is missing`);
+      } else out.push(...mismatches(doc, sub, record[key], `${at}.${key}`));
+    }
+    return out;
+  }
+  if (schema.type === 'array')
+    return Array.isArray(value)
+      ? value.flatMap((v, i) => mismatches(doc, schema.items!, v, `${at}[${i}]`))
+      : [`${at} is not an array`];
+  if (schema.type === 'object' && typeof schema.additionalProperties === 'object')
+    return Object.entries(value as Record<string, unknown>).flatMap(([k, v]) =>
+      mismatches(doc, schema.additionalProperties as SchemaObject, v, `${at}.${k}`),
+    );
+  if (schema.type === 'integer' || schema.type === 'number')
+    return typeof value === 'number' ? [] : [`${at} is not a number`];
+  if (schema.type === 'string' || schema.type === 'boolean')
+    return typeof value === schema.type ? [] : [`${at} is not a ${schema.type}`];
+  return [];
+}

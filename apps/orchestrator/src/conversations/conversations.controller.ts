@@ -12,7 +12,14 @@ import {
   Req,
   Res,
 } from '@nestjs/common';
-import { ApiHeader, ApiTags } from '@nestjs/swagger';
+import {
+  ApiCreatedResponse,
+  ApiHeader,
+  ApiNoContentResponse,
+  ApiOkResponse,
+  ApiProduces,
+  ApiTags,
+} from '@nestjs/swagger';
 import { Request, Response } from 'express';
 import { LOOM_ENV, LoomEnv } from '@loom/agent-kit';
 import { redactDeep, redactPii } from '@loom/security';
@@ -20,6 +27,8 @@ import { assertId, ConversationRepository, LoomError, LoomErrorCode, Owner } fro
 import { Authenticated } from '../auth/authenticated.decorator';
 import { CurrentOwner } from '../auth/owner.decorator';
 import { toErrorBody } from '../errors/http-error.filter';
+import { ApiErrors, ApiIdParam } from '../openapi/api-errors.decorator';
+import { ConversationList, ConversationView, MessageList, TurnView } from '../openapi/views.schema';
 import { TurnService } from '../turn/turn.service';
 import {
   CreateConversationDto,
@@ -34,6 +43,7 @@ export const MAX_METADATA_BYTES = 16 * 1024;
 
 @ApiTags('conversations')
 @Authenticated()
+@ApiErrors(401, 429, 503)
 @Controller('v1/conversations')
 export class ConversationsController {
   constructor(
@@ -48,6 +58,9 @@ export class ConversationsController {
    * redacted from it always.
    */
   @Post()
+  @ApiCreatedResponse({ type: ConversationView, description: 'Created' })
+  @ApiOkResponse({ type: ConversationView, description: 'The supplied id is already yours' })
+  @ApiErrors(400, 413, 415)
   async create(
     @CurrentOwner() owner: Owner,
     @Body() body: CreateConversationDto,
@@ -70,6 +83,8 @@ export class ConversationsController {
   }
 
   @Get()
+  @ApiOkResponse({ type: ConversationList })
+  @ApiErrors(400)
   async list(@CurrentOwner() owner: Owner, @Query() q: ListConversationsQuery) {
     const limit = q.limit ?? 20;
     const before = q.cursor ? decodeCursor(q.cursor) : undefined;
@@ -80,17 +95,34 @@ export class ConversationsController {
   }
 
   @Get(':id')
+  @ApiIdParam('id')
+  @ApiOkResponse({ type: ConversationView })
+  @ApiErrors(400, 404)
   async get(@CurrentOwner() owner: Owner, @Param('id') id: string) {
     return conversationView(await this.conversations.get(owner, id));
   }
 
   @Delete(':id')
   @HttpCode(204)
+  @ApiIdParam('id')
+  @ApiNoContentResponse({
+    description: 'Gone from Redis and MySQL: messages, tasks, agent sessions, summaries',
+  })
+  @ApiErrors(400, 404, 409)
   async remove(@CurrentOwner() owner: Owner, @Param('id') id: string): Promise<void> {
     await this.turns.remove(owner, id);
   }
 
   @Post(':id/messages')
+  @ApiIdParam('id')
+  @ApiProduces('application/json', 'text/event-stream')
+  @ApiCreatedResponse({ type: TurnView, description: 'The turn, stored (application/json)' })
+  @ApiOkResponse({
+    description:
+      'Accept: text/event-stream: events `delta` { text }…, then `done` with the TurnView, or `error` with the error body',
+    content: { 'text/event-stream': { schema: { type: 'string' } } },
+  })
+  @ApiErrors(400, 404, 409, 413, 415, 502)
   @ApiHeader({
     name: 'Idempotency-Key',
     required: false,
@@ -153,6 +185,9 @@ export class ConversationsController {
   }
 
   @Get(':id/messages')
+  @ApiIdParam('id')
+  @ApiOkResponse({ type: MessageList })
+  @ApiErrors(400, 404)
   async messages(
     @CurrentOwner() owner: Owner,
     @Param('id') id: string,

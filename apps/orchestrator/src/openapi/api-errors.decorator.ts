@@ -1,0 +1,28 @@
+import { applyDecorators } from '@nestjs/common';
+import { ApiParam, ApiResponse } from '@nestjs/swagger';
+import { ErrorBody, ID_PATTERN } from './views.schema';
+
+/** What each error status of API.md means, by the codes it carries. */
+const ERRORS: Record<number, string> = {
+  400: 'VALIDATION_FAILED (a body, query or header that breaks its rules) or INVALID_ID',
+  401: 'UNAUTHENTICATED: no, a malformed, an expired or a wrongly signed bearer token',
+  404: "NOT_FOUND: missing, or another user's or tenant's (the same answer)",
+  409: 'CONFLICT: another turn holds the conversation past the wait, or this one was superseded; retry',
+  413: 'PAYLOAD_TOO_LARGE: content over 32,000 characters, metadata over 16 KB, or a body over 256 KB',
+  415: 'UNSUPPORTED_MEDIA_TYPE: a body that is not application/json (UTF-8)',
+  429: "RATE_LIMITED: the tenant's requests per window are used up (Retry-After says when to retry)",
+  502: 'AGENT_FAILED: a required agent failed (the message names the model failure, never its text)',
+  503: 'UNAVAILABLE (MySQL or Redis out of reach) or TIMEOUT (no live instance of a required agent)',
+};
+
+/** The error responses of a route, each with API.md's body `{ statusCode, code, message }`. */
+export const ApiErrors = (...statuses: (keyof typeof ERRORS)[]) =>
+  applyDecorators(
+    ...statuses.map((status) =>
+      ApiResponse({ status, description: ERRORS[status], type: ErrorBody }),
+    ),
+  );
+
+/** A path parameter that is an id: anything else is 400 INVALID_ID. */
+export const ApiIdParam = (name: string) =>
+  ApiParam({ name, schema: { type: 'string', pattern: ID_PATTERN } });
