@@ -1,3 +1,4 @@
+import { ExecutionStatus } from '@loom/session';
 import { AgentHarness } from '@loom/testing';
 import { LABOR_LAW_DESCRIPTOR } from '../src/labor-law.descriptor';
 import { LaborLawHandler } from '../src/labor-law.handler';
@@ -33,6 +34,48 @@ describe('labor-law agent (real Redis Streams client, real MySQL and Redis)', ()
     expect(result.output).toContain('我跟公司签的劳动合同有问题');
     expect(result.output).toContain('《劳动合同法》第二十三条');
     expect(result.replayed).toBe(false);
+  });
+
+  it('once its task recorded the execution and dropped its session, a redelivery returns the record', async () => {
+    const task = await agent.seed(owner, [], '公司拖欠工资怎么办');
+    await agent.tasks.putShared(owner, task.conversationId, task.taskId, {
+      key: 'research.statutes',
+      value: [{ title: { zh: '《劳动合同法》第三十条', en: 'Labor Contract Law, Article 30' } }],
+      writer: 'legal-research',
+      updatedAt: new Date().toISOString(),
+    });
+    const request = agent.request(owner, task);
+    const { agentSessionId } = request.assignment;
+    const first = await agent.execute(request);
+    // As the orchestrator does when the task completes.
+    const recorded = (await agent.tasks.get(owner, task.conversationId, task.taskId, true))!;
+    recorded.executions = [
+      {
+        agentSessionId,
+        agentType: first.agentType,
+        status: ExecutionStatus.COMPLETED,
+        attempts: 1,
+        startedAt: new Date().toISOString(),
+        completedAt: new Date().toISOString(),
+        error: null,
+        context: first.context,
+        output: first.output,
+        usage: first.usage,
+        sharedKeysWritten: first.sharedKeysWritten,
+      },
+    ];
+    await agent.tasks.save(owner, recorded);
+    await agent.tasks.removeAgentSessions(owner, task.conversationId, [agentSessionId]);
+
+    // It read the research and wrote nothing: a replay must not report what it saw as written.
+    expect(first).toMatchObject({
+      sharedKeysWritten: [],
+      context: { sharedKeys: ['research.statutes'] },
+    });
+    expect(await agent.execute(request)).toEqual({ ...first, replayed: true });
+    expect(
+      await agent.tasks.agentSession(owner, task.conversationId, agentSessionId, true),
+    ).toBeNull();
   });
 
   it('returns the stored result when the same execution is delivered again', async () => {

@@ -1,5 +1,11 @@
 import { AgentExecutionRecord, ExecutionStatus, TaskSession } from '@loom/session';
-import { recordFirstWave, reportedUsage, requiredFailure, taskUsage } from './task-executor';
+import {
+  recordFirstWave,
+  reportedKeys,
+  reportedUsage,
+  requiredFailure,
+  taskUsage,
+} from './task-executor';
 
 const record = (
   agentType: string,
@@ -138,5 +144,15 @@ describe('reportedUsage', () => {
     ['nothing', undefined],
   ])('refuses %s, so it never reaches a total', (_, usage) => {
     expect(reportedUsage(usage)).toBeNull();
+  });
+});
+
+describe('reportedKeys', () => {
+  it('keeps the strings an agent reports, within bounds, and nothing else', () => {
+    expect(reportedKeys(['b', 'a'])).toEqual(['b', 'a']);
+    expect(reportedKeys(['ok', 7, null, 'x'.repeat(257)])).toEqual(['ok']);
+    expect(reportedKeys('research')).toEqual([]);
+    expect(reportedKeys(undefined)).toEqual([]);
+    expect(reportedKeys(Array.from({ length: 150 }, (_, i) => `k${i}`))).toHaveLength(100);
   });
 });

@@ -182,6 +182,7 @@ export class TaskExecutor {
         error: null,
         context: result.context,
         output: result.output,
+        sharedKeysWritten: reportedKeys(result.sharedKeysWritten),
         usage: reportedUsage(result.usage) ?? this.unreadable(agentType, result.usage),
       };
     } catch (err) {
@@ -279,6 +280,13 @@ export function reportedUsage(u: unknown): Usage | null {
   return tokens(promptTokens) && tokens(completionTokens) && cost && costUsd <= 1e6
     ? { promptTokens, completionTokens, costUsd }
     : null;
+}
+
+/** The shared keys an agent says it wrote: strings of a key's length, at most 100 of them. */
+export function reportedKeys(keys: unknown): string[] {
+  return Array.isArray(keys)
+    ? keys.filter((k): k is string => typeof k === 'string' && k.length <= 256).slice(0, 100)
+    : [];
 }
 
 function latest(task: TaskSession, agentType: string): AgentExecutionRecord | undefined {

@@ -128,7 +128,7 @@ export class AgentRunner {
         agentType: record.agentType,
         agentId: this.instanceId,
         output: record.output ?? '',
-        sharedKeysWritten: record.context.sharedKeys,
+        sharedKeysWritten: record.sharedKeysWritten ?? [],
         context: record.context,
         usage: record.usage,
         replayed: true,
@@ -181,7 +181,10 @@ export class AgentRunner {
         agentType: this.descriptor.agentType,
         agentId: this.instanceId,
         output: out.answer,
-        sharedKeysWritten: out.sharedKeysWritten ?? [],
+        // What it wrote, and what the handler says it wrote some other way.
+        sharedKeysWritten: [
+          ...new Set([...ctx.sharedKeysWritten, ...(out.sharedKeysWritten ?? [])]),
+        ].sort(),
         context: ctx.report(),
         usage: out.usage,
         replayed: false,

@@ -49,6 +49,8 @@ export interface SessionContextDeps {
  * and the agent's own memory. Built from Redis/MySQL for every execution.
  */
 export class SessionContext {
+  private readonly written = new Set<string>();
+
   private constructor(
     private readonly deps: SessionContextDeps,
     readonly assignment: Assignment,
@@ -152,6 +154,7 @@ export class SessionContext {
     const value = this.deps.acl.storable(raw);
     const write = { key, value, writer: a.agentType, updatedAt: new Date().toISOString() };
     await this.deps.tasks.putShared(a.owner, a.conversationId, a.taskId, write);
+    this.written.add(key);
     if (decision.overwrites) {
       const event = {
         key,
@@ -220,6 +223,11 @@ export class SessionContext {
   }
 
   /** What this execution was shown, for TaskView `context`. */
+  /** The task-shared keys this execution wrote, sorted. */
+  get sharedKeysWritten(): string[] {
+    return [...this.written].sort();
+  }
+
   report(): ContextReport {
     return {
       historyMessages: this.history.length,

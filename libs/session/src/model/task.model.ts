@@ -39,6 +39,8 @@ export interface AgentExecutionRecord {
   context: ContextReport;
   output: string | null;
   usage: Usage;
+  /** The task-shared keys the execution wrote (not in TaskView: its writes carry their writer). */
+  sharedKeysWritten?: string[];
 }
 
 /** The task layer: one multi-agent collaboration for one user turn (seed 000 TaskSession). */
