@@ -501,6 +501,26 @@ describe('system: security (isolation, signed assignments, ACL, hardening)', () 
       const view = await alice('GET', `/v1/conversations/${id}`);
       for (const v of pii) expect(JSON.stringify(view.body)).not.toContain(v);
     });
+
+    it('checks the size and the Idempotency-Key of the message as sent, not as redacted', async () => {
+      const id = (await alice('POST', '/v1/conversations', {})).body.conversationId;
+      const send = (content: string, key: string) =>
+        alice('POST', `/v1/conversations/${id}/messages`, { content }, { 'idempotency-key': key });
+      const first = await send('劳动合同 password=hunter2hunter2 mail a.b@example.com', 'pii-k');
+      expect(first.status).toBe(201);
+      // Another message that redacts to the same text is another message: 409, not the first turn.
+      const other = await send('劳动合同 password=OTHERPASS99 mail z.z@example.com', 'pii-k');
+      expect([other.status, other.body.code]).toEqual([409, 'CONFLICT']);
+      // 32,000 characters as sent, longer once each address is [REDACTED_EMAIL]: within the limit.
+      const emails = ' x@y.cn'.repeat(32_000 / 7).padEnd(32_000, '.');
+      const long = await send(emails, 'pii-long');
+      expect(long.status).toBe(201);
+      expect(long.body.userMessage.content).toContain('[REDACTED_EMAIL]');
+      const messages = await alice('GET', `/v1/conversations/${id}/messages`);
+      expect(messages.body.items.filter((m: { role: string }) => m.role === 'user')).toHaveLength(
+        2,
+      );
+    });
   });
 
   describe('input hardening', () => {

@@ -5,7 +5,6 @@ import {
   Get,
   Headers,
   HttpCode,
-  Inject,
   Param,
   Post,
   Query,
@@ -21,8 +20,7 @@ import {
   ApiTags,
 } from '@nestjs/swagger';
 import { Request, Response } from 'express';
-import { LOOM_ENV, LoomEnv } from '@loom/agent-kit';
-import { redactDeep, redactPii } from '@loom/security';
+import { redactDeep } from '@loom/security';
 import { assertId, ConversationRepository, LoomError, LoomErrorCode, Owner } from '@loom/session';
 import { Authenticated } from '../auth/authenticated.decorator';
 import { CurrentOwner } from '../auth/owner.decorator';
@@ -49,7 +47,6 @@ export class ConversationsController {
   constructor(
     private readonly conversations: ConversationRepository,
     private readonly turns: TurnService,
-    @Inject(LOOM_ENV) private readonly env: LoomEnv,
   ) {}
 
   /**
@@ -150,8 +147,8 @@ export class ConversationsController {
         'Idempotency-Key must be 1-200 visible ASCII characters',
       );
     }
-    // LOOM_REDACT_STORED: the user's message is redacted before it is stored or shown to agents.
-    const content = this.env.LOOM_REDACT_STORED ? redactPii(body.content) : body.content;
+    // Redacted (LOOM_REDACT_STORED) by the turn, after its size and Idempotency-Key checks.
+    const { content } = body;
     // Negotiated (q-values, case): SSE only when the client prefers it to JSON.
     if (req.accepts(['application/json', 'text/event-stream']) !== 'text/event-stream') {
       res.status(201);

@@ -1,7 +1,8 @@
-import { Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import { createHash } from 'crypto';
 import { ClsService } from 'nestjs-cls';
-import { detectLanguage, Planner, withCost } from '@loom/agent-kit';
+import { detectLanguage, LOOM_ENV, LoomEnv, Planner, withCost } from '@loom/agent-kit';
+import { redactPii } from '@loom/security';
 import {
   ConversationLock,
   ConversationMessage,
@@ -62,6 +63,7 @@ export class TurnService {
     private readonly resumer: TaskResumer,
     private readonly history: HistoryMaintenance,
     private readonly cls: ClsService<LoomClsStore>,
+    @Inject(LOOM_ENV) private readonly env: LoomEnv,
   ) {}
 
   async turn(
@@ -166,6 +168,9 @@ export class TurnService {
     onDelta?: (agentType: string, text: string) => void,
   ): Promise<TurnView> {
     const { conversationId } = meta;
+    // LOOM_REDACT_STORED: redacted before it is stored or shown to a model, and only here: the
+    // size limit and the Idempotency-Key's message hash are the client's own text.
+    if (this.env.LOOM_REDACT_STORED) content = redactPii(content);
     const language = detectLanguage(content);
     const history = await this.conversations.messages(owner, conversationId, { last: 10 });
     const plan = await this.plan(content, history, meta.currentIntent);
