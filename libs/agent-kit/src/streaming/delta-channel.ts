@@ -13,7 +13,8 @@ export interface DeltaSubscription {
 /**
  * Carries an agent's reply text, as the model produces it, to the orchestrator replica that
  * streams it to the user (SSE). One short-lived Redis stream per execution,
- * `<prefix>deltas:{<conversationId>}:<agentSessionId>`, expiring a minute after its last delta.
+ * `<prefix>deltas:{<conversationId>}:<agentSessionId>`, deleted once read to the end (else it
+ * expires a minute after its last delta).
  * Deltas are a preview: the stored reply, sent in the final `done` event, is authoritative.
  */
 export class DeltaChannel {
@@ -70,6 +71,9 @@ export class DeltaChannel {
       stop: async () => {
         stopped = true;
         await loop;
+        // Read to the end: the reply text goes with it now, not a minute later (a conversation
+        // deleted meanwhile keeps nothing in Redis).
+        await reader.del(key).catch(() => undefined);
         reader.disconnect();
       },
     };

@@ -141,6 +141,13 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
             this.lastId = entryId;
             this.route(fieldsToRecord(fields));
           }
+          // A reply carries what the agent answered (the user's text, often): it leaves Redis
+          // once read, not when the stream's TTL or MAXLEN would push it out, which steady
+          // traffic postpones for good. Best effort: the TTL still bounds a failed XDEL.
+          if (entries.length)
+            void this.cmd
+              ?.xdel(this.replyKey, ...entries.map(([entryId]) => entryId))
+              .catch(() => undefined);
         }
       } catch (err) {
         if (signal.aborted) break;
