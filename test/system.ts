@@ -30,7 +30,11 @@ export interface RunningSystem {
   processes(app: string): AppProcess[];
   /** Every log line every process printed so far, parsed when JSON. */
   logs(): Array<{ app: string; line: string; json: Record<string, unknown> | null }>;
-  ready(agents?: number): Promise<void>;
+  /**
+   * Waits for the orchestrator's health and for every one of `agentTypes` (by default, those of
+   * the agent processes started) to be registered; other agents registered do not count.
+   */
+  ready(agentTypes?: string[]): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -91,7 +95,7 @@ export async function startSystem(opts: SystemOptions = {}): Promise<RunningSyst
       for (const c of targets) sys.start(c.app);
       await sys.ready();
     },
-    ready: (agents = 3) => ready(sys, agents),
+    ready: (agentTypes = startedAgentTypes(sys)) => ready(sys, agentTypes),
     stop: async () => {
       await stopAll(sys.children);
       await Promise.all([db.drop(), prefix.cleanup()]);
@@ -101,11 +105,21 @@ export async function startSystem(opts: SystemOptions = {}): Promise<RunningSyst
     if (opts.without?.includes(app)) continue;
     for (let i = 0; i < (opts.instances?.[app] ?? 1); i++) sys.start(app);
   }
-  await ready(sys, 3 - (opts.without?.filter((a) => a !== 'orchestrator').length ?? 0));
+  await ready(sys, startedAgentTypes(sys));
   return sys;
 }
 
-async function ready(sys: RunningSystem, agents: number): Promise<void> {
+/** The agent type an agent app registers: apps/<type>-agent, as the built-ins and new:agent name them. */
+export function agentTypeOf(app: string): string | null {
+  return app.endsWith('-agent') ? app.slice(0, -'-agent'.length) : null;
+}
+
+function startedAgentTypes(sys: RunningSystem): string[] {
+  const types = sys.children.map((c) => agentTypeOf(c.app));
+  return [...new Set(types.filter((t): t is string => t !== null))].sort();
+}
+
+async function ready(sys: RunningSystem, agentTypes: string[]): Promise<void> {
   await waitFor(async () => (await fetch(`${sys.base}/health`)).status === 200, {
     what: 'orchestrator health',
     timeoutMs: 60000,
@@ -116,9 +130,11 @@ async function ready(sys: RunningSystem, agents: number): Promise<void> {
       const res = await fetch(`${sys.base}/v1/agents`, {
         headers: { authorization: `Bearer ${token}` },
       });
-      return res.ok && ((await res.json()) as { items: unknown[] }).items.length >= agents;
+      if (!res.ok) return false;
+      const items = ((await res.json()) as { items: Array<{ agentType: string }> }).items;
+      return agentTypes.every((type) => items.some((a) => a.agentType === type));
     },
-    { what: `${agents} agents registered`, timeoutMs: 60000 },
+    { what: `agents registered: ${agentTypes.join(', ') || 'none'}`, timeoutMs: 60000 },
   );
 }
 
