@@ -1,36 +1,90 @@
 #!/usr/bin/env node
 // npm run new:agent <name> [-- --keywords "税,tax" --description "…" --dir <path>]: scaffolds apps/<name>-agent, a working
 // specialist that registers itself and is routed by the planner in the next turn; no orchestrator change.
+// Every file is generated and formatted in memory first; the folder is written only when all of them are,
+// and removed again if writing fails, so a failed run leaves nothing behind.
 const fs = require('fs');
 const path = require('path');
 const { root } = require('./transpile');
 
-function usage(message) {
-  console.error(
-    `new:agent: ${message}\nusage: npm run new:agent <name> [-- --keywords "k1,k2" --description "text"]`,
-  );
+const USAGE =
+  'usage: npm run new:agent <name> [-- --keywords "k1,k2" --description "text" --dir <path>]';
+// Dash-separated words of lower-case letters and digits, so the class and constant names derived
+// from it are identifiers (tax-law → TaxLawHandler, TAX_LAW_DESCRIPTOR).
+const NAME = /^[a-z][a-z0-9]*(-[a-z0-9]+)*$/;
+const NAME_LENGTH = { min: 2, max: 41 };
+const OPTIONS = ['--keywords', '--description', '--dir'];
+
+/** One line on stderr and exit code 2: a wrong invocation, nothing written. */
+function fail(message) {
+  console.error(`new:agent: ${message}`);
   process.exit(2);
 }
 
-const args = process.argv.slice(2);
-const name = args.find((a) => !a.startsWith('--') && !args[args.indexOf(a) - 1]?.startsWith('--'));
-const flag = (f) => (args.includes(f) ? args[args.indexOf(f) + 1] : undefined);
-if (!name) usage('missing agent name');
-if (!/^[a-z][a-z0-9-]{1,40}$/.test(name) || name.endsWith('-agent'))
-  usage('the name must be lower-case letters, digits and dashes (without "-agent")');
-const keywords = (flag('--keywords') ?? name)
+function parseArgs(argv) {
+  const positional = [];
+  const opts = {};
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    if (arg === '--help' || arg === '-h') {
+      console.log(USAGE);
+      process.exit(0);
+    }
+    if (!arg.startsWith('--')) {
+      positional.push(arg);
+      continue;
+    }
+    const eq = arg.indexOf('=');
+    const flag = eq < 0 ? arg : arg.slice(0, eq);
+    if (!OPTIONS.includes(flag)) fail(`unknown option ${flag} (options: ${OPTIONS.join(', ')})`);
+    if (flag in opts) fail(`${flag} given twice`);
+    const value = eq < 0 ? argv[++i] : arg.slice(eq + 1);
+    if (value === undefined || value.startsWith('--') || !value.trim())
+      fail(`${flag} needs a value`);
+    opts[flag] = value;
+  }
+  if (positional.length === 0) fail(`missing agent name; ${USAGE}`);
+  if (positional.length > 1)
+    fail(
+      `one agent name only, got ${positional.map((p) => JSON.stringify(p)).join(' ')}` +
+        ` (words are joined with dashes: ${positional.join('-').toLowerCase()}; options go after --)`,
+    );
+  return { name: positional[0], opts };
+}
+
+const { name, opts } = parseArgs(process.argv.slice(2));
+if (
+  !NAME.test(name) ||
+  name.length < NAME_LENGTH.min ||
+  name.length > NAME_LENGTH.max ||
+  name.endsWith('-agent')
+)
+  fail(
+    `invalid name ${JSON.stringify(name)}: lower-case letters and digits, words joined by single dashes, ` +
+      `${NAME_LENGTH.min}-${NAME_LENGTH.max} characters, starting with a letter, without "-agent" (e.g. tax-law)`,
+  );
+const keywords = (opts['--keywords'] ?? name)
   .split(',')
   .map((k) => k.trim())
   .filter(Boolean);
-const description = flag('--description') ?? `${name} specialist`;
+if (keywords.length === 0) fail('--keywords lists no keyword');
+const description = opts['--description'] ?? `${name} specialist`;
+const app = `${name}-agent`;
+const defaultDir = path.join(root, 'apps', app);
 // --dir writes the app elsewhere (tests scaffold into a temporary folder and leave apps/ alone).
-const appDir = flag('--dir')
-  ? path.resolve(flag('--dir'))
-  : path.join(root, 'apps', `${name}-agent`);
-if (fs.existsSync(appDir)) usage(`${path.relative(root, appDir)} already exists`);
+const appDir = opts['--dir'] ? path.resolve(opts['--dir']) : defaultDir;
+const inApps = appDir === defaultDir;
+/** Relative to the repository when inside it, else absolute. */
+const shown = (p) => {
+  const rel = path.relative(root, p);
+  return rel && !rel.startsWith('..') && !path.isAbsolute(rel) ? rel : p;
+};
+if (fs.existsSync(appDir)) fail(`${shown(appDir)} already exists`);
 
-const camel = name.replace(/(^|-)([a-z0-9])/g, (_, __, c) => c.toUpperCase());
-const constant = `${name.replace(/-/g, '_').toUpperCase()}_DESCRIPTOR`;
+const pascal = name.replace(/(^|-)([a-z0-9])/g, (_, __, c) => c.toUpperCase());
+const upper = name.replace(/-/g, '_').toUpperCase();
+const constant = `${upper}_DESCRIPTOR`;
+
 const files = {
   [`src/${name}.descriptor.ts`]: `import { AgentRegistration } from '@loom/agent-kit';
 
@@ -49,7 +103,7 @@ import { SessionContext } from '@loom/session';
 
 /** Answers with the conversation so far and the task-shared data (research, other agents). */
 @Injectable()
-export class ${camel}Handler implements AgentHandler {
+export class ${pascal}Handler implements AgentHandler {
   handle(ctx: SessionContext, tools: AgentTools) {
     return answerFromContext(ctx, tools, ${JSON.stringify(description)});
   }
@@ -57,10 +111,10 @@ export class ${camel}Handler implements AgentHandler {
 `,
   'src/agent.ts': `import { AgentDefinition } from '@loom/agent-kit';
 import { ${constant} } from './${name}.descriptor';
-import { ${camel}Handler } from './${name}.handler';
+import { ${pascal}Handler } from './${name}.handler';
 
 /** Started as its own process by main.ts, and beside every other agent by the embedded profile. */
-export const AGENT: AgentDefinition = { descriptor: ${constant}, handler: ${camel}Handler };
+export const AGENT: AgentDefinition = { descriptor: ${constant}, handler: ${pascal}Handler };
 `,
   'src/main.ts': `import 'reflect-metadata';
 import { bootstrapAgent } from '@loom/agent-kit';
@@ -71,7 +125,7 @@ void bootstrapAgent(AGENT.descriptor, AGENT.handler);
   'tsconfig.app.json': `${JSON.stringify(
     {
       extends: '../../tsconfig.json',
-      compilerOptions: { outDir: `../../dist/apps/${name}-agent` },
+      compilerOptions: { outDir: `../../dist/apps/${app}` },
       include: ['src/**/*', '../../libs/**/*'],
       exclude: ['node_modules', 'dist', 'test', '**/*spec.ts'],
     },
@@ -92,27 +146,65 @@ async function formatted(file, text) {
   return prettier.format(text, { ...options, filepath: file });
 }
 
+/** Writes through a temporary file, so a failed write leaves the old content. */
+function replaceFile(file, text) {
+  const tmp = `${file}.${process.pid}.tmp`;
+  try {
+    fs.writeFileSync(tmp, text);
+    fs.renameSync(tmp, file);
+  } finally {
+    fs.rmSync(tmp, { force: true });
+  }
+}
+
 async function main() {
+  // Everything in memory first: a file that does not format (or parse) writes nothing.
+  const out = [];
   for (const [rel, text] of Object.entries(files)) {
     const file = path.join(appDir, rel);
-    fs.mkdirSync(path.dirname(file), { recursive: true });
-    fs.writeFileSync(file, await formatted(file, text));
+    try {
+      out.push([file, await formatted(file, text)]);
+    } catch (err) {
+      throw new Error(`could not format ${rel}: ${String(err.message).split('\n')[0]}`);
+    }
   }
 
   const cliPath = path.join(root, 'nest-cli.json');
-  const cli = JSON.parse(fs.readFileSync(cliPath, 'utf8'));
-  cli.projects[`${name}-agent`] = {
-    type: 'application',
-    root: `apps/${name}-agent`,
-    entryFile: 'main',
-    sourceRoot: `apps/${name}-agent/src`,
-    compilerOptions: { tsConfigPath: `apps/${name}-agent/tsconfig.app.json` },
-  };
-  if (!flag('--dir')) fs.writeFileSync(cliPath, `${JSON.stringify(cli, null, 2)}\n`);
+  let cliText;
+  if (inApps) {
+    const cli = JSON.parse(fs.readFileSync(cliPath, 'utf8'));
+    cli.projects[app] = {
+      type: 'application',
+      root: `apps/${app}`,
+      entryFile: 'main',
+      sourceRoot: `apps/${app}/src`,
+      compilerOptions: { tsConfigPath: `apps/${app}/tsconfig.app.json` },
+    };
+    cliText = `${JSON.stringify(cli, null, 2)}\n`;
+  }
 
-  console.log(`created apps/${name}-agent (keywords: ${keywords.join(', ')})
-next: npm run build && node dist/apps/${name}-agent/main.js   (npm run start:all and the embedded profile start it too)
+  fs.mkdirSync(path.dirname(appDir), { recursive: true });
+  fs.mkdirSync(appDir); // fails if it appeared meanwhile: never writes into someone else's folder
+  try {
+    for (const [file, text] of out) {
+      fs.mkdirSync(path.dirname(file), { recursive: true });
+      fs.writeFileSync(file, text);
+    }
+    if (cliText) replaceFile(cliPath, cliText);
+  } catch (err) {
+    fs.rmSync(appDir, { recursive: true, force: true });
+    throw err;
+  }
+
+  const written = out.map(([file]) => path.relative(appDir, file)).join(', ');
+  console.log(`created ${shown(appDir)}: ${written}
+keywords: ${keywords.join(', ')}`);
+  if (inApps)
+    console.log(`added project ${app} to nest-cli.json
+next: npm run build && node dist/apps/${app}/main.js   (npm run start:all and the embedded profile start it too)
       it registers itself; the planner routes matching questions to it in the next turn.`);
+  else
+    console.log(`nest-cli.json not changed (--dir): npm run build and npm test look only in apps/`);
 }
 
 main().catch((err) => {
