@@ -84,6 +84,13 @@ if (fs.existsSync(appDir)) fail(`${shown(appDir)} already exists`);
 const pascal = name.replace(/(^|-)([a-z0-9])/g, (_, __, c) => c.toUpperCase());
 const upper = name.replace(/-/g, '_').toUpperCase();
 const constant = `${upper}_DESCRIPTOR`;
+const notesKey = `${upper}_NOTES_KEY`;
+// What the answer calls the agent: "[Tax-law specialist] …" offline, "You are Tax-law specialist."
+// to a model. Derived from the name, not the description (a description is not a role).
+const role = {
+  en: `${name[0].toUpperCase()}${name.slice(1)} specialist`,
+  zh: `${name} 专家`,
+};
 
 const files = {
   [`src/${name}.descriptor.ts`]: `import { AgentRegistration } from '@loom/agent-kit';
@@ -101,11 +108,32 @@ export const ${constant}: AgentRegistration = {
 import { AgentHandler, AgentTools, answerFromContext } from '@loom/agent-kit';
 import { SessionContext } from '@loom/session';
 
+/**
+ * What the answer calls this agent, per language: offline it opens with "[${role.en}]",
+ * and a model is told "You are ${role.en}.".
+ */
+export const ${upper}_ROLE = { en: '${role.en}', zh: '${role.zh}' } as const;
+
+/** Its task-shared key: agents after it in the task read it; GET /v1/tasks/:id shows it. */
+export const ${notesKey} = '${name}.notes';
+
 /** Answers with the conversation so far and the task-shared data (research, other agents). */
 @Injectable()
 export class ${pascal}Handler implements AgentHandler {
-  handle(ctx: SessionContext, tools: AgentTools) {
-    return answerFromContext(ctx, tools, ${JSON.stringify(description)});
+  async handle(ctx: SessionContext, tools: AgentTools) {
+    // Example, replace with the agent's own logic. What it may read: the turns before this
+    // question (ctx.history, within a token budget; ctx.summary covers older ones), ctx.question,
+    // and what other agents shared in this task (the statutes legal-research found).
+    const earlierQuestions = ctx.history.filter((m) => m.role === 'user').length;
+    const statutes = ctx.getSharedData<unknown[]>('research.statutes') ?? [];
+
+    // The default answer: the model, given all of the above (offline, a template that quotes it).
+    const { answer, usage } = await answerFromContext(ctx, tools, ${upper}_ROLE[tools.language]);
+
+    // A key of its own in the task-shared data (ctx.remember keeps private notes instead); every
+    // key written is listed in sharedKeysWritten.
+    await ctx.putSharedData(${notesKey}, { earlierQuestions, statutesSeen: statutes.length });
+    return { answer, usage, sharedKeysWritten: [${notesKey}] };
   }
 }
 `,

@@ -134,6 +134,10 @@ describe('system: an agent added with new:agent answers without any orchestrator
     expect(turn.status).toBe(201);
     expect(turn.body.reply.agentType).toBe(name);
     expect(turn.body.agents).toContain(name);
+    // Named by the role derived from its name (not its description), and its notes shared.
+    expect(turn.body.reply.content).toContain(`[Ztax${name.slice(4)} specialist]`);
+    const task = await alice('GET', `/v1/tasks/${turn.body.taskId}`);
+    expect(task.body.sharedContext[`${name}.notes`].writer).toBe(name);
     const labor = await alice('POST', `/v1/conversations/${id}/messages`, {
       content: '公司辞退我不给经济补偿',
     });
