@@ -150,6 +150,55 @@ import { AGENT } from './agent';
 
 void bootstrapAgent(AGENT.descriptor, AGENT.handler);
 `,
+  [`test/${app}.e2e-spec.ts`]: `import { AgentHarness } from '@loom/testing';
+import { ${constant} } from '../src/${name}.descriptor';
+import { ${notesKey}, ${pascal}Handler } from '../src/${name}.handler';
+
+// The agent in-process on the test MySQL and Redis (offline model), as the orchestrator calls it.
+// Replace the questions with ones from the agent's domain as its handler grows.
+describe('${name} agent (real Redis Streams client, real MySQL and Redis)', () => {
+  let agent: AgentHarness;
+  const owner = { tenantId: 'tenant-a', userId: 'alice' };
+
+  beforeAll(async () => {
+    agent = await AgentHarness.start(${constant}, ${pascal}Handler);
+  });
+  afterAll(() => agent?.stop());
+
+  it('answers with the conversation so far and the shared research, and shares its notes', async () => {
+    const task = await agent.seed(
+      owner,
+      ['Some background on my situation', 'What exactly is the problem?'],
+      'What should I do now?',
+    );
+    await agent.tasks.putShared(owner, task.conversationId, task.taskId, {
+      key: 'research.statutes',
+      value: [{ title: { zh: '《民法典》第一条', en: 'Civil Code, Article 1' } }],
+      writer: 'legal-research',
+      updatedAt: new Date().toISOString(),
+    });
+    const result = await agent.execute(agent.request(owner, task, undefined, 'en'));
+    expect(result.agentType).toBe('${name}');
+    expect(result.context.historyMessages).toBe(2);
+    expect(result.output).toContain('[${role.en}]');
+    expect(result.output).toContain('Some background on my situation');
+    expect(result.output).toContain('Civil Code, Article 1');
+    expect(result.sharedKeysWritten).toEqual([${notesKey}]);
+    const shared = await agent.tasks.shared(owner, task.conversationId, task.taskId);
+    expect(shared[${notesKey}]).toMatchObject({
+      writer: '${name}',
+      value: { earlierQuestions: 1, statutesSeen: 1 },
+    });
+  });
+
+  it('answers a question in Chinese under its Chinese role', async () => {
+    const task = await agent.seed(owner, [], '我现在该怎么办?');
+    const result = await agent.execute(agent.request(owner, task));
+    expect(result.context.historyMessages).toBe(0);
+    expect(result.output).toContain('【${role.zh}】');
+  });
+});
+`,
   'tsconfig.app.json': `${JSON.stringify(
     {
       extends: '../../tsconfig.json',
@@ -230,7 +279,8 @@ keywords: ${keywords.join(', ')}`);
   if (inApps)
     console.log(`added project ${app} to nest-cli.json
 next: npm run build && node dist/apps/${app}/main.js   (npm run start:all and the embedded profile start it too)
-      it registers itself; the planner routes matching questions to it in the next turn.`);
+      it registers itself; the planner routes matching questions to it in the next turn.
+test: npx jest apps/${app} --selectProjects e2e   (npm test runs it too)`);
   else
     console.log(`nest-cli.json not changed (--dir): npm run build and npm test look only in apps/`);
 }

@@ -38,6 +38,11 @@ describe('system: an agent added with new:agent answers without any orchestrator
   const scaffold = path.join(tmp, `${name}-agent`);
   const outDir = path.join(root, 'dist', 'apps', `${name}-agent`);
   let sys: RunningSystem;
+  /** Its source files and its generated test. */
+  const generated = () =>
+    ['src', 'test'].flatMap((dir) =>
+      readdirSync(path.join(scaffold, dir)).map((f) => path.join(scaffold, dir, f)),
+    );
 
   beforeAll(async () => {
     execFileSync(process.execPath, [
@@ -67,8 +72,8 @@ describe('system: an agent added with new:agent answers without any orchestrator
     rmSync(outDir, { recursive: true, force: true });
   });
 
-  it('generates code that type-checks against the libraries', () => {
-    const files = readdirSync(path.join(scaffold, 'src')).map((f) => path.join(scaffold, 'src', f));
+  it('generates code and a test that type-check against the libraries', () => {
+    const files = generated();
     const tsconfig = path.join(scaffold, 'tsconfig.check.json');
     writeFileSync(
       tsconfig,
@@ -91,7 +96,7 @@ describe('system: an agent added with new:agent answers without any orchestrator
   });
 
   it("is written in the repository's style, so npm test's prettier --check passes", () => {
-    const files = readdirSync(path.join(scaffold, 'src')).map((f) => path.join(scaffold, 'src', f));
+    const files = generated();
     let output = '';
     try {
       // The CLI, as npm test runs it (prettier's API needs ESM support that Jest lacks). Only
@@ -109,6 +114,30 @@ describe('system: an agent added with new:agent answers without any orchestrator
           cwd: root,
           stdio: 'pipe',
         },
+      );
+    } catch (err) {
+      output = String((err as { stderr?: Buffer }).stderr ?? err);
+    }
+    expect(output).toBe('');
+  });
+
+  it('generates a test that passes (jest, as the e2e project runs apps/*/test)', () => {
+    // npm test's e2e project, pointed at the scaffold's test (it sits outside apps/ here).
+    const e2e = require('../jest.config.js').projects.find(
+      (p: { displayName: string }) => p.displayName === 'e2e',
+    );
+    const config = { ...e2e, testMatch: [path.join(scaffold, 'test', '*.e2e-spec.ts')] };
+    let output = '';
+    try {
+      execFileSync(
+        process.execPath,
+        [
+          path.join(require.resolve('jest'), '../../bin/jest.js'),
+          '--ci',
+          '--config',
+          JSON.stringify(config),
+        ],
+        { cwd: root, stdio: 'pipe' },
       );
     } catch (err) {
       output = String((err as { stderr?: Buffer }).stderr ?? err);
