@@ -141,18 +141,21 @@ export class ${pascal}Handler implements AgentHandler {
 import { ${constant} } from './${name}.descriptor';
 import { ${pascal}Handler } from './${name}.handler';
 
-/** Started as its own process by main.ts, and beside every other agent by the embedded profile. */
+/**
+ * Started as its own process by main.ts, and beside every other agent by the embedded profile.
+ * A handler with dependencies of its own lists them here: \`providers: [TaxRates]\`, \`imports: [HttpModule]\`.
+ */
 export const AGENT: AgentDefinition = { descriptor: ${constant}, handler: ${pascal}Handler };
 `,
   'src/main.ts': `import 'reflect-metadata';
 import { bootstrapAgent } from '@loom/agent-kit';
 import { AGENT } from './agent';
 
-void bootstrapAgent(AGENT.descriptor, AGENT.handler);
+void bootstrapAgent(AGENT);
 `,
   [`test/${app}.e2e-spec.ts`]: `import { AgentHarness } from '@loom/testing';
-import { ${constant} } from '../src/${name}.descriptor';
-import { ${notesKey}, ${pascal}Handler } from '../src/${name}.handler';
+import { AGENT } from '../src/agent';
+import { ${notesKey} } from '../src/${name}.handler';
 
 // The agent in-process on the test MySQL and Redis (offline model), as the orchestrator calls it.
 // Replace the questions with ones from the agent's domain as its handler grows.
@@ -161,7 +164,7 @@ describe('${name} agent (real Redis Streams client, real MySQL and Redis)', () =
   const owner = { tenantId: 'tenant-a', userId: 'alice' };
 
   beforeAll(async () => {
-    agent = await AgentHarness.start(${constant}, ${pascal}Handler);
+    agent = await AgentHarness.start(AGENT);
   });
   afterAll(() => agent?.stop());
 
