@@ -1,5 +1,5 @@
 import { INestApplication, ValidationPipe } from '@nestjs/common';
-import { Server } from 'http';
+import { IncomingMessage, Server, ServerResponse } from 'http';
 import { Socket } from 'net';
 import { NestFactory } from '@nestjs/core';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
@@ -16,6 +16,9 @@ import { validationError } from './security/validation-error';
 /** Request bodies: JSON only, at most 256 KB (413 PAYLOAD_TOO_LARGE). */
 export const BODY_LIMIT = '256kb';
 const BODY_LIMIT_BYTES = 256 * 1024;
+/** Receiving a whole request (headers and body) takes at most this long: 408 after it. */
+export const REQUEST_TIMEOUT_MS = 30_000;
+const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true });
 
 /**
  * Names every object has through its prototype (`constructor`, `__proto__`, `toString` …). As
@@ -63,13 +66,30 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
   );
 }
 
+/** An `Expect` other than 100-continue: Node answers 417 with no body; this is the API's shape. */
+function refuseExpectation(_req: IncomingMessage, res: ServerResponse): void {
+  const body = JSON.stringify({
+    statusCode: 417,
+    code: LoomErrorCode.VALIDATION_FAILED,
+    message: 'unsupported Expect header',
+  });
+  res.writeHead(417, { 'Content-Type': 'application/json; charset=utf-8', Connection: 'close' });
+  res.end(body);
+}
+
 /** Builds the orchestrator HTTP app (used by main.ts, the embedded launcher and the e2e tests). */
 export async function createOrchestrator(env: LoomEnv): Promise<INestApplication> {
   const logger = new LoomLogger(
     createPinoLogger({ service: 'orchestrator', level: env.LOG_LEVEL, format: env.LOG_FORMAT }),
   );
   const app = await NestFactory.create(AppModule.forRoot(env), { logger, bodyParser: false });
-  (app.getHttpServer() as Server).on('clientError', answerClientError);
+  const server = app.getHttpServer() as Server;
+  server.on('clientError', answerClientError);
+  server.on('checkExpectation', refuseExpectation);
+  // A request (headers and body) must arrive within this; Node's own default is 5 minutes, for
+  // which a client trickling its body would hold a connection.
+  server.requestTimeout = REQUEST_TIMEOUT_MS;
+  server.headersTimeout = Math.min(server.headersTimeout, REQUEST_TIMEOUT_MS);
   // A body the API would not read (text/plain, a form, UTF-16) is refused, not silently taken as
   // {} or decoded past the checks below, which read UTF-8. A declared length over the limit is
   // refused at once: the parser would wait for the whole body first, however long it is.
@@ -97,7 +117,13 @@ export async function createOrchestrator(env: LoomEnv): Promise<INestApplication
     json({
       limit: BODY_LIMIT,
       verify: (_req, _res, buf) => {
-        const text = buf.toString('utf8');
+        let text: string;
+        try {
+          // Strict: bytes that are not UTF-8 would otherwise become U+FFFD and be stored so.
+          text = STRICT_UTF8.decode(buf);
+        } catch {
+          throw new LoomError(LoomErrorCode.VALIDATION_FAILED, 'the body is not valid UTF-8');
+        }
         // Every body of the API is an object. An array would reach the ValidationPipe, which
         // sets .constructor on it, and that alone drops V8 to slow array paths process-wide.
         if (text.trimStart().startsWith('['))

@@ -328,7 +328,49 @@ describe('orchestrator (HTTP, in-process)', () => {
     });
     expect(second).toMatch(/^HTTP\/1\.1 200 [\s\S]*HTTP\/1\.1 431 /);
     expect(second).toContain('"code":"HEADERS_TOO_LARGE"');
+    // An Expect Node does not do: its 417, in the API's shape rather than an empty body.
+    const expectation = await raw('GET /health HTTP/1.1\r\nHost: x\r\nExpect: foo\r\n\r\n');
+    expect(expectation).toMatch(/^HTTP\/1\.1 417 /);
+    expect(expectation).toContain('"code":"VALIDATION_FAILED"');
     await request(server).get('/health').expect(200);
+  });
+
+  it('refuses bytes that are not UTF-8, ids it cannot decode and cursors past any date, quoting nothing', async () => {
+    const server = app.getHttpServer();
+    const auth = token('tenant-a', 'erin');
+    const id = (await request(server).post('/v1/conversations').set('authorization', auth).send({}))
+      .body.conversationId;
+    // Would have been stored as U+FFFD U+FFFE: changed without a word.
+    const latin1 = await request(server)
+      .post(`/v1/conversations/${id}/messages`)
+      .set('authorization', auth)
+      .set('content-type', 'application/json')
+      .send(
+        Buffer.concat([
+          Buffer.from('{"content":"'),
+          Buffer.from([0xff, 0xfe]),
+          Buffer.from(' bad"}'),
+        ]),
+      );
+    expect([latin1.status, latin1.body.code]).toEqual([400, 'VALIDATION_FAILED']);
+    expect(
+      (await request(server).get(`/v1/conversations/${id}`).set('authorization', auth)).body
+        .messageCount,
+    ).toBe(0);
+    for (const path of [
+      '/v1/conversations/%ff%feabcdefgh',
+      '/v1/conversations/abcdefgh%ZZ/messages',
+      '/v1/tasks/%E0%A4%A',
+    ]) {
+      const res = await request(server).get(path).set('authorization', auth);
+      expect([path, res.status, res.body.code]).toEqual([path, 400, 'INVALID_ID']);
+      expect(res.body.message).not.toMatch(/%/);
+    }
+    const farFuture = Buffer.from(JSON.stringify([8.64e15 + 1, 'abcdefgh'])).toString('base64url');
+    const cursor = await request(server)
+      .get(`/v1/conversations?cursor=${farFuture}`)
+      .set('authorization', auth);
+    expect([cursor.status, cursor.body.code]).toEqual([400, 'VALIDATION_FAILED']);
   });
 
   it('counts content in characters, answers SSE errors it can know with a status, checks cursors', async () => {

@@ -214,7 +214,8 @@ function encodeCursor(updatedAt: Date, sessionId: string): string {
 function decodeCursor(cursor: string): { updatedAt: Date; sessionId: string } {
   try {
     const [ms, sessionId] = JSON.parse(Buffer.from(cursor, 'base64url').toString('utf8'));
-    if (!Number.isSafeInteger(ms) || ms < 0 || typeof sessionId !== 'string')
+    // 8.64e15 ms is the last instant a Date can hold: past it the query would compare with NaN.
+    if (!Number.isSafeInteger(ms) || ms < 0 || ms > 8.64e15 || typeof sessionId !== 'string')
       throw new Error('bad cursor');
     return { updatedAt: new Date(ms), sessionId: assertId(sessionId, 'cursor') };
   } catch {

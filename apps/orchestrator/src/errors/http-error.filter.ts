@@ -7,6 +7,7 @@ import {
   NotFoundException,
 } from '@nestjs/common';
 import { Request, Response } from 'express';
+import { STATUS_CODES } from 'http';
 import {
   isConnectionError,
   isContentionError,
@@ -90,12 +91,15 @@ export function toErrorBody(err: unknown): { statusCode: number; code: string; m
     // Nest's route-not-found message quotes the path: answer without it.
     if (isRouteMiss(err))
       return { statusCode, code: LoomErrorCode.NOT_FOUND, message: 'no such route' };
+    // Express could not percent-decode a path parameter (an id): Nest's message quotes it.
+    if (statusCode === 400 && message.startsWith('Failed to decode param'))
+      return { statusCode, code: LoomErrorCode.INVALID_ID, message: 'malformed id in the path' };
+    if (typeof body === 'object' && body.code) return { statusCode, code: body.code, message };
+    // Another library's exception: its own words may quote the request, so only the status's.
     const code =
-      typeof body === 'object' && body.code
-        ? body.code
-        : (HTTP_CODE[statusCode] ??
-          (statusCode >= 500 ? LoomErrorCode.INTERNAL : LoomErrorCode.VALIDATION_FAILED));
-    return { statusCode, code, message };
+      HTTP_CODE[statusCode] ??
+      (statusCode >= 500 ? LoomErrorCode.INTERNAL : LoomErrorCode.VALIDATION_FAILED);
+    return { statusCode, code, message: (STATUS_CODES[statusCode] ?? 'error').toLowerCase() };
   }
   // The stores map these themselves; this catches any that reach the edge another way. A
   // backing store out of reach, too slow or too contended is never the request's fault: 503.
