@@ -227,6 +227,16 @@ describe('system: the consultation with an OpenAI-compatible model', () => {
     ]);
     const items = (await dave('GET', `/v1/conversations/${id}/messages`)).body.items;
     expect(items.map((m: any) => m.role)).toEqual(['user']); // half an answer is not stored
+    // The stream's status was 200, so the failure shows in the orchestrator's log instead.
+    const logged = sys
+      .logs()
+      .filter(
+        (l) =>
+          l.app === 'orchestrator' &&
+          l.json?.level === 'error' &&
+          JSON.stringify(l.json).includes('required agent labor-law failed'),
+      );
+    expect(logged.length).toBeGreaterThan(0);
   });
 
   it('asks the model to fold the earlier summary into the next one, and shows it to the agents', async () => {

@@ -5,6 +5,7 @@ import {
   Get,
   Headers,
   HttpCode,
+  Logger,
   Param,
   Post,
   Query,
@@ -44,6 +45,8 @@ export const MAX_METADATA_BYTES = 16 * 1024;
 @ApiErrors(401, 429, 503)
 @Controller('v1/conversations')
 export class ConversationsController {
+  private readonly log = new Logger('ConversationsController');
+
   constructor(
     private readonly conversations: ConversationRepository,
     private readonly turns: TurnService,
@@ -175,7 +178,11 @@ export class ConversationsController {
       if (!streamed) for (const text of chunks(view.reply.content)) delta(text);
       res.write(`event: done\ndata: ${JSON.stringify(view)}\n\n`);
     } catch (err) {
-      res.write(`event: error\ndata: ${JSON.stringify(toErrorBody(err))}\n\n`);
+      const body = toErrorBody(err);
+      // The stream's status was 200: logged here as the error filter logs a JSON turn's.
+      if (body.statusCode >= 500) this.log.error(err instanceof Error ? err : String(err));
+      else this.log.warn(`streamed turn failed: ${body.statusCode} ${body.code}`);
+      res.write(`event: error\ndata: ${JSON.stringify(body)}\n\n`);
     }
     res.end();
     return undefined;
