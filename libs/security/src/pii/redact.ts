@@ -44,7 +44,20 @@ export function detectPii(text: string, opts: RedactOptions = {}): PiiSpan[] {
       if (!wanted || wanted.has(span.type)) candidates.push(span);
     }
   }
-  return resolveSpans(candidates);
+  return resolveSpans(withoutMarkers(text, candidates));
+}
+
+const MARKER = /\[REDACTED_[A-Z_]+\]/g;
+
+/**
+ * Drops spans that touch a `[REDACTED_…]` placeholder: redacting redacted text (a logged line
+ * of a stored message, a summary of redacted messages) changes nothing, where it used to take
+ * `[REDACTED_PASSWORD]` for a password and leave a stray `]`.
+ */
+function withoutMarkers(text: string, spans: PiiSpan[]): PiiSpan[] {
+  if (!text.includes('[REDACTED_')) return spans;
+  const markers = [...text.matchAll(MARKER)].map((m) => [m.index!, m.index! + m[0].length]);
+  return spans.filter((s) => !markers.some(([start, end]) => s.start < end && s.end > start));
 }
 
 /** Replaces every detected span by `[REDACTED_<TYPE>]`; text without PII comes back unchanged. */
