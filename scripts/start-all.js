@@ -38,6 +38,12 @@ const stop = async (code) => {
 };
 process.on('SIGINT', () => stop(0));
 process.on('SIGTERM', () => stop(0));
+process.on('SIGHUP', () => stop(0));
+// `npm run start:all` runs this under `sh -c`: a SIGTERM to npm reaches the shell, which (dash)
+// does not pass it on, and this process is left to init with every app running. A parent that
+// went away means stop, as the signal meant.
+const parent = process.ppid;
+setInterval(() => process.ppid !== parent && stop(0), 500).unref();
 for (const c of children)
   c.on(
     'exit',
