@@ -139,6 +139,8 @@ describe('orchestrator (HTTP, in-process)', () => {
         .set('content-type', 'text/plain')
         .send('{}'),
     );
+    // An empty body creates a conversation: the document says the body is optional.
+    expect(doc.paths['/v1/conversations'].post.requestBody?.required).toBe(false);
     // Every /v1 operation documents its success body and the errors every route can answer.
     for (const [path, ops] of Object.entries(doc.paths))
       for (const [method, op] of Object.entries(ops)) {
@@ -560,7 +562,10 @@ type OpenApiDoc = {
     string,
     Record<
       string,
-      { responses: Record<string, { content?: Record<string, { schema: SchemaObject }> }> }
+      {
+        requestBody?: { required?: boolean };
+        responses: Record<string, { content?: Record<string, { schema: SchemaObject }> }>;
+      }
     >
   >;
   components: { schemas: Record<string, SchemaObject> };

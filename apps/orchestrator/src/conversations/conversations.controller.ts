@@ -13,6 +13,7 @@ import {
   Res,
 } from '@nestjs/common';
 import {
+  ApiBody,
   ApiCreatedResponse,
   ApiHeader,
   ApiNoContentResponse,
@@ -58,6 +59,7 @@ export class ConversationsController {
    * redacted from it always.
    */
   @Post()
+  @ApiBody({ type: CreateConversationDto, required: false })
   @ApiCreatedResponse({ type: ConversationView, description: 'Created' })
   @ApiOkResponse({ type: ConversationView, description: 'The supplied id is already yours' })
   @ApiErrors(400, 413, 415)
