@@ -1,7 +1,7 @@
 import { Controller, INestMicroservice, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Ctx, MessagePattern, Payload, RpcException } from '@nestjs/microservices';
-import { TEST_REDIS_URL, createTestPrefix } from '@loom/testing';
+import { PrivateRedisServer, TEST_REDIS_URL, createTestPrefix } from '@loom/testing';
 import Redis from 'ioredis';
 import { lastValueFrom } from 'rxjs';
 import {
@@ -374,5 +374,29 @@ describe('Redis Streams transport', () => {
 
     await expect(reply).resolves.toEqual({ echo: { graceful: true }, server: 'A' });
     expect(await redis.xlen(requestKey())).toBe(0);
+  });
+
+  it('closes while its Redis is gone, instead of waiting for Redis to come back', async () => {
+    const own = await PrivateRedisServer.start();
+    try {
+      const strategy = new RedisStreamsServer({
+        redisUrl: own.url,
+        keyPrefix,
+        consumerName: `gone-${process.pid}`,
+        blockMs: 200,
+      });
+      const app = await NestFactory.createMicroservice(echoModule('gone'), {
+        strategy,
+        logger: false,
+      });
+      await app.listen();
+      await sleep(300); // both loops are running: the reader blocked, the reclaimer between runs
+      await own.kill();
+      await sleep(500); // their next commands wait in the offline queue of a reconnecting client
+      // Used to wait for Redis forever: an agent sent SIGTERM never exited, and kept beating.
+      await app.close();
+    } finally {
+      await own.kill();
+    }
   });
 });

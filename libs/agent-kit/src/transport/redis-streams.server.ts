@@ -50,6 +50,12 @@ interface InFlight {
 
 const RETRY_DELAY_MS = 500;
 const RECLAIM_BATCH = 100;
+/** How long close() waits for each step that needs Redis (the loops to stop, leaving the groups). */
+const CLOSE_STEP_MS = 2000;
+
+/** Waits for `work`, but no longer than `ms`. */
+const within = (work: Promise<unknown>, ms: number): Promise<unknown> =>
+  Promise.race([work, sleep(ms)]);
 
 /**
  * Nest microservice transport over Redis Streams consumer groups: every request is delivered
@@ -109,15 +115,22 @@ export class RedisStreamsServer
     this.stop.abort();
     this.slots.wakeAll();
     this.reader?.disconnect(); // interrupts the blocking XREADGROUP
-    await Promise.allSettled(this.loops);
+    // With Redis away, a loop's command waits in ioredis's offline queue for as long as Redis
+    // stays away: a close must not (the process would never exit, nor leave the registry).
+    // Closing the command connection below fails whatever is still queued.
+    await within(Promise.allSettled(this.loops), CLOSE_STEP_MS);
     await this.slots.drain(Math.min(this.claimIdleMs / 2, 10000));
     this.closed = true;
     this.inFlight.clear(); // late finishers drop their replies; their entries stay pending
-    // Each start is a new consumer: leave the groups, where nothing is pending on us.
-    if (this.groupsReady)
-      await this.group
-        ?.leave(this.cmd!)
-        .catch((err) => this.logger.warn(`leaving the consumer groups: ${errorMessage(err)}`));
+    // Each start is a new consumer: leave the groups, where nothing is pending on us. Without
+    // Redis the consumer stays; the next reclaim by another instance forgets it (idle, empty).
+    if (this.groupsReady && this.cmd?.status === 'ready')
+      await within(
+        this.group!.leave(this.cmd).catch((err) =>
+          this.logger.warn(`leaving the consumer groups: ${errorMessage(err)}`),
+        ),
+        CLOSE_STEP_MS,
+      );
     await closeConnection(this.cmd);
     this.cmd = this.reader = undefined;
     this.loops = [];
