@@ -129,4 +129,20 @@ describe('parseEnv', () => {
       /^invalid configuration: PORT: PORT must not be greater than 65535$/,
     );
   });
+
+  it('refuses a time no Node timer can wait, which would fire at once', () => {
+    // AGENT_TIMEOUT_MS=3000000000 answered every turn 503 TIMEOUT within 60 ms.
+    for (const name of [
+      'TASK_LEASE_MS',
+      'RECOVERY_INTERVAL_MS',
+      'AGENT_TIMEOUT_MS',
+      'AGENT_CLAIM_IDLE_MS',
+      'LOOM_RATE_LIMIT_WINDOW_MS',
+    ]) {
+      expect(() => parseEnv({ ...secrets, [name]: '3000000000' })).toThrow(
+        new RegExp(`^invalid configuration: ${name}: ${name} must not be greater than 2147483647$`),
+      );
+      expect(() => parseEnv({ ...secrets, [name]: '2147483647' })).not.toThrow();
+    }
+  });
 });

@@ -25,6 +25,8 @@ const toBool = ({ value }: { value: unknown }) => {
   const word = String(value).trim().toLowerCase();
   return word === 'true' || word === '1' ? true : word === 'false' || word === '0' ? false : value;
 };
+/** The longest delay a Node timer takes (about 24.8 days); past it the timer fires at once. */
+const MAX_TIMER_MS = 2_147_483_647;
 /** A value of the wrong type breaks its range rules too; only the type is worth naming. */
 const TYPE_RULES = ['isInt', 'isNumber', 'isBoolean', 'isString'];
 
@@ -60,11 +62,11 @@ export class LoomEnv {
   /** USD per million prompt / completion tokens of LLM_MODEL, for usage.costUsd (0: not priced). */
   @Transform(toNumber) @IsNumber() @Min(0) @Max(10_000) LLM_PROMPT_USD_PER_MTOK = 0;
   @Transform(toNumber) @IsNumber() @Min(0) @Max(10_000) LLM_COMPLETION_USD_PER_MTOK = 0;
-  @Transform(toInt) @IsInt() @Min(1000) TASK_LEASE_MS = 600_000;
-  @Transform(toInt) @IsInt() @Min(100) RECOVERY_INTERVAL_MS = 30_000;
-  @Transform(toInt) @IsInt() @Min(100) AGENT_TIMEOUT_MS = 120_000;
+  @Transform(toInt) @IsInt() @Min(1000) @Max(MAX_TIMER_MS) TASK_LEASE_MS = 600_000;
+  @Transform(toInt) @IsInt() @Min(100) @Max(MAX_TIMER_MS) RECOVERY_INTERVAL_MS = 30_000;
+  @Transform(toInt) @IsInt() @Min(100) @Max(MAX_TIMER_MS) AGENT_TIMEOUT_MS = 120_000;
   /** A request pending this long on an agent instance that stopped answering is handed to another. */
-  @Transform(toInt) @IsInt() @Min(200) AGENT_CLAIM_IDLE_MS = 30_000;
+  @Transform(toInt) @IsInt() @Min(200) @Max(MAX_TIMER_MS) AGENT_CLAIM_IDLE_MS = 30_000;
   /** Deliveries of one request before it is dead-lettered and its task failed. */
   @Transform(toInt) @IsInt() @Min(1) @Max(100) AGENT_MAX_DELIVERIES = 5;
   @IsIn(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) LOG_LEVEL = 'info';
@@ -84,7 +86,7 @@ export class LoomEnv {
   /** Requests per tenant per window on the HTTP API (0 turns rate limiting off). */
   @Transform(toInt) @IsInt() @Min(0) LOOM_RATE_LIMIT_PER_MINUTE = 600;
   /** The rate-limit window (ms); one minute unless a test needs a shorter one. */
-  @Transform(toInt) @IsInt() @Min(100) LOOM_RATE_LIMIT_WINDOW_MS = 60_000;
+  @Transform(toInt) @IsInt() @Min(100) @Max(MAX_TIMER_MS) LOOM_RATE_LIMIT_WINDOW_MS = 60_000;
   /** API tokens must carry `exp` and expire within this many seconds from now (0: any, or none). */
   @Transform(toInt) @IsInt() @Min(0) LOOM_JWT_MAX_AGE_S = 0;
   /** LOOM_SHARED_ACL, parsed (not an environment variable). */
