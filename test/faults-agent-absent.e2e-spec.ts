@@ -69,6 +69,16 @@ describe('system: an agent type with no live instance', () => {
     expect(view.activeTaskIds).toEqual([]);
     expect(await storedMessages(sys.env.MYSQL_URL, conversationId)).toHaveLength(1);
     expect(view.messageCount).toBe(1); // the failed turn's user message is counted
+    // The topic stays what the user asked about, answered or not: the seed's follow-up about
+    // "that contract" is planned for labor-law again, not handed to contract-law.
+    expect(view.currentIntent).toBe('labor-law');
+    const followUp = await impatient('POST', `/v1/conversations/${conversationId}/messages`, {
+      content: '上面那份合同里关于竞业协议的部分怎么看?',
+    });
+    expect(followUp.status).toBe(503);
+    const [, followUpMessage] = await storedMessages(sys.env.MYSQL_URL, conversationId);
+    const followUpTask = (await impatient('GET', `/v1/tasks/${followUpMessage.taskId}`)).body;
+    expect(followUpTask.plan.at(-1)).toMatchObject({ agentType: 'labor-law', required: true });
     failedTaskId = user.taskId!;
     await sys.kill(second, 'SIGTERM');
   });

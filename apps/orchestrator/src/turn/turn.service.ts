@@ -203,6 +203,9 @@ export class TurnService {
     task.idempotencyKey = key?.hash ?? null;
     recordFirstWave(task);
     meta.activeTaskIds = [...meta.activeTaskIds, taskId];
+    // The topic in force from now on, whether or not this turn is answered: a follow-up to a
+    // failed turn stays with it (completion sets the same).
+    meta.currentIntent = plan.intent;
     // Side by side: the resumer joins a task missing from activeTaskIds and drops an id whose
     // task was never written, so any crash between the two is recoverable.
     await Promise.all([
