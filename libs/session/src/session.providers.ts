@@ -8,6 +8,7 @@ import { RedisKeys } from './store/redis/redis-keys';
 import { RedisSessionStore } from './store/redis/redis-session.store';
 import { SessionStore } from './store/session-store';
 import { TieredSessionStore } from './store/tiered/tiered-session.store';
+import { SYSTEM_TENANT, SystemSessions } from './conversation/system.repository';
 
 const fileStores = new Map<string, FileSessionStore>();
 
@@ -52,11 +53,18 @@ export async function createSessionInfra(
     migrationsRun: opts.migrationsRun,
     poolSize: opts.mysqlPoolSize,
   });
+  const durable = new MysqlSessionStore(dataSource, { queryTimeoutMs: opts.mysqlQueryTimeoutMs });
+  try {
+    await claimDatabase(durable, opts.keyPrefix);
+  } catch (err) {
+    await dataSource.destroy().catch(() => undefined);
+    throw err;
+  }
   const redis = createRedis(opts.redisUrl, 'loom-session');
   redis.on('error', (err) => onHotError?.(err));
   await connected(redis, 3000);
   const store = new TieredSessionStore(
-    new MysqlSessionStore(dataSource, { queryTimeoutMs: opts.mysqlQueryTimeoutMs }),
+    durable,
     new RedisSessionStore(redis, opts.keyPrefix, { authoritative: false, ownsConnection: false }),
     {
       ttlFor: ttlRules(opts.ttl),
@@ -93,4 +101,21 @@ async function connected(redis: Redis, timeoutMs: number): Promise<void> {
     const timer = setTimeout(done, timeoutMs);
     redis.once('ready', done);
   });
+}
+
+/**
+ * A database belongs to one deployment, named by its key prefix: the first to start claims it.
+ * Two deployments with different prefixes on one database would read each other's conversations
+ * (tenants are only unique within a deployment) and plan each other's agents, so the second is
+ * refused at start instead.
+ */
+export async function claimDatabase(durable: MysqlSessionStore, keyPrefix: string): Promise<void> {
+  const scope = { tenantId: SYSTEM_TENANT };
+  if (await durable.create(scope, SystemSessions.deployment, 'keyPrefix', keyPrefix)) return;
+  const owner = await durable.get<string>(scope, SystemSessions.deployment, 'keyPrefix');
+  if (owner !== null && owner !== keyPrefix)
+    throw new Error(
+      `the database of MYSQL_URL belongs to the deployment with LOOM_KEY_PREFIX=${JSON.stringify(owner)}, ` +
+        `not ${JSON.stringify(keyPrefix)}: give each deployment its own database (README, Configuration)`,
+    );
 }

@@ -9,6 +9,8 @@ export const SystemSessions = {
   runs: `${SYSTEM_ID_PREFIX}task-runs`,
   catalog: `${SYSTEM_ID_PREFIX}agent-catalog`,
   sweeper: `${SYSTEM_ID_PREFIX}sweeper`,
+  /** The deployment (LOOM_KEY_PREFIX) the database belongs to. */
+  deployment: `${SYSTEM_ID_PREFIX}deployment`,
 } as const;
 
 export function isSystemId(id: string): boolean {
