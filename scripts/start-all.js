@@ -33,7 +33,12 @@ let stopping = false;
 const stop = async (code) => {
   if (stopping) return;
   stopping = true;
-  await stopAll(children);
+  // The orchestrator first, so the turns it is finishing still have their agents; then the
+  // agents, each finishing the work it holds. Past the grace a process is killed, and its
+  // unfinished work is recovered (README, Recovery).
+  const orchestrator = (c) => c.app === 'orchestrator';
+  await stopAll(children.filter(orchestrator), 'SIGTERM', 30_000);
+  await stopAll(children.filter((c) => !orchestrator(c)), 'SIGTERM', 15_000);
   process.exit(code);
 };
 process.on('SIGINT', () => stop(0));
