@@ -1,4 +1,4 @@
-import { Inject, Injectable, OnApplicationShutdown } from '@nestjs/common';
+import { Inject, Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
 import { ClientProxy, ClientProxyFactory, Transport } from '@nestjs/microservices';
 import { firstValueFrom, timeout } from 'rxjs';
 import {
@@ -19,7 +19,7 @@ import { LoomError, LoomErrorCode } from '@loom/session';
  * Nest's TCP client to the endpoint the agent registered.
  */
 @Injectable()
-export class AgentDispatcher implements OnApplicationShutdown {
+export class AgentDispatcher implements OnModuleInit, OnApplicationShutdown {
   private streams?: RedisStreamsClient;
   private readonly tcp = new Map<string, ClientProxy>();
 
@@ -27,6 +27,20 @@ export class AgentDispatcher implements OnApplicationShutdown {
     @Inject(LOOM_ENV) private readonly env: LoomEnv,
     @Inject(AGENT_REGISTRY) private readonly registry: AgentRegistry,
   ) {}
+
+  /**
+   * Connects at start, outside any request: its connections' events (a Redis outage) are then
+   * logged without the ids of whichever turn happened to dispatch first. Never waits for Redis.
+   */
+  async onModuleInit(): Promise<void> {
+    if (this.env.LOOM_PROFILE === 'embedded') return;
+    this.streams = new RedisStreamsClient({
+      redisUrl: this.env.REDIS_URL,
+      keyPrefix: this.env.LOOM_KEY_PREFIX,
+      timeoutMs: this.env.AGENT_TIMEOUT_MS,
+    });
+    await this.streams.connect();
+  }
 
   async execute(agentType: string, request: ExecuteAgentRequest): Promise<ExecuteAgentResult> {
     const client = await this.clientFor(agentType);
@@ -47,14 +61,7 @@ export class AgentDispatcher implements OnApplicationShutdown {
   }
 
   private async clientFor(agentType: string): Promise<ClientProxy> {
-    if (this.env.LOOM_PROFILE !== 'embedded') {
-      this.streams ??= new RedisStreamsClient({
-        redisUrl: this.env.REDIS_URL,
-        keyPrefix: this.env.LOOM_KEY_PREFIX,
-        timeoutMs: this.env.AGENT_TIMEOUT_MS,
-      });
-      return this.streams;
-    }
+    if (this.streams) return this.streams;
     const cached = this.tcp.get(agentType);
     if (cached) return cached;
     const agent = (await this.registry.live()).find((a) => a.descriptor.agentType === agentType);
