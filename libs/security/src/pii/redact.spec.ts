@@ -108,6 +108,13 @@ describe('redactPii', () => {
   it('changes nothing in text it already redacted, for every case of the corpus', () => {
     // Logged lines and summaries are redacted again; a password used to gain a stray "]" each time.
     expect(redactPii(redactPii('password=hunter2hunter2'))).toBe('password=[REDACTED_PASSWORD]');
+    // A placeholder typed into a message hides nothing beside it.
+    expect(redactPii('password=[REDACTED_X]hunter2hunter2')).toBe(
+      'password=[REDACTED_X][REDACTED_PASSWORD]',
+    );
+    expect(redactPii('[REDACTED_EMAIL]john.doe@example.com')).toBe(
+      '[REDACTED_EMAIL][REDACTED_EMAIL]',
+    );
     for (const c of PII_CORPUS) {
       const once = redactPii(c.text);
       expect([c.text, redactPii(once)]).toEqual([c.text, once]);

@@ -50,14 +50,28 @@ export function detectPii(text: string, opts: RedactOptions = {}): PiiSpan[] {
 const MARKER = /\[REDACTED_[A-Z_]+\]/g;
 
 /**
- * Drops spans that touch a `[REDACTED_…]` placeholder: redacting redacted text (a logged line
- * of a stored message, a summary of redacted messages) changes nothing, where it used to take
- * `[REDACTED_PASSWORD]` for a password and leave a stray `]`.
+ * Cuts `[REDACTED_…]` placeholders out of the spans: redacting redacted text (a logged line of a
+ * stored message, a summary of redacted messages) changes nothing, where it used to take
+ * `[REDACTED_PASSWORD]` for a password and leave a stray `]`. What a span holds beside a
+ * placeholder is still redacted, so a placeholder typed into a message hides nothing
+ * (`password=[REDACTED_X]hunter2` keeps no password).
  */
 function withoutMarkers(text: string, spans: PiiSpan[]): PiiSpan[] {
   if (!text.includes('[REDACTED_')) return spans;
   const markers = [...text.matchAll(MARKER)].map((m) => [m.index!, m.index! + m[0].length]);
-  return spans.filter((s) => !markers.some(([start, end]) => s.start < end && s.end > start));
+  return spans.flatMap((span) => {
+    let pieces = [span];
+    for (const [start, end] of markers)
+      pieces = pieces.flatMap((p) =>
+        p.end <= start || p.start >= end
+          ? [p]
+          : [
+              { ...p, end: start },
+              { ...p, start: end },
+            ].filter((q) => q.end > q.start && text.slice(q.start, q.end).trim() !== ''),
+      );
+    return pieces;
+  });
 }
 
 /** Replaces every detected span by `[REDACTED_<TYPE>]`; text without PII comes back unchanged. */
