@@ -53,12 +53,15 @@ export class RecoveryScheduler implements OnApplicationBootstrap, OnApplicationS
     if (this.stopped || this.busy.has(name)) return;
     this.busy.add(name);
     try {
+      // The failure is logged inside the run too, so its line carries the run's correlation id.
       await runWithMdc({ correlationId: `${name}-${newId('r')}` }, async () => {
-        const report = await job();
-        this.log.debug(`${name}: ${JSON.stringify(report)}`);
+        try {
+          const report = await job();
+          this.log.debug(`${name}: ${JSON.stringify(report)}`);
+        } catch (err) {
+          this.log.warn(`${name} failed: ${(err as Error).message}`);
+        }
       });
-    } catch (err) {
-      this.log.warn(`${name} failed: ${(err as Error).message}`);
     } finally {
       this.busy.delete(name);
     }

@@ -25,10 +25,14 @@ export class AgentHeartbeat implements OnApplicationBootstrap, OnApplicationShut
   ) {}
 
   async onApplicationBootstrap(): Promise<void> {
-    await this.beat();
+    const registered = await this.beat();
     this.timer = setInterval(() => void this.beat(), HEARTBEAT_MS);
     this.timer.unref();
-    this.log.log(`registered ${this.descriptor.agentType} as ${this.instanceId}`);
+    this.log.log(
+      registered
+        ? `registered ${this.descriptor.agentType} as ${this.instanceId}`
+        : `${this.descriptor.agentType} (${this.instanceId}) registers once the registry answers`,
+    );
   }
 
   async onApplicationShutdown(): Promise<void> {
@@ -36,9 +40,14 @@ export class AgentHeartbeat implements OnApplicationBootstrap, OnApplicationShut
     await this.registry.remove(this.descriptor.agentType, this.instanceId).catch(() => undefined);
   }
 
-  private async beat(): Promise<void> {
-    await this.registry
-      .heartbeat(this.descriptor, this.instanceId)
-      .catch((err) => this.log.warn(`heartbeat failed: ${err.message}`));
+  /** One heartbeat; false when the registry did not take it. */
+  private async beat(): Promise<boolean> {
+    return this.registry.heartbeat(this.descriptor, this.instanceId).then(
+      () => true,
+      (err) => {
+        this.log.warn(`heartbeat failed: ${err.message}`);
+        return false;
+      },
+    );
   }
 }
