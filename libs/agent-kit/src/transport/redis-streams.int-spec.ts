@@ -14,6 +14,7 @@ import {
   deadLetterStreamKey,
   requestStreamKey,
 } from './index';
+import { ConsumerGroup } from './redis-streams.group';
 
 const PATTERN = 'agent.echo.execute';
 
@@ -397,6 +398,39 @@ describe('Redis Streams transport', () => {
       await app.close();
     } finally {
       await own.kill();
+    }
+  });
+
+  it('runs nothing a late reclaim brings once it has closed; the entry stays for another', async () => {
+    behavior = (data, ctx, server) => (server === 'A' ? hang() : { echo: data, server });
+    const a = await startServer('A', { claimIdleMs: 400 });
+    const client = await startClient({ timeoutMs: 15000 });
+    void call(client, { job: 'late-claim' }).catch(() => undefined);
+    await waitFor('A to start the handler', () => calls.length === 1);
+    await a.close(); // dies without acking: the entry stays pending on A
+
+    // B's XAUTOCLAIM runs at once, but its answer comes back after B's close stopped waiting.
+    const original = ConsumerGroup.prototype.claimIdle;
+    let claiming = false;
+    const spy = jest.spyOn(ConsumerGroup.prototype, 'claimIdle').mockImplementation(async function (
+      this: ConsumerGroup,
+      ...args: Parameters<ConsumerGroup['claimIdle']>
+    ) {
+      const claimed = await original.apply(this, args);
+      if (claimed.length === 0) return claimed;
+      claiming = true;
+      await sleep(3000);
+      return claimed;
+    });
+    try {
+      const b = await startServer('B', { claimIdleMs: 400 });
+      await waitFor('B to claim the entry', () => claiming);
+      await b.close();
+      await sleep(1500); // the claim's answer has arrived by now
+      expect(calls.map((c) => c.server)).toEqual(['A']); // B ran nothing after it closed
+      expect(await pendingCount()).toBe(1); // reclaimable by the next instance
+    } finally {
+      spy.mockRestore();
     }
   });
 });

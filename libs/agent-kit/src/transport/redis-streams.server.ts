@@ -182,6 +182,8 @@ export class RedisStreamsServer
       await this.slots.wait();
       if (this.stop.signal.aborted) return;
       const entries = await this.group!.readNew(this.reader!, this.slots.free(), blockMs);
+      // close() may have stopped waiting for this read: what it brought stays pending for others.
+      if (this.stop.signal.aborted) return;
       entries.forEach((entry) => this.dispatch(entry));
     });
   }
@@ -204,9 +206,12 @@ export class RedisStreamsServer
       );
       for (const key of this.streams.keys()) {
         const free = this.slots.free();
-        if (free <= 0) return;
+        if (free <= 0 || this.stop.signal.aborted) return;
         const count = Math.min(free, RECLAIM_BATCH);
-        for (const entry of await this.group!.claimIdle(this.cmd!, key, this.claimIdleMs, count)) {
+        const claimed = await this.group!.claimIdle(this.cmd!, key, this.claimIdleMs, count);
+        // A claim answered after close() stopped waiting: another instance reclaims it later.
+        if (this.stop.signal.aborted) return;
+        for (const entry of claimed) {
           const local = this.inFlight.get(`${key} ${entry.entryId}`);
           if (entry.deliveryCount > maxDeliveries) {
             if (local) local.abandoned = true;
@@ -225,6 +230,7 @@ export class RedisStreamsServer
 
   /** Runs an entry in a slot, held until it ends or its deadline passes (hung handlers). */
   private dispatch(entry: Entry): void {
+    if (this.stop.signal.aborted) return; // closing: it stays pending, for another instance
     const flightKey = `${entry.key} ${entry.entryId}`;
     const flight: InFlight = { entry, abandoned: false };
     this.inFlight.set(flightKey, flight); // heartbeated from now on
