@@ -25,8 +25,11 @@ const toBool = ({ value }: { value: unknown }) => {
   const word = String(value).trim().toLowerCase();
   return word === 'true' || word === '1' ? true : word === 'false' || word === '0' ? false : value;
 };
-/** The longest delay a Node timer takes (about 24.8 days); past it the timer fires at once. */
-const MAX_TIMER_MS = 2_147_483_647;
+/**
+ * The longest time setting: a day. Node fires a timer past 2^31-1 ms (about 24.8 days) at once,
+ * and some settings are waited for with a margin added (AGENT_TIMEOUT_MS + 1 s).
+ */
+const MAX_TIMER_MS = 86_400_000;
 /** A value of the wrong type breaks its range rules too; only the type is worth naming. */
 const TYPE_RULES = ['isInt', 'isNumber', 'isBoolean', 'isString'];
 
