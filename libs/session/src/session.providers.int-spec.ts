@@ -21,4 +21,37 @@ describe('createSessionInfra: one database, one deployment (real MySQL and Redis
       await Promise.all([db.drop(), a.cleanup(), b.cleanup()]);
     }
   });
+
+  it('lets an operator tool check the claim without ever making one', async () => {
+    const db = await createTestDatabase('loom_claim_tool');
+    const [tool, app] = [createTestPrefix('loomclaimtool'), createTestPrefix('loomclaimapp')];
+    try {
+      // A tool run with a wrong prefix on a database nobody claimed yet claims nothing.
+      const check = { mysqlUrl: db.url, databaseClaim: 'check' as const };
+      await (await createSessionInfra({ ...check, keyPrefix: tool.prefix })).close();
+      await (await createSessionInfra({ mysqlUrl: db.url, keyPrefix: app.prefix })).close();
+      // Once the deployment has claimed it, the same tool is refused.
+      await expect(createSessionInfra({ ...check, keyPrefix: tool.prefix })).rejects.toThrow(
+        `belongs to the deployment with LOOM_KEY_PREFIX=${JSON.stringify(app.prefix)}`,
+      );
+      await (await createSessionInfra({ ...check, keyPrefix: app.prefix })).close();
+    } finally {
+      await Promise.all([db.drop(), tool.cleanup(), app.cleanup()]);
+    }
+  });
+
+  it('starts on a database not migrated yet (DB_MIGRATIONS_RUN=false), claiming nothing', async () => {
+    const db = await createTestDatabase('loom_claim_bare');
+    const prefix = createTestPrefix('loomclaimbare');
+    try {
+      const infra = await createSessionInfra({
+        mysqlUrl: db.url,
+        keyPrefix: prefix.prefix,
+        migrationsRun: false,
+      });
+      await infra.close();
+    } finally {
+      await Promise.all([db.drop(), prefix.cleanup()]);
+    }
+  });
 });

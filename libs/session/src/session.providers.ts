@@ -9,6 +9,7 @@ import { RedisSessionStore } from './store/redis/redis-session.store';
 import { SessionStore } from './store/session-store';
 import { TieredSessionStore } from './store/tiered/tiered-session.store';
 import { SYSTEM_TENANT, SystemSessions } from './conversation/system.repository';
+import { LoomError, LoomErrorCode } from './errors/session-error';
 
 const fileStores = new Map<string, FileSessionStore>();
 
@@ -55,7 +56,7 @@ export async function createSessionInfra(
   });
   const durable = new MysqlSessionStore(dataSource, { queryTimeoutMs: opts.mysqlQueryTimeoutMs });
   try {
-    await claimDatabase(durable, opts.keyPrefix);
+    await claimDatabase(durable, opts.keyPrefix, opts.databaseClaim);
   } catch (err) {
     await dataSource.destroy().catch(() => undefined);
     throw err;
@@ -104,15 +105,32 @@ async function connected(redis: Redis, timeoutMs: number): Promise<void> {
 }
 
 /**
- * A database belongs to one deployment, named by its key prefix: the first to start claims it.
- * Two deployments with different prefixes on one database would read each other's conversations
- * (tenants are only unique within a deployment) and plan each other's agents, so the second is
- * refused at start instead.
+ * A database belongs to one deployment, named by its key prefix: the first app to start claims
+ * it. Two deployments with different prefixes on one database would read each other's
+ * conversations (tenants are only unique within a deployment) and plan each other's agents, so
+ * the second is refused at start instead. `check` (operator tools) refuses the same way but
+ * never claims: a tool run with the wrong prefix must not lock the deployment out. Without the
+ * session table yet (DB_MIGRATIONS_RUN=false) or MySQL, there is nothing to claim: the app
+ * starts (its /health says 503) and a later start claims.
  */
-export async function claimDatabase(durable: MysqlSessionStore, keyPrefix: string): Promise<void> {
+export async function claimDatabase(
+  durable: MysqlSessionStore,
+  keyPrefix: string,
+  mode: 'claim' | 'check' = 'claim',
+): Promise<void> {
   const scope = { tenantId: SYSTEM_TENANT };
-  if (await durable.create(scope, SystemSessions.deployment, 'keyPrefix', keyPrefix)) return;
-  const owner = await durable.get<string>(scope, SystemSessions.deployment, 'keyPrefix');
+  let owner: string | null;
+  try {
+    if (
+      mode === 'claim' &&
+      (await durable.create(scope, SystemSessions.deployment, 'keyPrefix', keyPrefix))
+    )
+      return;
+    owner = await durable.get<string>(scope, SystemSessions.deployment, 'keyPrefix');
+  } catch (err) {
+    if (LoomError.is(err, LoomErrorCode.UNAVAILABLE)) return;
+    throw err;
+  }
   if (owner !== null && owner !== keyPrefix)
     throw new Error(
       `the database of MYSQL_URL belongs to the deployment with LOOM_KEY_PREFIX=${JSON.stringify(owner)}, ` +

@@ -19,7 +19,10 @@ async function main(args: string[]): Promise<number> {
     process.stderr.write(`${USAGE}\n`);
     return 2;
   }
-  const infra = await createSessionInfra(sessionOptionsFrom(loadEnvOrExit({}, 'tool')));
+  const infra = await createSessionInfra({
+    ...sessionOptionsFrom(loadEnvOrExit({}, 'tool')),
+    databaseClaim: 'check', // a tool never claims a database for its prefix
+  });
   try {
     const system = new SystemRepository(infra.store);
     const known =

@@ -23,6 +23,11 @@ export interface SessionOptions {
   lruMax: number;
   lruTtlMs: number;
   redisCallTimeoutMs: number;
+  /**
+   * `claim` (apps): the first to start claims the database for its key prefix; `check`
+   * (operator tools): refused on another prefix's database, but never claims one.
+   */
+  databaseClaim?: 'claim' | 'check';
 }
 
 export const SESSION_OPTIONS = Symbol('SESSION_OPTIONS');
