@@ -549,6 +549,9 @@ describe('orchestrator (HTTP, in-process)', () => {
 type SchemaObject = {
   $ref?: string;
   allOf?: SchemaObject[];
+  oneOf?: SchemaObject[];
+  pattern?: string;
+  format?: string;
   type?: string;
   nullable?: boolean;
   enum?: unknown[];
@@ -577,6 +580,10 @@ function mismatches(doc: OpenApiDoc, schema: SchemaObject, value: unknown, at: s
     return mismatches(doc, doc.components.schemas[schema.$ref.split('/').pop()!], value, at);
   if (value === null) return schema.nullable ? [] : [`${at} is null`];
   if (schema.allOf) return schema.allOf.flatMap((s) => mismatches(doc, s, value, at));
+  if (schema.oneOf)
+    return schema.oneOf.some((s) => mismatches(doc, s, value, at).length === 0)
+      ? []
+      : [`${at} matches none of its schemas`];
   if (schema.enum && !schema.enum.includes(value)) return [`${at} = ${String(value)} not in enum`];
   if (schema.properties) {
     if (typeof value !== 'object' || Array.isArray(value)) return [`${at} is not an object`];
@@ -602,7 +609,17 @@ function mismatches(doc: OpenApiDoc, schema: SchemaObject, value: unknown, at: s
     );
   if (schema.type === 'integer' || schema.type === 'number')
     return typeof value === 'number' ? [] : [`${at} is not a number`];
-  if (schema.type === 'string' || schema.type === 'boolean')
-    return typeof value === schema.type ? [] : [`${at} is not a ${schema.type}`];
+  if (schema.type === 'string') {
+    if (typeof value !== 'string') return [`${at} is not a string`];
+    if (schema.pattern && !new RegExp(schema.pattern).test(value))
+      return [`${at} does not match ${schema.pattern}`];
+    if (schema.format === 'date-time' && Number.isNaN(Date.parse(value)))
+      return [`${at} is not a date-time`];
+    return [];
+  }
+  if (schema.type === 'boolean')
+    return typeof value === 'boolean' ? [] : [`${at} is not a boolean`];
+  if (schema.type === 'object')
+    return typeof value === 'object' && !Array.isArray(value) ? [] : [`${at} is not an object`];
   return [];
 }

@@ -18,7 +18,6 @@ import {
   ApiHeader,
   ApiNoContentResponse,
   ApiOkResponse,
-  ApiProduces,
   ApiTags,
 } from '@nestjs/swagger';
 import { Request, Response } from 'express';
@@ -117,7 +116,6 @@ export class ConversationsController {
 
   @Post(':id/messages')
   @ApiIdParam('id')
-  @ApiProduces('application/json', 'text/event-stream')
   @ApiCreatedResponse({ type: TurnView, description: 'The turn, stored (application/json)' })
   @ApiOkResponse({
     description:

@@ -1,6 +1,6 @@
 import { Controller, Get, Inject, Res, ServiceUnavailableException } from '@nestjs/common';
 import { Response } from 'express';
-import { ApiTags } from '@nestjs/swagger';
+import { ApiServiceUnavailableResponse, ApiTags } from '@nestjs/swagger';
 import { HealthCheck, HealthCheckService, HealthIndicatorService } from '@nestjs/terminus';
 import { SESSION_INFRA, SessionInfra, SYSTEM_TENANT, SystemSessions } from '@loom/session';
 
@@ -18,6 +18,22 @@ export class HealthController {
   ) {}
 
   @Get()
+  @ApiServiceUnavailableResponse({
+    description: "A store does not answer: API.md's error body, with terminus's report of which",
+    schema: {
+      type: 'object',
+      required: ['statusCode', 'code', 'message', 'status', 'details'],
+      properties: {
+        statusCode: { type: 'number', example: 503 },
+        code: { type: 'string', example: 'UNAVAILABLE' },
+        message: { type: 'string', example: 'a backing store does not answer' },
+        status: { type: 'string', example: 'error' },
+        info: { type: 'object', additionalProperties: true, nullable: true },
+        error: { type: 'object', additionalProperties: true, nullable: true },
+        details: { type: 'object', additionalProperties: true },
+      },
+    },
+  })
   @HealthCheck()
   async check(@Res({ passthrough: true }) res: Response) {
     try {
