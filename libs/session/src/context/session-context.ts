@@ -222,12 +222,12 @@ export class SessionContext {
     return lines.join('\n');
   }
 
-  /** What this execution was shown, for TaskView `context`. */
   /** The task-shared keys this execution wrote, sorted. */
   get sharedKeysWritten(): string[] {
     return [...this.written].sort();
   }
 
+  /** What this execution was shown, for TaskView `context`. */
   report(): ContextReport {
     return {
       historyMessages: this.history.length,
