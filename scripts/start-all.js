@@ -28,7 +28,9 @@ const stale =
 if (stale) {
   execFileSync(process.execPath, [path.join(root, 'scripts', 'build.js')], { stdio: 'inherit' });
 }
-const children = APPS.map((app) => startApp(app, {}, { silent: false }));
+const children = APPS.map((app) => startApp(app, {}, { silent: false, detached: true }));
+// Detached, the apps would outlive a crash of this script: take them along.
+process.on('exit', () => children.forEach((c) => c.exitCode === null && c.kill('SIGKILL')));
 let stopping = false;
 const stop = async (code) => {
   if (stopping) return;

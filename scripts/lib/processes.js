@@ -22,11 +22,14 @@ const APPS = [
     .sort(),
 ];
 
-function startApp(app, env, { silent = true, onLine } = {}) {
+// `detached`: a process group of its own, so a terminal's Ctrl-C reaches only the parent, which
+// then stops the apps in its own order (start:all: the orchestrator before its agents).
+function startApp(app, env, { silent = true, onLine, detached = false } = {}) {
   const child = spawn(process.execPath, [path.join(root, 'dist', 'apps', app, 'main.js')], {
     cwd: root,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached,
   });
   child.lines = [];
   for (const stream of [child.stdout, child.stderr]) {
