@@ -1,3 +1,4 @@
+import { createConnection } from 'mysql2/promise';
 import { createTestDatabase, createTestPrefix } from '@loom/testing';
 import { createSessionInfra } from './session.providers';
 
@@ -52,6 +53,30 @@ describe('createSessionInfra: one database, one deployment (real MySQL and Redis
       await infra.close();
     } finally {
       await Promise.all([db.drop(), prefix.cleanup()]);
+    }
+  });
+
+  it('fails the start, rather than skip the check, while the claim cannot be read', async () => {
+    const db = await createTestDatabase('loom_claim_busy');
+    const [a, b] = [createTestPrefix('loomclaimbusya'), createTestPrefix('loomclaimbusyb')];
+    const holder = await createConnection(db.url);
+    try {
+      await (await createSessionInfra({ mysqlUrl: db.url, keyPrefix: a.prefix })).close();
+      // The claim row locked by another transaction: B's read of it times out (UNAVAILABLE).
+      await holder.query('BEGIN');
+      await holder.query(
+        "SELECT * FROM loom_session_state WHERE session_id = '_sys_deployment' FOR UPDATE",
+      );
+      await expect(
+        createSessionInfra({ mysqlUrl: db.url, keyPrefix: b.prefix, mysqlQueryTimeoutMs: 500 }),
+      ).rejects.toMatchObject({ code: 'UNAVAILABLE' });
+      await holder.query('ROLLBACK');
+      await expect(createSessionInfra({ mysqlUrl: db.url, keyPrefix: b.prefix })).rejects.toThrow(
+        'belongs to the deployment',
+      );
+    } finally {
+      await holder.end();
+      await Promise.all([db.drop(), a.cleanup(), b.cleanup()]);
     }
   });
 });

@@ -58,7 +58,8 @@ export async function createSessionInfra(
   try {
     await claimDatabase(durable, opts.keyPrefix, opts.databaseClaim);
   } catch (err) {
-    await dataSource.destroy().catch(() => undefined);
+    // Not awaited: a statement that timed out may still hold its connection (a lock wait).
+    void dataSource.destroy().catch(() => undefined);
     throw err;
   }
   const redis = createRedis(opts.redisUrl, 'loom-session');
@@ -110,8 +111,8 @@ async function connected(redis: Redis, timeoutMs: number): Promise<void> {
  * conversations (tenants are only unique within a deployment) and plan each other's agents, so
  * the second is refused at start instead. `check` (operator tools) refuses the same way but
  * never claims: a tool run with the wrong prefix must not lock the deployment out. Without the
- * session table yet (DB_MIGRATIONS_RUN=false) or MySQL, there is nothing to claim: the app
- * starts (its /health says 503) and a later start claims.
+ * session table yet (DB_MIGRATIONS_RUN=false) there is nothing to claim: the app starts (its
+ * /health says 503 until the migrations run) and a later start claims.
  */
 export async function claimDatabase(
   durable: MysqlSessionStore,
@@ -128,7 +129,9 @@ export async function claimDatabase(
       return;
     owner = await durable.get<string>(scope, SystemSessions.deployment, 'keyPrefix');
   } catch (err) {
-    if (LoomError.is(err, LoomErrorCode.UNAVAILABLE)) return;
+    // Not migrated yet (DB_MIGRATIONS_RUN=false): nothing to claim. Anything else (MySQL away,
+    // busy) fails the start, as an unclaimed start would let a wrong prefix in.
+    if (LoomError.is(err, LoomErrorCode.UNAVAILABLE) && err.details?.schemaMissing) return;
     throw err;
   }
   if (owner !== null && owner !== keyPrefix)

@@ -75,6 +75,7 @@ export function asUnavailable(err: unknown): unknown {
     return new LoomError(
       LoomErrorCode.UNAVAILABLE,
       'the durable store has no session table: run npm run migration:run (DB_MIGRATIONS_RUN=false)',
+      { schemaMissing: true },
     );
   return err;
 }
