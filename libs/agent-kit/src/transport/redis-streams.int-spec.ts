@@ -433,4 +433,36 @@ describe('Redis Streams transport', () => {
       spy.mockRestore();
     }
   });
+
+  it('runs what a reclaim brings in while it closes, within its drain', async () => {
+    behavior = (data, ctx, server) => (server === 'A' ? hang() : { echo: data, server });
+    const a = await startServer('A', { claimIdleMs: 400 });
+    const client = await startClient({ timeoutMs: 15000 });
+    const reply = call(client, { job: 'claimed-while-closing' });
+    await waitFor('A to start the handler', () => calls.length === 1);
+    await a.close();
+
+    const original = ConsumerGroup.prototype.claimIdle;
+    let claiming = false;
+    const spy = jest.spyOn(ConsumerGroup.prototype, 'claimIdle').mockImplementation(async function (
+      this: ConsumerGroup,
+      ...args: Parameters<ConsumerGroup['claimIdle']>
+    ) {
+      const claimed = await original.apply(this, args);
+      if (claimed.length === 0) return claimed;
+      claiming = true;
+      await sleep(100); // answered just after close() began, well within its wait
+      return claimed;
+    });
+    try {
+      const b = await startServer('B', { claimIdleMs: 400 });
+      await waitFor('B to claim the entry', () => claiming);
+      await b.close();
+      // Claimed, so it runs and answers rather than wait another claimIdleMs, a delivery spent.
+      await expect(reply).resolves.toEqual({ echo: { job: 'claimed-while-closing' }, server: 'B' });
+      expect(await pendingCount()).toBe(0);
+    } finally {
+      spy.mockRestore();
+    }
+  });
 });

@@ -76,6 +76,8 @@ export class RedisStreamsServer
   private groupsReady = false;
   private stop = new AbortController();
   private closed = false;
+  /** Set once close() stopped waiting for the loops: what they bring in later is left pending. */
+  private loopsAbandoned = false;
   private loops: Promise<void>[] = [];
   private readonly inFlight = new Map<string, InFlight>(); // `${key} ${entryId}`, queued or running
   private listeners: PendingListener[] = [];
@@ -93,6 +95,7 @@ export class RedisStreamsServer
   listen(callback: (...optionalParams: unknown[]) => any): void {
     this.stop = new AbortController();
     this.closed = false;
+    this.loopsAbandoned = false;
     const { keyPrefix } = this.options;
     const patterns = [...this.messageHandlers.keys()];
     this.streams = new Map(patterns.map((p) => [requestStreamKey(keyPrefix, p), p]));
@@ -119,6 +122,7 @@ export class RedisStreamsServer
     // stays away: a close must not (the process would never exit, nor leave the registry).
     // Closing the command connection below fails whatever is still queued.
     await within(Promise.allSettled(this.loops), CLOSE_STEP_MS);
+    this.loopsAbandoned = true;
     await this.slots.drain(Math.min(this.claimIdleMs / 2, 10000));
     this.closed = true;
     this.inFlight.clear(); // late finishers drop their replies; their entries stay pending
@@ -182,8 +186,8 @@ export class RedisStreamsServer
       await this.slots.wait();
       if (this.stop.signal.aborted) return;
       const entries = await this.group!.readNew(this.reader!, this.slots.free(), blockMs);
-      // close() may have stopped waiting for this read: what it brought stays pending for others.
-      if (this.stop.signal.aborted) return;
+      // close() stopped waiting for this read: what it brought stays pending for others.
+      if (this.loopsAbandoned) return;
       entries.forEach((entry) => this.dispatch(entry));
     });
   }
@@ -210,7 +214,7 @@ export class RedisStreamsServer
         const count = Math.min(free, RECLAIM_BATCH);
         const claimed = await this.group!.claimIdle(this.cmd!, key, this.claimIdleMs, count);
         // A claim answered after close() stopped waiting: another instance reclaims it later.
-        if (this.stop.signal.aborted) return;
+        if (this.loopsAbandoned) return;
         for (const entry of claimed) {
           const local = this.inFlight.get(`${key} ${entry.entryId}`);
           if (entry.deliveryCount > maxDeliveries) {
@@ -230,7 +234,7 @@ export class RedisStreamsServer
 
   /** Runs an entry in a slot, held until it ends or its deadline passes (hung handlers). */
   private dispatch(entry: Entry): void {
-    if (this.stop.signal.aborted) return; // closing: it stays pending, for another instance
+    if (this.loopsAbandoned) return; // closed: it stays pending, for another instance
     const flightKey = `${entry.key} ${entry.entryId}`;
     const flight: InFlight = { entry, abandoned: false };
     this.inFlight.set(flightKey, flight); // heartbeated from now on
