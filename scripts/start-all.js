@@ -43,14 +43,25 @@ const stop = async (code) => {
   await stopAll(children.filter((c) => !orchestrator(c)), 'SIGTERM', 15_000);
   process.exit(code);
 };
-process.on('SIGINT', () => stop(0));
-process.on('SIGTERM', () => stop(0));
-process.on('SIGHUP', () => stop(0));
+// A second signal (Ctrl-C again) while stopping: no more waiting.
+const onSignal = () => {
+  if (!stopping) return void stop(0);
+  children.forEach((c) => c.exitCode === null && c.kill('SIGKILL'));
+  process.exit(1);
+};
+process.on('SIGINT', onSignal);
+process.on('SIGTERM', onSignal);
+process.on('SIGHUP', onSignal);
 // `npm run start:all` runs this under `sh -c`: a SIGTERM to npm reaches the shell, which (dash)
 // does not pass it on, and this process is left to init with every app running. A parent that
 // went away means stop, as the signal meant.
 const parent = process.ppid;
-setInterval(() => process.ppid !== parent && stop(0), 500).unref();
+const orphaned = setInterval(() => {
+  if (process.ppid === parent) return;
+  clearInterval(orphaned);
+  void stop(0);
+}, 500);
+orphaned.unref();
 for (const c of children)
   c.on(
     'exit',

@@ -25,7 +25,10 @@ const APPS = [
 // `detached`: a process group of its own, so a terminal's Ctrl-C reaches only the parent, which
 // then stops the apps in its own order (start:all: the orchestrator before its agents).
 function startApp(app, env, { silent = true, onLine, detached = false } = {}) {
-  const child = spawn(process.execPath, [path.join(root, 'dist', 'apps', app, 'main.js')], {
+  const main = path.join(root, 'dist', 'apps', app, 'main.js');
+  // Detached, an app no longer dies with its parent's process group: it watches the parent.
+  const args = detached ? ['-r', path.join(__dirname, 'exit-with-parent.js'), main] : [main];
+  const child = spawn(process.execPath, args, {
     cwd: root,
     env: { ...process.env, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
