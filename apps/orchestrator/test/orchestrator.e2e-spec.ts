@@ -574,16 +574,18 @@ type OpenApiDoc = {
   components: { schemas: Record<string, SchemaObject> };
 };
 
+const RFC3339 = /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)$/;
+
 /** Where `value` departs from `schema`: missing or undeclared properties, wrong types, enums. */
 function mismatches(doc: OpenApiDoc, schema: SchemaObject, value: unknown, at: string): string[] {
   if (schema.$ref)
     return mismatches(doc, doc.components.schemas[schema.$ref.split('/').pop()!], value, at);
   if (value === null) return schema.nullable ? [] : [`${at} is null`];
   if (schema.allOf) return schema.allOf.flatMap((s) => mismatches(doc, s, value, at));
-  if (schema.oneOf)
-    return schema.oneOf.some((s) => mismatches(doc, s, value, at).length === 0)
-      ? []
-      : [`${at} matches none of its schemas`];
+  if (schema.oneOf) {
+    const matching = schema.oneOf.filter((s) => mismatches(doc, s, value, at).length === 0);
+    return matching.length === 1 ? [] : [`${at} matches ${matching.length} of its schemas`];
+  }
   if (schema.enum && !schema.enum.includes(value)) return [`${at} = ${String(value)} not in enum`];
   if (schema.properties) {
     if (typeof value !== 'object' || Array.isArray(value)) return [`${at} is not an object`];
@@ -603,6 +605,8 @@ function mismatches(doc: OpenApiDoc, schema: SchemaObject, value: unknown, at: s
     return Array.isArray(value)
       ? value.flatMap((v, i) => mismatches(doc, schema.items!, v, `${at}[${i}]`))
       : [`${at} is not an array`];
+  if (schema.type === 'object' && (typeof value !== 'object' || Array.isArray(value)))
+    return [`${at} is not an object`];
   if (schema.type === 'object' && typeof schema.additionalProperties === 'object')
     return Object.entries(value as Record<string, unknown>).flatMap(([k, v]) =>
       mismatches(doc, schema.additionalProperties as SchemaObject, v, `${at}.${k}`),
@@ -613,8 +617,7 @@ function mismatches(doc: OpenApiDoc, schema: SchemaObject, value: unknown, at: s
     if (typeof value !== 'string') return [`${at} is not a string`];
     if (schema.pattern && !new RegExp(schema.pattern).test(value))
       return [`${at} does not match ${schema.pattern}`];
-    if (schema.format === 'date-time' && Number.isNaN(Date.parse(value)))
-      return [`${at} is not a date-time`];
+    if (schema.format === 'date-time' && !RFC3339.test(value)) return [`${at} is not a date-time`];
     return [];
   }
   if (schema.type === 'boolean')
