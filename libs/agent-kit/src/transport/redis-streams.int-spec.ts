@@ -32,6 +32,26 @@ const hanging: (() => void)[] = [];
 const hang = (): Promise<never> => new Promise<never>((resolve) => hanging.push(resolve as any));
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
+/**
+ * A slow Redis for the reclaim loop: XAUTOCLAIM runs (and claims) at once, but an answer that
+ * claimed something reaches the server only `ms` later. `claimed` says one has been sent.
+ */
+function delayClaimAnswers(ms: number): { claimed: boolean; restore: () => void } {
+  const original = ConsumerGroup.prototype.claimIdle;
+  const state = { claimed: false, restore: () => spy.mockRestore() };
+  const spy = jest.spyOn(ConsumerGroup.prototype, 'claimIdle').mockImplementation(async function (
+    this: ConsumerGroup,
+    ...args: Parameters<ConsumerGroup['claimIdle']>
+  ) {
+    const entries = await original.apply(this, args);
+    if (entries.length === 0) return entries;
+    state.claimed = true;
+    await sleep(ms);
+    return entries;
+  });
+  return state;
+}
+
 /** Polls `check` every 20 ms for up to 5 s; fails the test if it never holds. */
 async function waitUntil(check: () => Promise<boolean>): Promise<void> {
   for (const deadline = Date.now() + 5000; Date.now() < deadline; await sleep(20))
@@ -410,27 +430,16 @@ describe('Redis Streams transport', () => {
     await a.close(); // dies without acking: the entry stays pending on A
 
     // B's XAUTOCLAIM runs at once, but its answer comes back after B's close stopped waiting.
-    const original = ConsumerGroup.prototype.claimIdle;
-    let claiming = false;
-    const spy = jest.spyOn(ConsumerGroup.prototype, 'claimIdle').mockImplementation(async function (
-      this: ConsumerGroup,
-      ...args: Parameters<ConsumerGroup['claimIdle']>
-    ) {
-      const claimed = await original.apply(this, args);
-      if (claimed.length === 0) return claimed;
-      claiming = true;
-      await sleep(3000);
-      return claimed;
-    });
+    const claims = delayClaimAnswers(3000);
     try {
       const b = await startServer('B', { claimIdleMs: 400 });
-      await waitFor('B to claim the entry', () => claiming);
+      await waitFor('B to claim the entry', () => claims.claimed);
       await b.close();
       await sleep(1500); // the claim's answer has arrived by now
       expect(calls.map((c) => c.server)).toEqual(['A']); // B ran nothing after it closed
       expect(await pendingCount()).toBe(1); // reclaimable by the next instance
     } finally {
-      spy.mockRestore();
+      claims.restore();
     }
   });
 
@@ -442,27 +451,16 @@ describe('Redis Streams transport', () => {
     await waitFor('A to start the handler', () => calls.length === 1);
     await a.close();
 
-    const original = ConsumerGroup.prototype.claimIdle;
-    let claiming = false;
-    const spy = jest.spyOn(ConsumerGroup.prototype, 'claimIdle').mockImplementation(async function (
-      this: ConsumerGroup,
-      ...args: Parameters<ConsumerGroup['claimIdle']>
-    ) {
-      const claimed = await original.apply(this, args);
-      if (claimed.length === 0) return claimed;
-      claiming = true;
-      await sleep(100); // answered just after close() began, well within its wait
-      return claimed;
-    });
+    const claims = delayClaimAnswers(100); // answered just after close() began, within its wait
     try {
       const b = await startServer('B', { claimIdleMs: 400 });
-      await waitFor('B to claim the entry', () => claiming);
+      await waitFor('B to claim the entry', () => claims.claimed);
       await b.close();
       // Claimed, so it runs and answers rather than wait another claimIdleMs, a delivery spent.
       await expect(reply).resolves.toEqual({ echo: { job: 'claimed-while-closing' }, server: 'B' });
       expect(await pendingCount()).toBe(0);
     } finally {
-      spy.mockRestore();
+      claims.restore();
     }
   });
 });
