@@ -118,6 +118,22 @@ describe('orchestrator (HTTP, in-process)', () => {
     check('/v1/tasks/{taskId}', 'get', task);
     check('/v1/agents', 'get', await get('/v1/agents'));
     check('/health', 'get', await request(server).get('/health'));
+    // /health's 503: an orchestrator on a database whose migrations have not run yet.
+    const bare = await createTestDatabase('loom_orch_bare');
+    const unready = await createOrchestrator({
+      ...env,
+      MYSQL_URL: bare.url,
+      DB_MIGRATIONS_RUN: false,
+    });
+    try {
+      await unready.init();
+      const down = await request(unready.getHttpServer()).get('/health');
+      expect(down.status).toBe(503);
+      check('/health', 'get', down);
+    } finally {
+      await unready.close();
+      await bare.drop();
+    }
     // Errors: the body of API.md under every status a route documents.
     check('/v1/conversations/{id}', 'get', await get('/v1/conversations/missing-conversation'));
     check('/v1/conversations/{id}', 'get', await get('/v1/conversations/bad!id'));
