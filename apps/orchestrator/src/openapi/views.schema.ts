@@ -1,33 +1,33 @@
 import { ApiExtraModels, ApiProperty, getSchemaPath } from '@nestjs/swagger';
-import { ConversationStatus, ExecutionStatus, TaskStatus } from '@loom/session';
+import {
+  ConversationStatus,
+  ExecutionStatus,
+  ID_PATTERN as ID,
+  LoomErrorCode,
+  TaskStatus,
+} from '@loom/session';
 
 /**
  * API.md's views and error body as OpenAPI schemas: documentation only (the views themselves
  * are built in conversations/views.ts). test/ checks every real response against these.
  */
-export const ID_PATTERN = '^[A-Za-z0-9_-]{8,128}$';
+export const ID_PATTERN = ID.source;
+
+/** Codes that stay inside Loom: an agent's, or mapped to CONFLICT before a client sees them. */
+const INTERNAL_CODES: string[] = [
+  LoomErrorCode.FORBIDDEN,
+  LoomErrorCode.LOCK_TIMEOUT,
+  LoomErrorCode.STALE_FENCING_TOKEN,
+  LoomErrorCode.ASSIGNMENT_REJECTED,
+  LoomErrorCode.ACCESS_DENIED,
+  LoomErrorCode.SUPERSEDED,
+];
 
 export class ErrorBody {
   @ApiProperty({ example: 404 }) statusCode!: number;
   @ApiProperty({
     example: 'NOT_FOUND',
-    enum: [
-      'UNAUTHENTICATED',
-      'VALIDATION_FAILED',
-      'INVALID_ID',
-      'NOT_FOUND',
-      'METHOD_NOT_ALLOWED',
-      'REQUEST_TIMEOUT',
-      'CONFLICT',
-      'PAYLOAD_TOO_LARGE',
-      'UNSUPPORTED_MEDIA_TYPE',
-      'RATE_LIMITED',
-      'HEADERS_TOO_LARGE',
-      'INTERNAL',
-      'AGENT_FAILED',
-      'UNAVAILABLE',
-      'TIMEOUT',
-    ],
+    enum: Object.values(LoomErrorCode).filter((code) => !INTERNAL_CODES.includes(code)),
   })
   code!: string;
   @ApiProperty({ example: 'conversation not found' }) message!: string;

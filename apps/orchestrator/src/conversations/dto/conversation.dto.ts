@@ -1,4 +1,5 @@
 import { ApiProperty, ApiPropertyOptional } from '@nestjs/swagger';
+import { ID_PATTERN } from '@loom/session';
 import { Transform } from 'class-transformer';
 import {
   IsInt,
@@ -22,7 +23,7 @@ const toInt = ({ value }: { value: unknown }) =>
 export class CreateConversationDto {
   /** `^[A-Za-z0-9_-]{8,128}$`, else 400 INVALID_ID (checked by the controller). */
   @ApiPropertyOptional({
-    pattern: '^[A-Za-z0-9_-]{8,128}$',
+    pattern: ID_PATTERN.source,
     description:
       'Your own id: 200 if you already own it, 201 with a new server-issued id if anyone else holds it',
   })
