@@ -90,7 +90,8 @@ return v`;
 
 /**
  * A range of a list for its owner: ARGV[2] after index, ARGV[3] last N (-1 none), ARGV[4] limit (-1 none),
- * ARGV[5] '1' = treat a gap in the indexes as a miss (cache mode).
+ * ARGV[5] '1' = treat a gap in the indexes as a miss (cache mode), ARGV[6] sliding ttl ms (0: none;
+ * a hit extends the list as GET extends a value: the conversation's log slides with it).
  * Returns { complete(0/1), members… }; complete is 0 when the list is not known whole (cache miss).
  */
 export const GET_LIST = `${PRELUDE}
@@ -101,6 +102,10 @@ if redis.call('ZSCORE', KEYS[3], '!') then
   complete = 1
   local top = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
   if ARGV[5] == '1' and tonumber(top[2]) ~= redis.call('ZCARD', KEYS[3]) - 1 then complete = 0 end
+end
+local slide = tonumber(ARGV[6] or '0')
+if complete == 1 and slide > 0 then
+  redis.call('PEXPIRE', KEYS[3], slide); redis.call('PEXPIRE', KEYS[1], slide); redis.call('PEXPIRE', KEYS[2], slide)
 end
 local after = '(' .. ARGV[2]
 local items

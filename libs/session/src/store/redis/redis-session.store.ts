@@ -158,12 +158,16 @@ export class RedisSessionStore implements SessionStore {
     return (await this.getListIfComplete<T>(scope, sid, key, range)) ?? [];
   }
 
-  /** The range, or null when the list is not known whole here (a cache miss). */
+  /**
+   * The range, or null when the list is not known whole here (a cache miss). A hit extends the
+   * list's TTL to `slideTtlSeconds` when given (a sliding layer).
+   */
   async getListIfComplete<T>(
     scope: StoreScope,
     sid: string,
     key: string,
     range: ListRange = {},
+    slideTtlSeconds = 0,
   ): Promise<ListItem<T>[] | null> {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
@@ -173,6 +177,7 @@ export class RedisSessionStore implements SessionStore {
       range.last ?? -1,
       range.limit ?? -1,
       this.cacheMode ? '1' : '0',
+      slideTtlSeconds * 1000,
     ])) as Array<string | number>;
     if (Number(res[0]) !== 1) return null;
     return res.slice(1).map((m) => {

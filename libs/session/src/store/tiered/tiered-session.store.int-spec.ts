@@ -230,3 +230,52 @@ describe('tiered store: what a process trusts from its own LRU', () => {
     expect(await agent.get(alice, sid, 'summary')).toEqual({ text: 'second', toSeq: 14 });
   });
 });
+
+describe('tiered store: hot lifetimes of lists (seed 000 layered TTLs)', () => {
+  const alice = { tenantId: 'tenant-a' };
+  let redis: Redis;
+  let store: TieredSessionStore;
+  let keys: RedisSessionStore['keys'];
+  let cleanup: () => Promise<void>;
+
+  beforeAll(async () => {
+    const db = await createTestDatabase();
+    const prefix = createTestPrefix();
+    redis = new Redis(TEST_REDIS_URL);
+    const hot = new RedisSessionStore(new Redis(TEST_REDIS_URL), prefix.prefix, {
+      authoritative: false,
+    });
+    keys = hot.keys;
+    store = new TieredSessionStore(
+      new MysqlSessionStore(await openSessionDataSource({ url: db.url })),
+      hot,
+      { ttlFor: ttlRules(DEFAULT_TTL), lruTtlMs: 0 },
+    );
+    cleanup = async () => {
+      await store.close();
+      redis.disconnect();
+      await Promise.all([db.drop(), prefix.cleanup()]);
+    };
+  });
+  afterAll(() => cleanup());
+
+  it('a read of the message log slides its hot TTL like the conversation; a task list does not slide', async () => {
+    const sid = newId('c');
+    const week = DEFAULT_TTL.conversationSeconds * 1000;
+    await store.save(alice, sid, 'conversation', { title: 'x' });
+    await store.append(alice, sid, 'messages', { content: 'hi' });
+    await store.append(alice, sid, 'task:t_abcdefgh:shared', { key: 'k' });
+    // Read once: the refill marks both lists complete, so the reads below are hot hits.
+    await store.getList(alice, sid, 'messages');
+    await store.getList(alice, sid, 'task:t_abcdefgh:shared');
+    // Six days on, nobody wrote: what is left of each key's hot lifetime.
+    await redis.pexpire(keys.list(sid, 'messages'), 86_400_000);
+    await redis.pexpire(keys.list(sid, 'task:t_abcdefgh:shared'), 60_000);
+
+    expect(await store.getList(alice, sid, 'messages')).toHaveLength(1);
+    expect(await store.getList(alice, sid, 'task:t_abcdefgh:shared')).toHaveLength(1);
+
+    expect(await redis.pttl(keys.list(sid, 'messages'))).toBeGreaterThan(week - 60_000);
+    expect(await redis.pttl(keys.list(sid, 'task:t_abcdefgh:shared'))).toBeLessThanOrEqual(60_000);
+  });
+});

@@ -191,13 +191,16 @@ export class TieredSessionStore implements SessionStore {
   ): Promise<ListItem<T>[]> {
     assertId(sid, 'session id');
     assertStateKey(key);
-    const hot = await this.hotRead(() => this.hot.getListIfComplete<T>(scope, sid, key, range));
+    const rule = this.opts.ttlFor(key);
+    const hot = await this.hotRead(() =>
+      this.hot.getListIfComplete<T>(scope, sid, key, range, rule.sliding ? rule.ttlSeconds : 0),
+    );
     if (hot.ok && hot.value !== null) return hot.value;
     if (!hot.ok) return this.durable.getList<T>(scope, sid, key, range);
     const all = await this.durable.getList<T>(scope, sid, key);
     if (all.length > 0 || (await this.durable.exists(scope, sid))) {
       await this.hotWrite(scope, sid, key, () =>
-        this.hot.fillList(scope, sid, key, all, this.opts.ttlFor(key).ttlSeconds),
+        this.hot.fillList(scope, sid, key, all, rule.ttlSeconds),
       );
     }
     return applyRange(all, range);
