@@ -21,7 +21,7 @@ export type SessionStoreFactory = () => Promise<{
 }>;
 type GetStore = () => SessionStore;
 
-const { INVALID_ID, NOT_FOUND, CONFLICT, STALE_FENCING_TOKEN } = LoomErrorCode;
+const { INVALID_ID, NOT_FOUND, CONFLICT, STALE_FENCING_TOKEN, VALIDATION_FAILED } = LoomErrorCode;
 const tenant = (): StoreScope => ({ tenantId: newId('t') });
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 const range = (from: number, to: number): number[] =>
@@ -108,6 +108,23 @@ function valueTests(store: GetStore): void {
       for (const [key, value] of Object.entries(values)) await s.save(a, sid, key, value);
       for (const [key, value] of Object.entries(values))
         expect(await s.get(a, sid, key)).toEqual(value);
+    });
+
+    it('stores JSON: a value reads back as its JSON text says, whichever tier answers', async () => {
+      const [s, a, sid] = [store(), tenant(), newId('c')];
+      const value = { at: new Date(0), gone: undefined, nan: NaN, list: [undefined, 1] };
+      await s.save(a, sid, 'state', value);
+      await s.append(a, sid, 'log', value);
+      // As JSON text: toStrictEqual would also compare the realm objects were made in.
+      const json = JSON.stringify({ at: '1970-01-01T00:00:00.000Z', nan: null, list: [null, 1] });
+      const got = await s.get<Record<string, unknown>>(a, sid, 'state');
+      expect([JSON.stringify(got), typeof got?.at, 'gone' in (got ?? {})]).toEqual([
+        json,
+        'string',
+        false,
+      ]);
+      const [item] = await s.getList<Record<string, unknown>>(a, sid, 'log');
+      expect([JSON.stringify(item.value), typeof item.value.at]).toEqual([json, 'string']);
     });
 
     it('returns null for an absent key or session, and save overwrites', async () => {
@@ -206,6 +223,22 @@ function listTests(store: GetStore): void {
       ]);
     });
 
+    it('rejects list bounds and explicit indexes that are not whole numbers in range, writing nothing', async () => {
+      const [s, a, sid] = [store(), tenant(), newId('c')];
+      await s.append(a, sid, 'log', 'one');
+      const calls = {
+        negativeAfter: () => s.getList(a, sid, 'log', { afterIndex: -1 }),
+        fractionalAfter: () => s.getList(a, sid, 'log', { afterIndex: 0.5 }),
+        negativeLast: () => s.getList(a, sid, 'log', { last: -1 }),
+        fractionalLimit: () => s.getList(a, sid, 'log', { limit: 1.5 }),
+        indexZero: () => s.append(a, sid, 'log', 'zero', { index: 0 }),
+        fractionalIndex: () => s.append(a, sid, 'log', 'half', { index: 2.5 }),
+        negativePage: () => s.listSessions(a, 'log', { limit: -1 }),
+      };
+      expect(await outcomes(calls)).toEqual(every(calls, VALIDATION_FAILED));
+      expect(await s.getList(a, sid, 'log')).toEqual([{ index: 1, value: 'one' }]);
+    });
+
     it('rejects a taken explicit index with CONFLICT and changes nothing; a free one works', async () => {
       const [s, a, sid] = [store(), tenant(), newId('c')];
       await s.append(a, sid, 'log', 'one');
@@ -251,6 +284,15 @@ function sessionTests(store: GetStore): void {
       expect(await s.listSessionKeys(a, sid)).toEqual(['v2']);
       expect(await s.get(a, sid, 'v2')).toBe(2);
       expect(await s.append(a, sid, 'list', 'fresh')).toBe(1);
+    });
+
+    it('a session that holds only a fencing token does not exist and has no keys', async () => {
+      const [s, a, sid] = [store(), tenant(), newId('c')];
+      expect(await s.nextFence(a, sid)).toBe(1);
+      expect(await s.exists(a, sid)).toBe(false);
+      expect(await s.listSessionKeys(a, sid)).toEqual([]);
+      await s.save(a, sid, 'state', 1, { fence: 1 });
+      expect(await s.exists(a, sid)).toBe(true);
     });
 
     it('delete removes the whole session and only that one', async () => {
@@ -498,6 +540,7 @@ function listSessionsTests(store: GetStore): void {
       ).toEqual([sids[2]]);
       expect(await s.listSessions(a, 'marker', { limit: 10, userId: newId('a') })).toEqual([]);
       expect(await s.listSessions(a, 'never-saved', { limit: 10 })).toEqual([]);
+      expect(await s.listSessions(a, 'marker', { limit: 0 })).toEqual([]);
     });
 
     it('moves a session to the front when its value is saved again; lists do not count', async () => {

@@ -18,8 +18,9 @@ interface MemorySession {
 }
 
 /**
- * The Session API in process memory (tests, single-process scratch use). Values are deep-copied in
- * and out; ttlSeconds and expiresAt are not applied. Every method is synchronous inside, so
+ * The Session API in process memory (tests, single-process scratch use). Values are copied in and
+ * out through their JSON text, as the other backends store them; ttlSeconds and expiresAt are not
+ * applied. Every method is synchronous inside, so
  * concurrent calls cannot interleave.
  */
 export class MemorySessionStore implements SessionStore {
@@ -54,7 +55,7 @@ export class MemorySessionStore implements SessionStore {
 
   async get<T>(scope: StoreScope, sessionId: string, key: string): Promise<T | null> {
     const entry = this.readable(scope, sessionId, key)?.values.get(key);
-    return entry ? structuredClone(entry.value as T) : null;
+    return entry ? rules.jsonCopy(entry.value as T) : null;
   }
 
   async append(
@@ -87,7 +88,7 @@ export class MemorySessionStore implements SessionStore {
     const sorted = [...items].sort(([a], [b]) => a - b).map(([index, value]) => ({ index, value }));
     return rules
       .applyRange(sorted, range)
-      .map(({ index, value }) => ({ index, value: structuredClone(value as T) }));
+      .map(({ index, value }) => ({ index, value: rules.jsonCopy(value as T) }));
   }
 
   /** The last index of the list (equal to its length while indexes are contiguous); 0 when absent. */
@@ -153,8 +154,7 @@ export class MemorySessionStore implements SessionStore {
     const session = this.sessions.get(sessionId);
     if (session && session.tenantId !== scope.tenantId) throw rules.sessionNotFound();
     rules.checkFence(session?.fence ?? 0, opts.fence);
-    rules.toJson(value);
-    return structuredClone(value);
+    return rules.jsonCopy(value);
   }
 
   // The session, created and owned by the scope's tenant on its first write.

@@ -83,12 +83,22 @@ export function toJson(value: unknown): string {
   return text;
 }
 
+/** VALIDATION_FAILED unless every bound of the range is an integer >= 0 (every backend). */
+export function assertRange(range: ListRange = {}): void {
+  for (const n of [range.afterIndex, range.last, range.limit]) {
+    if (n !== undefined && !isCount(n)) throw invalid('list range bounds must be integers >= 0');
+  }
+}
+
+/** A copy of a value as its JSON text holds it (a Date becomes its ISO string, undefined goes). */
+export function jsonCopy<T>(value: T): T {
+  return JSON.parse(toJson(value)) as T;
+}
+
 /** Applies afterIndex, then last, then limit to items sorted by index. */
 export function applyRange<T>(items: ListItem<T>[], range: ListRange = {}): ListItem<T>[] {
   const { afterIndex, last, limit } = range;
-  for (const n of [afterIndex, last, limit]) {
-    if (n !== undefined && !isCount(n)) throw invalid('list range bounds must be integers >= 0');
-  }
+  assertRange(range);
   let out = afterIndex === undefined ? items : items.filter((item) => item.index > afterIndex);
   if (last !== undefined) out = last === 0 ? [] : out.slice(-last);
   if (limit !== undefined) out = out.slice(0, limit);

@@ -11,6 +11,7 @@ import {
   WriteOptions,
 } from '../session-store';
 import { decodeValue, encodeValue } from '../codec';
+import * as rules from '../memory/store-rules';
 import { asUnavailable } from './mysql-errors';
 
 const TABLE = 'loom_session_state';
@@ -109,9 +110,7 @@ export class MysqlSessionStore implements SessionStore {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sessionId, key);
     const data = encodeValue(item);
-    if (opts.index !== undefined && (!Number.isInteger(opts.index) || opts.index < 1)) {
-      throw new LoomError(LoomErrorCode.VALIDATION_FAILED, 'list index must be a positive integer');
-    }
+    rules.assertWriteOptions(opts);
     // Uncontended, one statement computes the next index as it inserts. Its read of the list's
     // end is a locking one, so concurrent appenders can deadlock on the gap they all insert into:
     // then this append reads the end without locking and races on the primary key instead.
@@ -142,6 +141,7 @@ export class MysqlSessionStore implements SessionStore {
   ): Promise<ListItem<T>[]> {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sessionId, key);
+    rules.assertRange(range);
     const where = 'session_id = ? AND state_key = ? AND tenant_id = ? AND item_index > ?';
     const params: unknown[] = [sessionId, key, scope.tenantId, Math.max(range.afterIndex ?? 0, 0)];
     let rows: Array<{ item_index: number; state_data: string }>;
@@ -177,7 +177,7 @@ export class MysqlSessionStore implements SessionStore {
     assertPrincipal(scope.tenantId, 'tenant id');
     assertId(sessionId, 'session id');
     const rows = await this.query(
-      `SELECT 1 FROM ${TABLE} WHERE session_id = ? AND tenant_id = ? LIMIT 1`,
+      `SELECT 1 FROM ${TABLE} WHERE session_id = ? AND tenant_id = ? AND state_key <> '${FENCE_KEY}' LIMIT 1`,
       [sessionId, scope.tenantId],
     );
     return rows.length > 0;
@@ -218,7 +218,8 @@ export class MysqlSessionStore implements SessionStore {
   ): Promise<SessionSummary[]> {
     assertPrincipal(scope.tenantId, 'tenant id');
     assertStateKey(key);
-    if (page.before) assertId(page.before.sessionId, 'cursor session id');
+    rules.assertPage(page);
+    if (page.limit === 0) return [];
     const where = ['tenant_id = ?', 'state_key = ?', 'item_index = 0'];
     const params: unknown[] = [scope.tenantId, key];
     if (page.userId !== undefined) {

@@ -2,6 +2,7 @@ import Redis from 'ioredis';
 import { LoomError, LoomErrorCode } from '../../errors/session-error';
 import { assertId, assertPrincipal, assertStateKey, isValidId } from '../../ids';
 import { decodeValue, encodeValue } from '../codec';
+import * as rules from '../memory/store-rules';
 import {
   AppendOptions,
   ListItem,
@@ -138,6 +139,7 @@ export class RedisSessionStore implements SessionStore {
   ): Promise<number> {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
+    rules.assertWriteOptions(opts);
     const args = [
       ...this.writeArgs(scope, key, encodeValue(item), opts),
       opts.index ?? '',
@@ -171,6 +173,7 @@ export class RedisSessionStore implements SessionStore {
   ): Promise<ListItem<T>[] | null> {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
+    rules.assertRange(range);
     const res = (await this.run.GET_LIST(this.writeKeys(sid, this.keys.list(sid, key)), [
       scope.tenantId,
       Math.max(range.afterIndex ?? 0, 0),
@@ -311,7 +314,7 @@ export class RedisSessionStore implements SessionStore {
   ): Promise<SessionSummary[]> {
     assertPrincipal(scope.tenantId, 'tenant id');
     assertStateKey(key);
-    if (page.before) assertId(page.before.sessionId, 'cursor session id');
+    rules.assertPage(page);
     const max = page.before ? `(${page.before.updatedAt.getTime() + 1}` : '+inf';
     const raw = await this.redis.zrevrangebyscore(
       this.keys.index(scope.tenantId, key, page.userId),

@@ -12,6 +12,7 @@ import {
   WriteOptions,
 } from '../session-store';
 import { DEFAULT_GUARD, HotTierGuard, HotTierGuardOptions } from './hot-tier-guard';
+import { assertRange, jsonCopy } from '../memory/store-rules';
 
 export interface TtlRule {
   ttlSeconds: number;
@@ -82,8 +83,8 @@ export class TieredSessionStore implements SessionStore {
   ): Promise<void> {
     // One copy, taken now, goes to every tier: the caller may change its object (a task's
     // executions while a wave runs) before the Redis write, which must not get a version MySQL
-    // never had.
-    const snapshot = structuredClone(value);
+    // never had. A JSON copy: what the LRU answers is what MySQL and Redis would.
+    const snapshot = jsonCopy(value);
     await this.durable.save(scope, sid, key, snapshot, opts);
     this.remember(key, this.lruKey(scope, sid, key), snapshot);
     await this.hotWrite(scope, sid, key, () =>
@@ -191,6 +192,7 @@ export class TieredSessionStore implements SessionStore {
   ): Promise<ListItem<T>[]> {
     assertId(sid, 'session id');
     assertStateKey(key);
+    assertRange(range); // a bad range is the caller's error, never a Redis failure
     const rule = this.opts.ttlFor(key);
     const hot = await this.hotRead(() =>
       this.hot.getListIfComplete<T>(scope, sid, key, range, rule.sliding ? rule.ttlSeconds : 0),
