@@ -3,7 +3,7 @@ import { layerOf, StateKeys } from '../model/state-keys';
 
 /** Everything the session library needs, taken from each app's validated config. */
 export interface SessionOptions {
-  /** 'distributed': MySQL + Redis (tiered); 'embedded': JSON files + in-process hot tier. */
+  /** 'distributed': MySQL + Redis (tiered); 'embedded': the JSON-file store alone (no hot tier). */
   profile: 'distributed' | 'embedded';
   mysqlUrl: string;
   redisUrl: string;
