@@ -588,6 +588,13 @@ function fencingTests(store: GetStore): void {
       expect(await s.getList(a, sid, 'log')).toEqual([{ index: 1, value: 'fenced-2' }]);
       expect(await s.get(a, sid, 'new')).toBeNull();
 
+      // A stale holder learns it is stale, also when the key it would create exists already.
+      expect(await outcome(() => s.create(a, sid, 'state', 'stale', { fence: 2 }))).toBe(
+        STALE_FENCING_TOKEN,
+      );
+      expect(await s.create(a, sid, 'state', 'current', { fence: 3 })).toBe(false);
+      expect(await s.get(a, sid, 'state')).toBe('fenced-2');
+
       await s.save(a, sid, 'state', 'fenced-3', { fence: 3 });
       expect(await s.get(a, sid, 'state')).toBe('fenced-3');
       await s.save(a, sid, 'state', 'unfenced');

@@ -171,7 +171,12 @@ export class FileSessionStore implements SessionStore {
     const { dir, value: file } = this.locate(scope, sessionId, key, opts);
     const text = rules.toJson(value);
     return serialised(dir, async () => {
-      if (onlyIfAbsent && (await files.fileExists(file))) return false;
+      if (onlyIfAbsent && (await files.fileExists(file))) {
+        // A stale holder is told so before it learns that the key exists (as MySQL answers).
+        const meta = await files.ownedMeta(scope.tenantId, dir);
+        if (meta) rules.checkFence(meta.fence, opts.fence);
+        return false;
+      }
       const meta = await files.claimMeta(scope.tenantId, dir, opts.fence);
       await files.writeAtomic(file, text);
       const userId = opts.userId ?? meta.values.get(key)?.userId ?? null;

@@ -48,7 +48,11 @@ export class MemorySessionStore implements SessionStore {
     opts: WriteOptions = {},
   ): Promise<boolean> {
     rules.assertTarget(scope, sessionId, key);
-    if (this.sessions.get(sessionId)?.values.has(key)) return false;
+    rules.assertWriteOptions(opts);
+    const session = this.sessions.get(sessionId);
+    // A stale holder is told so before it learns whether the key exists (as MySQL answers).
+    if (session?.tenantId === scope.tenantId) rules.checkFence(session.fence, opts.fence);
+    if (session?.values.has(key)) return false;
     await this.save(scope, sessionId, key, value, opts);
     return true;
   }

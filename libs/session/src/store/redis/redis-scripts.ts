@@ -41,9 +41,12 @@ redis.call('SET', KEYS[3], ARGV[3])
 ${BOOKKEEPING_TTL}
 return 0`;
 
-/** Sets only when absent anywhere; 1 created, 0 exists. */
+/** Sets only when absent anywhere; 1 created, 0 exists (-2 first for the owner's stale fence). */
 export const CREATE = `${PRELUDE}
-if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  if owner == ARGV[1] and ARGV[7] ~= '' and redis.call('GET', KEYS[4]) ~= ARGV[7] then return -2 end
+  return 0
+end
 ${WRITE_GUARD}
 redis.call('SET', KEYS[3], ARGV[3])
 ${BOOKKEEPING_TTL}
