@@ -239,6 +239,48 @@ describe('system: the consultation with an OpenAI-compatible model', () => {
     expect(logged.length).toBeGreaterThan(0);
   });
 
+  it('refuses an answer cut off at the token limit: a typed error, no reply stored, its cost counted', async () => {
+    const erin = client(sys.base, sys.token('tenant-o', 'erin'));
+    const id = (await erin('POST', '/v1/conversations', {})).body.conversationId;
+    const spentBefore = model.usage();
+    const cutOff = { chunks: ['根据劳动合同法第', '三十九条，'], finishReason: 'length' };
+    model.respondWith((req) =>
+      purposeOf(req) === 'answer' || purposeOf(req) === 'title' ? cutOff : consultation(req),
+    );
+    const failed = await erin('POST', `/v1/conversations/${id}/messages`, {
+      content: '公司单方面调岗降薪合法吗',
+    });
+    expect(failed.status).toBe(502);
+    expect(failed.body.message).toBe(
+      "required agent labor-law failed: the model's answer was cut off at its token limit",
+    );
+    // Streamed: the text already sent, then the error; nothing of it stored.
+    const res = await fetch(`${sys.base}/v1/conversations/${id}/messages`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        accept: 'text/event-stream',
+        authorization: `Bearer ${sys.token('tenant-o', 'erin')}`,
+      },
+      body: JSON.stringify({ content: '那我该怎么办?' }),
+    });
+    const events = [...(await res.text()).matchAll(/event: (\w+)\ndata: (.*)\n/g)].map(
+      ([, event, data]) => [event, JSON.parse(data)],
+    );
+    expect(events.map(([event]) => event)).toEqual(['delta', 'delta', 'error']);
+    expect(events[2][1].message).toMatch(/cut off at its token limit$/);
+    const items = (await erin('GET', `/v1/conversations/${id}/messages`)).body.items;
+    expect(items.map((m: any) => m.role)).toEqual(['user', 'user']); // nothing half-stored
+    // The next turn is answered; its cut-off title falls back to the question's own words, and
+    // every cut-off call was counted.
+    model.respondWith((req) => (purposeOf(req) === 'title' ? cutOff : consultation(req)));
+    const next = await erin('POST', `/v1/conversations/${id}/messages`, { content: '调岗合法吗' });
+    expect(next.status).toBe(201);
+    const conversation = (await erin('GET', `/v1/conversations/${id}`)).body;
+    expect(conversation.title).toBe('调岗合法吗');
+    expectUsage(conversation.usage, model.usage(), spentBefore);
+  });
+
   it('asks the model to fold the earlier summary into the next one, and shows it to the agents', async () => {
     const carol = client(sys.base, sys.token('tenant-o', 'carol'));
     const id = (await carol('POST', '/v1/conversations', {})).body.conversationId;

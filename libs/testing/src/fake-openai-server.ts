@@ -34,6 +34,19 @@ export interface FakeAnswer {
    * left open: a provider that hangs mid-answer.
    */
   stallAfterChunks?: number;
+  /** The choice's `finish_reason` (default `stop`); `length` when the model hit its token limit. */
+  finishReason?: string | null;
+  /**
+   * Reasoning (`reasoning_content`, as DeepSeek, vLLM and others send it) before the answer:
+   * streamed as chunks with no content, or put on the message when not streaming.
+   */
+  reasoning?: string[];
+  /** Streaming: the pause before each reasoning chunk (default: none). */
+  reasoningIntervalMs?: number;
+  /** Streaming: the response ends cleanly after this many chunks, without finish_reason or [DONE]. */
+  endAfterChunks?: number;
+  /** This status with this body verbatim (an HTML error page, a truncated JSON…). */
+  rawBody?: { status: number; contentType: string; body: string };
 }
 
 export type FakeResponder = (req: ReceivedCompletion, n: number) => FakeAnswer;
@@ -106,6 +119,10 @@ export class FakeOpenAiServer {
       res.destroy();
       return;
     }
+    if (answer.rawBody) {
+      res.writeHead(answer.rawBody.status, { 'content-type': answer.rawBody.contentType });
+      return void res.end(answer.rawBody.body);
+    }
     if (answer.status && answer.status >= 400)
       return send(
         res,
@@ -133,14 +150,15 @@ export class FakeOpenAiServer {
       res.flushHeaders();
       return;
     }
+    const finish = answer.finishReason === undefined ? 'stop' : answer.finishReason;
     if (!received.stream) {
       report();
+      const reasoning = answer.reasoning ? { reasoning_content: answer.reasoning.join('') } : {};
+      const message = { role: 'assistant', content: text, ...reasoning };
       return send(res, 200, {
         ...base,
         object: 'chat.completion',
-        choices: [
-          { index: 0, message: { role: 'assistant', content: text }, finish_reason: 'stop' },
-        ],
+        choices: [{ index: 0, message, finish_reason: finish }],
         ...(usage ? { usage: { ...usage, total_tokens: total(usage) } } : {}),
       });
     }
@@ -148,14 +166,20 @@ export class FakeOpenAiServer {
     const pieces = answer.chunks ?? split(text, 3);
     const event = (data: unknown) =>
       res.write(`data: ${typeof data === 'string' ? data : JSON.stringify(data)}\n\n`);
-    const chunk = (delta: Record<string, unknown>, finish: string | null = null) => ({
+    const chunk = (delta: Record<string, unknown>, reason: string | null = null) => ({
       ...base,
       object: 'chat.completion.chunk',
-      choices: [{ index: 0, delta, finish_reason: finish }],
+      choices: [{ index: 0, delta, finish_reason: reason }],
       ...(received.includeUsage ? { usage: null } : {}),
     });
     event(chunk({ role: 'assistant', content: '' }));
+    for (const thought of answer.reasoning ?? []) {
+      if (answer.reasoningIntervalMs) await pause(answer.reasoningIntervalMs, res);
+      if (res.destroyed) return;
+      event(chunk({ reasoning_content: thought }));
+    }
     for (const [i, piece] of pieces.entries()) {
+      if (answer.endAfterChunks !== undefined && i >= answer.endAfterChunks) return void res.end();
       if (answer.cutAfterChunks !== undefined && i >= answer.cutAfterChunks) {
         res.destroy();
         return;
@@ -166,7 +190,7 @@ export class FakeOpenAiServer {
       event(chunk({ content: piece }));
       await new Promise((r) => setImmediate(r));
     }
-    event(chunk({}, 'stop'));
+    event(chunk({}, finish));
     if (usage && received.includeUsage) {
       report();
       event({

@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { LLM_CLIENT, LlmClient, makeTitle, withCost } from '@loom/agent-kit';
+import { LLM_CLIENT, LlmClient, LlmError, makeTitle, withCost } from '@loom/agent-kit';
 import { redactPii } from '@loom/security';
 import {
   addUsage,
@@ -47,10 +47,11 @@ export class HistoryMaintenance {
         TITLE_MAX,
       );
       return { title: title || makeTitle(clean, TITLE_MAX), usage };
-    } catch {
-      // fall back to the rune-safe cut of the question
+    } catch (error) {
+      // Fall back to the rune-safe cut of the question; an answer refused (cut off) still cost.
+      const usage = error instanceof LlmError && error.usage ? withCost(error.usage) : emptyUsage();
+      return { title: makeTitle(clean, TITLE_MAX), usage };
     }
-    return { title: makeTitle(clean, TITLE_MAX), usage: emptyUsage() };
   }
 
   /**
@@ -78,17 +79,20 @@ export class HistoryMaintenance {
       content: redactPii(m.content),
       agentType: m.agentType,
     }));
-    const res = await this.llm.complete({
-      purpose: 'summarize',
-      messages: summaryPrompt(previous?.text ?? null, history),
-      context: { question: '', history, summary: previous?.text ?? null },
-      maxTokens: SUMMARY_MAX_TOKENS,
-    });
-    // Spent whether or not the answer is usable. Under the turn's lock still: nobody else
-    // writes the conversation meanwhile.
-    const meta = await this.conversations.get(owner, conversationId, true);
-    meta.usage = addUsage(meta.usage, withCost(res.usage));
-    await this.conversations.save(owner, meta, fence);
+    const res = await this.llm
+      .complete({
+        purpose: 'summarize',
+        messages: summaryPrompt(previous?.text ?? null, history),
+        context: { question: '', history, summary: previous?.text ?? null },
+        maxTokens: SUMMARY_MAX_TOKENS,
+      })
+      .catch(async (error: unknown) => {
+        // A summary cut off at its token limit is refused, but it was paid for.
+        if (error instanceof LlmError && error.usage)
+          await this.spend(owner, conversationId, fence, withCost(error.usage));
+        throw error;
+      });
+    await this.spend(owner, conversationId, fence, withCost(res.usage));
     // A blank summary would replace what the last one folded: keep that one, fold next turn.
     if (!res.text.trim()) throw new Error('the model returned an empty summary');
     await this.conversations.saveSummary(
@@ -102,5 +106,12 @@ export class HistoryMaintenance {
       },
       fence,
     );
+  }
+
+  /** Spent whether or not the answer is usable. Under the turn's lock: nobody else writes meanwhile. */
+  private async spend(owner: Owner, conversationId: string, fence: number, usage: Usage) {
+    const meta = await this.conversations.get(owner, conversationId, true);
+    meta.usage = addUsage(meta.usage, usage);
+    await this.conversations.save(owner, meta, fence);
   }
 }

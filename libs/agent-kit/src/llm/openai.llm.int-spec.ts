@@ -199,6 +199,60 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
     });
   });
 
+  it.each([
+    ['length', "the model's answer was cut off at its token limit"],
+    ['content_filter', "the model's answer was withheld by its content filter"],
+  ])(
+    'fails an answer that ended with finish_reason %s, with what it cost',
+    async (reason, says) => {
+      const usage = { prompt_tokens: 50, completion_tokens: 4096 };
+      answer(() => ({ chunks: ['写到', '一半'], finishReason: reason, usage }));
+      const completed = await client()
+        .complete(req)
+        .catch((e: unknown) => e);
+      const streamed = await client()
+        .stream(req)
+        .result.catch((e: unknown) => e);
+      for (const error of [completed, streamed]) {
+        expect(error).toBeInstanceOf(LlmError);
+        expect((error as LlmError).publicMessage).toBe(says);
+        expect((error as LlmError).usage).toEqual({ promptTokens: 50, completionTokens: 4096 });
+      }
+    },
+  );
+
+  it('fails a stream that ends cleanly before its finish_reason, after the text it sent', async () => {
+    answer(() => ({ chunks: ['one ', 'two ', 'three'], endAfterChunks: 1 }));
+    const stream = client({ maxRetries: 0 }).stream(req);
+    const deltas: string[] = [];
+    const error = await (async () => {
+      for await (const delta of stream.deltas) deltas.push(delta);
+    })().catch((e: unknown) => e);
+    expect(deltas).toEqual(['one ']);
+    expect((error as LlmError).publicMessage).toBe("the model's answer broke off");
+    expect((error as LlmError).usage?.completionTokens).toBe(countTokens('one '));
+  });
+
+  it.each([
+    ['an HTML page', 'text/html', '<html>login</html>'],
+    ['truncated JSON', 'application/json', '{"choices": ['],
+    ['JSON that is not a completion', 'application/json', '{"ok": true}'],
+  ])('answers a 200 with %s as a malformed answer', async (_, contentType, body) => {
+    answer(() => ({ rawBody: { status: 200, contentType, body } }));
+    const completed = await client()
+      .complete(req)
+      .catch((e: unknown) => e);
+    const streamed = await client()
+      .stream(req)
+      .result.catch((e: unknown) => e);
+    for (const error of [completed, streamed]) {
+      expect(error).toBeInstanceOf(LlmError);
+      expect((error as LlmError).publicMessage).toMatch(
+        /^the model endpoint sent a malformed answer|^the model's answer broke off/,
+      );
+    }
+  });
+
   it('fails a stream cut off mid-answer instead of ending it as if complete', async () => {
     answer(() => ({ chunks: ['one ', 'two ', 'three'], cutAfterChunks: 1 }));
     const stream = client({ maxRetries: 0 }).stream(req);

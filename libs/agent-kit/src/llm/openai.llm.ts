@@ -108,12 +108,15 @@ export class OpenAiLlmClient implements LlmClient {
         deadline.signal,
         deadline.at,
       );
-      const text = response.choices[0]?.message?.content ?? '';
-      return {
+      // An endpoint may answer 200 with anything (a login page, a proxy's JSON): not a completion.
+      const choice = (response as Partial<typeof response> | null)?.choices?.[0];
+      if (!choice?.message) throw malformed(req.purpose);
+      const text = choice.message.content ?? '';
+      return finished(req.purpose, choice.finish_reason, {
         text,
         model: response.model || this.options.model,
         usage: this.usage(req, text, response.usage),
-      };
+      });
     } catch (error) {
       throw this.failure(req, error, deadline.signal.aborted);
     } finally {
@@ -127,6 +130,7 @@ export class OpenAiLlmClient implements LlmClient {
       let text = '';
       let model = this.options.model;
       let wireUsage: WireUsage | null | undefined;
+      let finish: string | null = null;
       const deadline = this.deadline();
       const silence = new AbortController();
       let idle: NodeJS.Timeout | undefined;
@@ -144,23 +148,28 @@ export class OpenAiLlmClient implements LlmClient {
         idle = setTimeout(() => silence.abort(), this.timeoutMs);
         for await (const chunk of chunks) {
           idle.refresh();
-          const delta = chunk.choices[0]?.delta?.content;
+          const choice = chunk.choices?.[0];
+          const delta = choice?.delta?.content;
           if (delta) {
             text += delta;
             emit(delta);
           }
+          if (choice?.finish_reason) finish = choice.finish_reason;
           if (chunk.usage) wireUsage = chunk.usage;
           if (chunk.model) model = chunk.model;
         }
         // The SDK ends an aborted stream as if it were complete: it was not.
         if (stopped()) throw timedOut(req.purpose);
+        const result = { text, model, usage: this.usage(req, text, wireUsage) };
+        // A stream that ends without saying why (a proxy that closed it cleanly) is not whole.
+        if (!finish) throw withUsage(brokeOff(req.purpose), result.usage);
+        return finished(req.purpose, finish, result);
       } catch (error) {
         throw this.failure(req, error, stopped());
       } finally {
         clearTimeout(idle);
         deadline.end();
       }
-      return { text, model, usage: this.usage(req, text, wireUsage) };
     });
   }
 
@@ -188,6 +197,8 @@ export class OpenAiLlmClient implements LlmClient {
   /** A failed call as LlmError: timed out (Loom's deadline or the SDK's), else the provider's. */
   private failure(req: LlmRequest, error: unknown, stopped: boolean): LlmError {
     if (error instanceof LlmError) return error;
+    // A 200 of broken JSON (by name: under Jest the SDK's SyntaxError is of another realm).
+    if ((error as Error | null)?.name === 'SyntaxError') return malformed(req.purpose);
     return stopped || error instanceof APIConnectionTimeoutError
       ? timedOut(req.purpose)
       : toLlmError(req.purpose, error, [this.options.apiKey]);
@@ -226,6 +237,45 @@ export class OpenAiLlmClient implements LlmClient {
 function refusesStreamOptions(error: unknown): boolean {
   const e = error as { status?: unknown; message?: unknown } | null;
   return e?.status === 400 && /stream_options|include_usage/i.test(String(e.message ?? ''));
+}
+
+/**
+ * The result when the model finished its answer; else an LlmError carrying what the call cost.
+ * An answer cut off at the token limit or by a content filter is not an answer to store.
+ */
+function finished(purpose: string, reason: string | null, result: LlmResult): LlmResult {
+  const says = UNFINISHED[reason ?? ''];
+  if (!says) return result;
+  return withUsage(
+    new LlmError(`LLM ${purpose} answer ended with finish_reason ${reason}`, undefined, says),
+    result.usage,
+  );
+}
+
+const UNFINISHED: Record<string, string> = {
+  length: "the model's answer was cut off at its token limit",
+  content_filter: "the model's answer was withheld by its content filter",
+};
+
+function withUsage(error: LlmError, usage: LlmUsage): never {
+  error.usage = usage;
+  throw error;
+}
+
+function brokeOff(purpose: string): LlmError {
+  return new LlmError(
+    `LLM ${purpose} stream ended without a finish_reason`,
+    undefined,
+    "the model's answer broke off",
+  );
+}
+
+function malformed(purpose: string): LlmError {
+  return new LlmError(
+    `LLM ${purpose} answer is not a chat completion`,
+    undefined,
+    'the model endpoint sent a malformed answer',
+  );
 }
 
 function timedOut(purpose: string): LlmError {

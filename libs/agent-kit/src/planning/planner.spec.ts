@@ -1,4 +1,4 @@
-import type { LlmClient, LlmRequest } from '../llm/llm.types';
+import { LlmError, type LlmClient, type LlmRequest } from '../llm/llm.types';
 import { Planner } from './planner';
 import type { AgentDescriptor, PlanInput } from './planner.types';
 
@@ -188,6 +188,21 @@ describe('Planner (model)', () => {
     expect(plan.reason).toMatch(/^model answer rejected/);
     // The call was made and paid for, even though its answer was not used.
     expect(plan.usage).toEqual({ promptTokens: 1, completionTokens: 1 });
+  });
+
+  it('counts what a model answer it could not use cost (cut off at its token limit)', async () => {
+    const cutOff: LlmClient = {
+      ...offline,
+      provider: 'openai',
+      complete: async () => {
+        const error = new LlmError('cut off', undefined, "the model's answer was cut off");
+        error.usage = { promptTokens: 300, completionTokens: 200 };
+        throw error;
+      },
+    };
+    const plan = await new Planner(cutOff).plan(input('租房合同押金不退怎么办'));
+    expect(specialistOf(plan)).toBe('contract-law');
+    expect(plan.usage).toEqual({ promptTokens: 300, completionTokens: 200 });
   });
 
   it('falls back to the rules when the model call fails', async () => {

@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { LLM_CLIENT, type LlmClient, type LlmUsage } from '../llm/llm.types';
+import { LLM_CLIENT, LlmError, type LlmClient, type LlmUsage } from '../llm/llm.types';
 import { truncate } from '../llm/text';
 import { buildPlanPrompt, planFromModelAnswer } from './model-plan';
 import type { Plan, PlanInput } from './planner.types';
@@ -33,6 +33,8 @@ export class Planner {
       rejection = plan;
     } catch (error) {
       rejection = error instanceof Error ? error.message : 'model call failed';
+      // An answer the client refused (cut off, say) was paid for all the same.
+      if (error instanceof LlmError) usage = error.usage;
     }
     const plan = planByRules(input, `model answer rejected (${truncate(rejection, 120)}); `);
     return usage ? { ...plan, usage } : plan;
