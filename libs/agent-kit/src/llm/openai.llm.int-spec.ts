@@ -190,6 +190,16 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
     expect(server.received).toHaveLength(1);
   });
 
+  it('counts tokens itself when the endpoint reports zero tokens for a prompt and an answer', async () => {
+    answer(() => ({ chunks: ['有', '补偿'], usage: { prompt_tokens: 0, completion_tokens: 0 } }));
+    const own = {
+      promptTokens: countMessageTokens(req.messages),
+      completionTokens: countTokens('有补偿'),
+    };
+    expect((await client().complete(req)).usage).toEqual(own);
+    expect((await client().stream(req).result).usage).toEqual(own);
+  });
+
   it('counts tokens itself when the endpoint reports counts that are not counts', async () => {
     answer(() => ({ text: 'odd', usage: { prompt_tokens: '12', completion_tokens: -3 } as any }));
     const result = await client().complete(req);

@@ -1,3 +1,4 @@
+import { Logger } from '@nestjs/common';
 import OpenAI, { APIConnectionTimeoutError } from 'openai';
 import { createDeltaStream } from './delta-stream';
 import { toLlmError } from './llm-error';
@@ -50,6 +51,8 @@ export class OpenAiLlmClient implements LlmClient {
   readonly provider = 'openai' as const;
   private readonly api: ChatCompletionsApi;
   private streamOptionsRefused = false;
+  private estimateLogged = false;
+  private readonly log = new Logger('OpenAiLlmClient');
 
   constructor(
     private readonly options: OpenAiLlmOptions,
@@ -194,6 +197,16 @@ export class OpenAiLlmClient implements LlmClient {
     }
   }
 
+  /** Says once per process that usage is Loom's estimate: the totals are not the provider's bill. */
+  private estimated(wire: WireUsage | null | undefined): void {
+    if (this.estimateLogged) return;
+    this.estimateLogged = true;
+    this.log.warn(
+      `${this.options.model} reported ${wire ? 'unusable' : 'no'} token usage: ` +
+        "usage is counted with Loom's tokenizer, an estimate",
+    );
+  }
+
   /** A failed call as LlmError: timed out (Loom's deadline or the SDK's), else the provider's. */
   private failure(req: LlmRequest, error: unknown, stopped: boolean): LlmError {
     if (error instanceof LlmError) return error;
@@ -215,14 +228,23 @@ export class OpenAiLlmClient implements LlmClient {
 
   /** The provider's counts, or our own tokenizer's when the endpoint reports none. */
   private usage(req: LlmRequest, text: string, wire: WireUsage | null | undefined): LlmUsage {
-    // The provider's counts when they are counts; an endpoint that sends anything else is
-    // counted by Loom's tokenizer instead of corrupting the totals.
-    const count = (n: unknown) =>
-      Number.isSafeInteger(n) && (n as number) >= 0 ? (n as number) : undefined;
-    const usage: LlmUsage = {
-      promptTokens: count(wire?.prompt_tokens) ?? countMessageTokens(req.messages),
-      completionTokens: count(wire?.completion_tokens) ?? countTokens(text),
+    // The provider's counts when they are counts. An endpoint that sends anything else, or 0
+    // for a prompt that was sent or an answer that came (some report zeros rather than
+    // nothing), is counted by Loom's tokenizer instead of corrupting or zeroing the totals.
+    const count = (n: unknown, nonEmpty: boolean) =>
+      Number.isSafeInteger(n) && (n as number) >= 0 && !(nonEmpty && n === 0)
+        ? (n as number)
+        : undefined;
+    const reported = {
+      promptTokens: count(wire?.prompt_tokens, req.messages.length > 0),
+      completionTokens: count(wire?.completion_tokens, text.length > 0),
     };
+    const usage: LlmUsage = {
+      promptTokens: reported.promptTokens ?? countMessageTokens(req.messages),
+      completionTokens: reported.completionTokens ?? countTokens(text),
+    };
+    if (reported.promptTokens === undefined || reported.completionTokens === undefined)
+      this.estimated(wire);
     const prices = this.options.prices;
     if (prices && (prices.promptUsdPerMTok > 0 || prices.completionUsdPerMTok > 0))
       usage.costUsd =
