@@ -41,8 +41,13 @@ export interface FakeAnswer {
    * streamed as chunks with no content, or put on the message when not streaming.
    */
   reasoning?: string[];
-  /** Streaming: the pause before each reasoning chunk (default: none). */
+  /**
+   * The pause before each reasoning chunk (default: none); not streaming, the whole answer waits
+   * for all of them, as a model that thinks first does.
+   */
   reasoningIntervalMs?: number;
+  /** Streaming: this many SSE comments (`: keep-alive`), 100 ms apart, before the first chunk. */
+  keepAlives?: number;
   /** Streaming: the response ends cleanly after this many chunks, without finish_reason or [DONE]. */
   endAfterChunks?: number;
   /** This status with this body verbatim (an HTML error page, a truncated JSON…). */
@@ -152,6 +157,9 @@ export class FakeOpenAiServer {
     }
     const finish = answer.finishReason === undefined ? 'stop' : answer.finishReason;
     if (!received.stream) {
+      const thinking = (answer.reasoningIntervalMs ?? 0) * (answer.reasoning?.length ?? 0);
+      if (thinking) await pause(thinking, res);
+      if (res.destroyed) return;
       report();
       const reasoning = answer.reasoning ? { reasoning_content: answer.reasoning.join('') } : {};
       const message = { role: 'assistant', content: text, ...reasoning };
@@ -172,6 +180,11 @@ export class FakeOpenAiServer {
       choices: [{ index: 0, delta, finish_reason: reason }],
       ...(received.includeUsage ? { usage: null } : {}),
     });
+    for (let i = 0; i < (answer.keepAlives ?? 0); i++) {
+      await pause(100, res);
+      if (res.destroyed) return;
+      res.write(': keep-alive\n\n');
+    }
     event(chunk({ role: 'assistant', content: '' }));
     for (const thought of answer.reasoning ?? []) {
       if (answer.reasoningIntervalMs) await pause(answer.reasoningIntervalMs, res);

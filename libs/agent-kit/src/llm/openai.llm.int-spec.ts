@@ -36,7 +36,7 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
     expect(server.received[0]).toMatchObject({
       authorization: `Bearer ${KEY}`,
       model: 'fake-model',
-      stream: false,
+      stream: true, // streamed from the provider, collected
       messages: req.messages,
       body: { max_tokens: 64, temperature: 0 },
     });
@@ -153,8 +153,8 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
     expect(server.received).toHaveLength(1);
   });
 
-  it('ends a call whose answer stalls after its headers: the time-out covers the whole call', async () => {
-    answer(() => ({ stallAfterChunks: 0 }));
+  it('ends a call whose answer stalls after its headers: silence ends it', async () => {
+    answer(() => ({ chunks: ['never sent'], stallAfterChunks: 0 }));
     const error = await client({ timeoutMs: 200, maxRetries: 0 })
       .complete(req)
       .catch((e: unknown) => e);
@@ -178,6 +178,21 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
     answer(() => ({ chunks, chunkIntervalMs: 100 })); // 800 ms, the deadline is 600 ms
     const result = await client({ timeoutMs: 300, maxRetries: 0 }).stream(req).result;
     expect(result.text).toBe(chunks.join(''));
+  });
+
+  it('lets a reasoning model think past the time-out while it streams its reasoning', async () => {
+    const reasoning = Array.from({ length: 8 }, (_, i) => `思考${i}`);
+    answer(() => ({ reasoning, reasoningIntervalMs: 100, text: '结论' })); // 800 ms of thought
+    const llm = client({ timeoutMs: 300, maxRetries: 0 }); // silence: 300 ms, a start: 600 ms
+    expect((await llm.stream(req).result).text).toBe('结论');
+    expect((await llm.complete(req)).text).toBe('结论'); // streamed from the provider too
+    expect(server.received.map((r) => r.stream)).toEqual([true, true]);
+  });
+
+  it('counts SSE keep-alive comments as a sign of life', async () => {
+    answer(() => ({ keepAlives: 8, text: 'queued, then answered' })); // 800 ms of comments
+    const result = await client({ timeoutMs: 300, maxRetries: 0 }).stream(req).result;
+    expect(result.text).toBe('queued, then answered');
   });
 
   it("answers with the provider's 429 when the pause it asks for would end past the deadline", async () => {

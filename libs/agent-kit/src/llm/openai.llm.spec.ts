@@ -21,12 +21,13 @@ function fakeApi(create: (params: any) => unknown): { api: ChatCompletionsApi; c
 }
 
 describe('OpenAiLlmClient', () => {
-  it('completes and records the provider usage', async () => {
-    const { api, calls } = fakeApi(async () => ({
-      model: 'gpt-x',
-      choices: [{ message: { content: 'hello' } }],
-      usage: { prompt_tokens: 7, completion_tokens: 2 },
-    }));
+  it('completes (from a stream) and records the provider usage', async () => {
+    const { api, calls } = fakeApi(async () =>
+      (async function* () {
+        yield { model: 'gpt-x', choices: [{ delta: { content: 'hello' }, finish_reason: 'stop' }] };
+        yield { model: 'gpt-x', choices: [], usage: { prompt_tokens: 7, completion_tokens: 2 } };
+      })(),
+    );
     const client = new OpenAiLlmClient({ apiKey: KEY, model: 'gpt-x' }, api);
     const result = await client.complete({ ...req, maxTokens: 50, temperature: 0 });
     expect(result).toEqual({
@@ -38,7 +39,7 @@ describe('OpenAiLlmClient', () => {
       model: 'gpt-x',
       max_tokens: 50,
       temperature: 0,
-      stream: false,
+      stream: true, // collected from a stream: see complete()
     });
   });
 
@@ -46,7 +47,7 @@ describe('OpenAiLlmClient', () => {
     const { api, calls } = fakeApi(async () =>
       (async function* () {
         yield { model: 'gpt-x', choices: [{ delta: { content: 'Hel' } }] };
-        yield { model: 'gpt-x', choices: [{ delta: { content: 'lo' } }] };
+        yield { model: 'gpt-x', choices: [{ delta: { content: 'lo' }, finish_reason: 'stop' }] };
         yield { model: 'gpt-x', choices: [], usage: { prompt_tokens: 9, completion_tokens: 3 } };
       })(),
     );

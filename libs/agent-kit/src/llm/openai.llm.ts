@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
 import OpenAI, { APIConnectionTimeoutError } from 'openai';
+import { CallWatch, ON_PROGRESS, watchingFetch } from './call-watch';
 import { createDeltaStream } from './delta-stream';
 import { toLlmError } from './llm-error';
 import {
@@ -38,8 +39,8 @@ const DEFAULT_TIMEOUT_MS = 30_000;
 const DEFAULT_RETRIES = 2;
 /** Room for the pauses between attempts within a call's deadline (at most one time-out). */
 const BACKOFF_ALLOWANCE_MS = 10_000;
-/** A stream that keeps sending is let run this long at most. */
-const STREAM_MAX_MS = 10 * 60_000;
+/** An answer that keeps coming is let run this long at most. */
+const ANSWER_MAX_MS = 10 * 60_000;
 
 interface WireUsage {
   prompt_tokens?: number;
@@ -65,6 +66,7 @@ export class OpenAiLlmClient implements LlmClient {
         baseURL: options.baseUrl,
         timeout: this.timeoutMs,
         maxRetries: 0, // withRetries: pauses that know the deadline
+        fetch: watchingFetch,
       });
   }
 
@@ -76,104 +78,68 @@ export class OpenAiLlmClient implements LlmClient {
     return this.options.maxRetries ?? DEFAULT_RETRIES;
   }
 
-  /**
-   * The whole call, retries included, as an abort signal. The SDK's time-out ends when the
-   * headers arrive: a body that stalls after them would otherwise be waited for until the
-   * socket gives up (minutes). `extend` moves it (a stream that opened); `end` clears it.
-   */
-  private deadline() {
-    const controller = new AbortController();
+  /** The clock of one call: its start within timeoutMs × attempts + pauses, then silence. */
+  private watch(): CallWatch {
     const pauses = Math.min(BACKOFF_ALLOWANCE_MS, this.timeoutMs);
-    const at = Date.now() + this.timeoutMs * (this.retries + 1) + pauses;
-    let timer = setTimeout(() => controller.abort(), at - Date.now());
-    return {
-      signal: controller.signal,
-      at,
-      extend: (ms: number) => {
-        clearTimeout(timer);
-        timer = setTimeout(() => controller.abort(), ms);
-      },
-      end: () => clearTimeout(timer),
-    };
+    return new CallWatch(
+      this.timeoutMs * (this.retries + 1) + pauses,
+      this.timeoutMs,
+      ANSWER_MAX_MS,
+    );
   }
 
-  /** One completion; provider errors become LlmError without the key. */
-  async complete(req: LlmRequest): Promise<LlmResult> {
-    const deadline = this.deadline();
-    try {
-      const response = await withRetries(
-        () =>
-          this.api.chat.completions.create(
-            { ...this.params(req), stream: false },
-            { signal: deadline.signal },
-          ),
-        this.retries,
-        deadline.signal,
-        deadline.at,
-      );
-      // An endpoint may answer 200 with anything (a login page, a proxy's JSON): not a completion.
-      const choice = (response as Partial<typeof response> | null)?.choices?.[0];
-      if (!choice?.message) throw malformed(req.purpose);
-      const text = choice.message.content ?? '';
-      return finished(req.purpose, choice.finish_reason, {
-        text,
-        model: response.model || this.options.model,
-        usage: this.usage(req, text, response.usage),
-      });
-    } catch (error) {
-      throw this.failure(req, error, deadline.signal.aborted);
-    } finally {
-      deadline.end();
-    }
+  /**
+   * One completion, streamed from the provider all the same: a model that thinks before it
+   * answers shows it is alive only while streaming (reasoning chunks, keep-alives), and a
+   * silent one is then told from a slow one by LLM_TIMEOUT_MS of silence.
+   */
+  complete(req: LlmRequest): Promise<LlmResult> {
+    return this.run(req, () => undefined);
   }
 
   /** A streamed completion; usage comes from the final chunk (`include_usage`). */
   stream(req: LlmRequest): LlmStream {
-    return createDeltaStream(async (emit) => {
-      let text = '';
-      let model = this.options.model;
-      let wireUsage: WireUsage | null | undefined;
-      let finish: string | null = null;
-      const deadline = this.deadline();
-      const silence = new AbortController();
-      let idle: NodeJS.Timeout | undefined;
-      const stopped = () => deadline.signal.aborted || silence.signal.aborted;
-      try {
-        const signal = AbortSignal.any([deadline.signal, silence.signal]);
-        const chunks = await withRetries(
-          () => this.openStream(req, signal),
-          this.retries,
-          deadline.signal,
-          deadline.at,
-        );
-        // Open: from now on silence is what ends it (a long answer may take minutes to write).
-        deadline.extend(STREAM_MAX_MS);
-        idle = setTimeout(() => silence.abort(), this.timeoutMs);
-        for await (const chunk of chunks) {
-          idle.refresh();
-          const choice = chunk.choices?.[0];
-          const delta = choice?.delta?.content;
-          if (delta) {
-            text += delta;
-            emit(delta);
-          }
-          if (choice?.finish_reason) finish = choice.finish_reason;
-          if (chunk.usage) wireUsage = chunk.usage;
-          if (chunk.model) model = chunk.model;
+    return createDeltaStream((emit) => this.run(req, emit));
+  }
+
+  /** Provider errors become LlmError without the key; an unfinished answer is one too. */
+  private async run(req: LlmRequest, emit: (delta: string) => void): Promise<LlmResult> {
+    let text = '';
+    let model = this.options.model;
+    let wireUsage: WireUsage | null | undefined;
+    let finish: string | null = null;
+    const watch = this.watch();
+    try {
+      const chunks = await withRetries(
+        () => this.openStream(req, watch),
+        this.retries,
+        watch.signal,
+        watch.at,
+      );
+      for await (const chunk of chunks) {
+        watch.progress(); // for an injected API; over HTTP every byte already counted
+        const choice = chunk.choices?.[0];
+        const delta = choice?.delta?.content;
+        if (delta) {
+          text += delta;
+          emit(delta);
         }
-        // The SDK ends an aborted stream as if it were complete: it was not.
-        if (stopped()) throw timedOut(req.purpose);
-        const result = { text, model, usage: this.usage(req, text, wireUsage) };
-        // A stream that ends without saying why (a proxy that closed it cleanly) is not whole.
-        if (!finish) throw withUsage(brokeOff(req.purpose), result.usage);
-        return finished(req.purpose, finish, result);
-      } catch (error) {
-        throw this.failure(req, error, stopped());
-      } finally {
-        clearTimeout(idle);
-        deadline.end();
+        if (choice?.finish_reason) finish = choice.finish_reason;
+        if (chunk.usage) wireUsage = chunk.usage;
+        if (chunk.model) model = chunk.model;
       }
-    });
+      // The SDK ends an aborted stream as if it were complete: it was not.
+      if (watch.stopped) throw timedOut(req.purpose);
+      const result = { text, model, usage: this.usage(req, text, wireUsage) };
+      // A stream that ends without saying why (a proxy that closed it cleanly, a 200 that was
+      // no stream at all) is not whole.
+      if (!finish) throw withUsage(brokeOff(req.purpose), result.usage);
+      return finished(req.purpose, finish, result);
+    } catch (error) {
+      throw this.failure(req, error, watch.stopped);
+    } finally {
+      watch.end();
+    }
   }
 
   /**
@@ -182,18 +148,22 @@ export class OpenAiLlmClient implements LlmClient {
    * proxies). Then the stream is opened again without it, and never asked for again; usage is
    * counted by Loom's tokenizer.
    */
-  private async openStream(req: LlmRequest, signal: AbortSignal) {
+  private async openStream(req: LlmRequest, watch: CallWatch) {
     const params = { ...this.params(req), stream: true as const };
-    if (this.streamOptionsRefused) return this.api.chat.completions.create(params, { signal });
+    const options = {
+      signal: watch.signal,
+      fetchOptions: { [ON_PROGRESS]: watch.progress } as Record<string, never>,
+    };
+    if (this.streamOptionsRefused) return this.api.chat.completions.create(params, options);
     try {
       return await this.api.chat.completions.create(
         { ...params, stream_options: { include_usage: true } },
-        { signal },
+        options,
       );
     } catch (error) {
       if (!refusesStreamOptions(error)) throw error;
       this.streamOptionsRefused = true;
-      return this.api.chat.completions.create(params, { signal });
+      return this.api.chat.completions.create(params, options);
     }
   }
 
