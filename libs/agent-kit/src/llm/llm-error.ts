@@ -21,5 +21,23 @@ export function toLlmError(purpose: string, error: unknown, secrets: readonly st
   const raw = error instanceof Error ? `${error.name}: ${error.message}` : String(error);
   const detail = redactSecrets(raw, secrets);
   const statusText = httpStatus ? ` (HTTP ${httpStatus})` : '';
-  return new LlmError(`LLM ${purpose} request failed${statusText}: ${detail}`, httpStatus);
+  const meaning = httpStatus ? meaningOf(httpStatus, raw) : undefined;
+  return new LlmError(
+    `LLM ${purpose} request failed${statusText}: ${detail}`,
+    httpStatus,
+    meaning && `${meaning}${statusText}`,
+  );
+}
+
+/**
+ * What a status means for whoever runs Loom, in Loom's words (the provider's may quote the key
+ * or the prompt); undefined: the generic `the model call failed`.
+ */
+function meaningOf(status: number, raw: string): string | undefined {
+  if (status === 401 || status === 403) return "the model endpoint refused Loom's API key";
+  if (status === 404)
+    return 'the model endpoint has no such model or path (LLM_MODEL, OPENAI_BASE_URL)';
+  if (status === 400 && /context[ _](length|window)|maximum context|too many tokens/i.test(raw))
+    return "the prompt is longer than the model's context";
+  return undefined;
 }

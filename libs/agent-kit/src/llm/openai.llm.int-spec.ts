@@ -140,6 +140,32 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
     expect(server.received).toHaveLength(1);
   });
 
+  it.each([
+    [401, 'Incorrect API key', "the model endpoint refused Loom's API key (HTTP 401)"],
+    [403, 'Forbidden', "the model endpoint refused Loom's API key (HTTP 403)"],
+    [
+      404,
+      'The model `gpt-x` does not exist',
+      'the model endpoint has no such model or path (LLM_MODEL, OPENAI_BASE_URL) (HTTP 404)',
+    ],
+    [
+      400,
+      "This model's maximum context length is 8192 tokens",
+      "the prompt is longer than the model's context (HTTP 400)",
+    ],
+    [400, "Invalid value for 'temperature'", 'the model call failed (HTTP 400)'],
+  ])(
+    "says what an HTTP %i means for the operator, never in the provider's words",
+    async (status, errorMessage, says) => {
+      answer(() => ({ status, errorMessage }));
+      const error = await client({ maxRetries: 0 })
+        .complete(req)
+        .catch((e: unknown) => e);
+      expect((error as LlmError).publicMessage).toBe(says);
+      expect((error as LlmError).status).toBe(status);
+    },
+  );
+
   it('ends a call that outlives its time-out with a typed error', async () => {
     answer(() => ({ text: 'too late', delayMs: 3_000 }));
     const error = await client({ timeoutMs: 200, maxRetries: 0 })
