@@ -22,6 +22,9 @@ export interface FakeAnswer {
   status?: number;
   /** The error body's message (default: `fake failure <status>` and the Authorization sent). */
   errorMessage?: string;
+  /** The error body's `param` and `code`, as OpenAI names the request field it refused. */
+  errorParam?: string;
+  errorCode?: string;
   headers?: Record<string, string>;
   /** Waits this long before answering (before the first chunk when streaming). */
   delayMs?: number;
@@ -138,6 +141,8 @@ export class FakeOpenAiServer {
             message:
               answer.errorMessage ?? `fake failure ${answer.status} for ${received.authorization}`,
             type: answer.status < 500 ? 'invalid_request_error' : 'server_error',
+            param: answer.errorParam ?? null,
+            code: answer.errorCode ?? null,
           },
         },
         answer.headers,

@@ -100,6 +100,37 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
     expect(server.received.map((r) => r.includeUsage)).toEqual([true, false, false]);
   });
 
+  it('asks a reasoning model without the max_tokens and temperature it refuses, once each', async () => {
+    // OpenAI's o-series and gpt-5 answer 400 to both, with these messages.
+    answer((received) =>
+      'max_tokens' in received.body
+        ? {
+            status: 400,
+            errorParam: 'max_tokens',
+            errorCode: 'unsupported_parameter',
+            errorMessage:
+              "Unsupported parameter: 'max_tokens' is not supported with this model. Use 'max_completion_tokens' instead.",
+          }
+        : 'temperature' in received.body
+          ? {
+              status: 400,
+              errorParam: 'temperature',
+              errorCode: 'unsupported_value',
+              errorMessage:
+                "Unsupported value: 'temperature' does not support 0 with this model. Only the default (1) value is supported.",
+            }
+          : { text: '{"intent":"labor"}' },
+    );
+    const llm = client();
+    const planned = { ...req, purpose: 'plan' as const, maxTokens: 200, temperature: 0 };
+    expect((await llm.complete(planned)).text).toBe('{"intent":"labor"}');
+    expect((await llm.complete(planned)).text).toBe('{"intent":"labor"}');
+    const sent = server.received.map((r) =>
+      ['max_tokens', 'temperature'].filter((k) => k in r.body),
+    );
+    expect(sent).toEqual([['max_tokens', 'temperature'], ['temperature'], [], []]);
+  });
+
   it('does not take another 400 for a refused option', async () => {
     answer(() => ({ status: 400, errorMessage: "Invalid value for 'temperature'" }));
     const error = await client()

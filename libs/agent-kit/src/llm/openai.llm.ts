@@ -51,7 +51,8 @@ interface WireUsage {
 export class OpenAiLlmClient implements LlmClient {
   readonly provider = 'openai' as const;
   private readonly api: ChatCompletionsApi;
-  private streamOptionsRefused = false;
+  /** What this endpoint answered 400 to: never sent again by this client. */
+  private readonly refused = new Set<RefusableOption>();
   private estimateLogged = false;
   private readonly log = new Logger('OpenAiLlmClient');
 
@@ -143,27 +144,29 @@ export class OpenAiLlmClient implements LlmClient {
   }
 
   /**
-   * Asks for the usage chunk (`stream_options`) unless this endpoint refused it: some
-   * OpenAI-compatible servers answer 400 to the option (older Azure API versions, strict
-   * proxies). Then the stream is opened again without it, and never asked for again; usage is
-   * counted by Loom's tokenizer.
+   * Opens the stream, learning once what this endpoint refuses and asking again without it:
+   * the usage chunk (`stream_options`: older Azure API versions, strict proxies; usage is then
+   * counted by Loom's tokenizer), `max_tokens` and a `temperature` other than the default
+   * (OpenAI's reasoning models: o-series, gpt-5; such a model is then asked without a cap, since
+   * its reasoning would spend a small one). Each refusal costs one extra request, once.
    */
   private async openStream(req: LlmRequest, watch: CallWatch) {
-    const params = { ...this.params(req), stream: true as const };
     const options = {
       signal: watch.signal,
       fetchOptions: { [ON_PROGRESS]: watch.progress } as Record<string, never>,
     };
-    if (this.streamOptionsRefused) return this.api.chat.completions.create(params, options);
-    try {
-      return await this.api.chat.completions.create(
-        { ...params, stream_options: { include_usage: true } },
-        options,
-      );
-    } catch (error) {
-      if (!refusesStreamOptions(error)) throw error;
-      this.streamOptionsRefused = true;
-      return this.api.chat.completions.create(params, options);
+    for (;;) {
+      try {
+        return await this.api.chat.completions.create(
+          { ...this.params(req), stream: true },
+          options,
+        );
+      } catch (error) {
+        const refused = refusedOption(error);
+        if (!refused || this.refused.has(refused)) throw error;
+        this.refused.add(refused);
+        this.log.warn(`${this.options.model} refuses ${refused}: asking without it from now on`);
+      }
     }
   }
 
@@ -188,11 +191,15 @@ export class OpenAiLlmClient implements LlmClient {
   }
 
   private params(req: LlmRequest) {
+    const asks = (option: RefusableOption) => !this.refused.has(option);
     return {
       model: this.options.model,
       messages: req.messages.map((message) => ({ role: message.role, content: message.content })),
-      ...(req.maxTokens !== undefined ? { max_tokens: req.maxTokens } : {}),
-      ...(req.temperature !== undefined ? { temperature: req.temperature } : {}),
+      ...(req.maxTokens !== undefined && asks('max_tokens') ? { max_tokens: req.maxTokens } : {}),
+      ...(req.temperature !== undefined && asks('temperature')
+        ? { temperature: req.temperature }
+        : {}),
+      ...(asks('stream_options') ? { stream_options: { include_usage: true } } : {}),
     };
   }
 
@@ -225,10 +232,23 @@ export class OpenAiLlmClient implements LlmClient {
   }
 }
 
-/** A 400 that names `stream_options` (or `include_usage`): the endpoint does not take it. */
-function refusesStreamOptions(error: unknown): boolean {
-  const e = error as { status?: unknown; message?: unknown } | null;
-  return e?.status === 400 && /stream_options|include_usage/i.test(String(e.message ?? ''));
+type RefusableOption = 'stream_options' | 'max_tokens' | 'temperature';
+
+/**
+ * The option a 400 refuses, by the error's `param` (OpenAI's) or its message (other servers):
+ * `stream_options`; `max_tokens` ("Use 'max_completion_tokens' instead"); a `temperature` the
+ * model does not support ("Only the default (1) value is supported").
+ */
+function refusedOption(error: unknown): RefusableOption | undefined {
+  const e = error as { status?: unknown; message?: unknown; param?: unknown } | null;
+  if (e?.status !== 400) return undefined;
+  const said = `${typeof e.param === 'string' ? e.param : ''} ${String(e.message ?? '')}`;
+  if (/stream_options|include_usage/i.test(said)) return 'stream_options';
+  if (/max_tokens/i.test(said) && /not supported|unsupported|max_completion_tokens/i.test(said))
+    return 'max_tokens';
+  if (/temperature/i.test(said) && /not support|unsupported|only the default/i.test(said))
+    return 'temperature';
+  return undefined;
 }
 
 /**
@@ -238,7 +258,7 @@ function refusesStreamOptions(error: unknown): boolean {
 function finished(purpose: string, reason: string | null, result: LlmResult): LlmResult {
   const says = UNFINISHED[reason ?? ''];
   if (!says) return result;
-  return withUsage(
+  throw withUsage(
     new LlmError(`LLM ${purpose} answer ended with finish_reason ${reason}`, undefined, says),
     result.usage,
   );
@@ -249,9 +269,9 @@ const UNFINISHED: Record<string, string> = {
   content_filter: "the model's answer was withheld by its content filter",
 };
 
-function withUsage(error: LlmError, usage: LlmUsage): never {
+function withUsage(error: LlmError, usage: LlmUsage): LlmError {
   error.usage = usage;
-  throw error;
+  return error;
 }
 
 function brokeOff(purpose: string): LlmError {
