@@ -197,6 +197,20 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
     },
   );
 
+  it('says so when the endpoint cannot be reached at all, after its retries', async () => {
+    const closed = await FakeOpenAiServer.start(() => ({ text: 'never' }));
+    const baseUrl = closed.baseUrl;
+    await closed.close(); // nothing listens on its port now
+    const error = await client({ baseUrl, maxRetries: 1 })
+      .complete(req)
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LlmError);
+    expect((error as LlmError).publicMessage).toBe(
+      'the model endpoint could not be reached (ECONNREFUSED; OPENAI_BASE_URL)',
+    );
+    expect((error as LlmError).message).not.toContain(KEY);
+  });
+
   it('ends a call that outlives its time-out with a typed error', async () => {
     answer(() => ({ text: 'too late', delayMs: 3_000 }));
     const error = await client({ timeoutMs: 200, maxRetries: 0 })

@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import OpenAI, { APIConnectionTimeoutError } from 'openai';
+import OpenAI, { APIConnectionError, APIConnectionTimeoutError } from 'openai';
 import { CallWatch, ON_PROGRESS, watchingFetch } from './call-watch';
 import { createDeltaStream } from './delta-stream';
 import { toLlmError } from './llm-error';
@@ -185,9 +185,17 @@ export class OpenAiLlmClient implements LlmClient {
     if (error instanceof LlmError) return error;
     // A 200 of broken JSON (by name: under Jest the SDK's SyntaxError is of another realm).
     if ((error as Error | null)?.name === 'SyntaxError') return malformed(req.purpose);
-    return stopped || error instanceof APIConnectionTimeoutError
-      ? timedOut(req.purpose)
-      : toLlmError(req.purpose, error, [this.options.apiKey]);
+    if (stopped || error instanceof APIConnectionTimeoutError) return timedOut(req.purpose);
+    // No answer at all, retries included: where Loom looks is wrong or down (refused, no such
+    // host, TLS). The system's code says which; it names no secret.
+    const code = error instanceof APIConnectionError ? networkCode(error) : undefined;
+    if (code)
+      return new LlmError(
+        `LLM ${req.purpose} request failed: ${code}`,
+        undefined,
+        `the model endpoint could not be reached (${code}; OPENAI_BASE_URL)`,
+      );
+    return toLlmError(req.purpose, error, [this.options.apiKey]);
   }
 
   private params(req: LlmRequest) {
@@ -248,6 +256,17 @@ function refusedOption(error: unknown): RefusableOption | undefined {
     return 'max_tokens';
   if (/temperature/i.test(said) && /not support|unsupported|only the default/i.test(said))
     return 'temperature';
+  return undefined;
+}
+
+/** The system error code under a connection error (fetch's cause chain: ECONNREFUSED, ENOTFOUND…). */
+function networkCode(error: Error): string | undefined {
+  let cause: unknown = error.cause;
+  for (let depth = 0; depth < 4 && cause; depth++) {
+    const { code } = cause as { code?: unknown };
+    if (typeof code === 'string' && /^[A-Z][A-Z0-9_]{1,40}$/.test(code)) return code;
+    cause = (cause as { cause?: unknown }).cause;
+  }
   return undefined;
 }
 
