@@ -23,6 +23,7 @@ import { JwtAuthGuard } from './auth/jwt-auth.guard';
 import { ConversationsController } from './conversations/conversations.controller';
 import { AgentDispatcher } from './dispatch/agent-dispatcher';
 import { HealthController } from './health/health.controller';
+import { ShutdownHandOver } from './lifecycle/shutdown-hand-over';
 import { SecurityModule } from './security/security.module';
 import { RecoveryScheduler } from './recovery/recovery.scheduler';
 import { SessionSweeper } from './recovery/session-sweeper.service';
@@ -105,6 +106,7 @@ export class AppModule {
         TaskRecovery,
         SessionSweeper,
         RecoveryScheduler,
+        ShutdownHandOver,
       ],
     };
   }

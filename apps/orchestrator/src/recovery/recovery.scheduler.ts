@@ -1,4 +1,5 @@
 import {
+  BeforeApplicationShutdown,
   Inject,
   Injectable,
   Logger,
@@ -21,7 +22,9 @@ export const SWEEP_INTERVAL_MS = 10 * 60_000;
  * (runWithMdc) so its log lines carry a correlation id, and each recovered task its own ids.
  */
 @Injectable()
-export class RecoveryScheduler implements OnApplicationBootstrap, OnApplicationShutdown {
+export class RecoveryScheduler
+  implements OnApplicationBootstrap, BeforeApplicationShutdown, OnApplicationShutdown
+{
   private readonly log = new Logger('RecoveryScheduler');
   private readonly busy = new Set<string>();
   private stopped = false;
@@ -42,6 +45,11 @@ export class RecoveryScheduler implements OnApplicationBootstrap, OnApplicationS
     every('task-recovery', this.env.RECOVERY_INTERVAL_MS, () => this.recovery.scan());
     every('session-sweeper', SWEEP_INTERVAL_MS, () => this.sweeper.sweep());
     void this.once('task-recovery', () => this.recovery.scan());
+  }
+
+  /** A stopping replica starts no recovery: what it could not finish would only be handed on. */
+  beforeApplicationShutdown(): void {
+    this.stopped = true;
   }
 
   onApplicationShutdown(): void {

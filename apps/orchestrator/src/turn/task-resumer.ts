@@ -85,7 +85,7 @@ export class TaskResumer {
     const run = this.leases.open(owner, task, lock).start();
     try {
       await run.checkpoint();
-      const result = await this.executor.run(run, detectLanguage(task.userIntent));
+      const result = await run.guard(this.executor.run(run, detectLanguage(task.userIntent)));
       if (result.ok) await this.completion.finish(run, result.outcome, reply);
       else await this.completion.fail(run, result.error);
     } finally {

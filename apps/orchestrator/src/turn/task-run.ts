@@ -3,6 +3,8 @@ import { randomBytes } from 'crypto';
 import { LOOM_ENV, LoomEnv } from '@loom/agent-kit';
 import {
   LockHandle,
+  LoomError,
+  LoomErrorCode,
   Owner,
   RunEntry,
   SESSION_OPTIONS,
@@ -23,6 +25,10 @@ export const orchestratorIdProvider = {
  * through `checkpoint()`, one after another, each with a fresh lease (owner, expiresAt) and the
  * lock's fence; a timer renews lease and lock every min(lease, lock TTL) / 3 while agents work.
  * A holder that lost its lock finds its next fenced write refused (STALE_FENCING_TOKEN).
+ *
+ * On shutdown a run still working is handed over (`handOver()`): it stops writing, ends its
+ * lease at once with a last fenced write and releases the lock, so another replica resumes the
+ * task from that checkpoint; its caller gets UNAVAILABLE.
  */
 export class TaskRun {
   /** Set by a streaming (SSE) turn: receives the reply's text as the answering agent writes it. */
@@ -30,6 +36,11 @@ export class TaskRun {
   private chain: Promise<void> = Promise.resolve();
   private timer?: NodeJS.Timeout;
   private closed = false;
+  /** The agents' work is over (or was given up): completion writes follow, not a hand-over. */
+  private settled = false;
+  private handedOver = false;
+  private abandon: (err: Error) => void = () => undefined;
+  private readonly abandoned = new Promise<never>((_, reject) => (this.abandon = reject));
 
   constructor(
     readonly owner: Owner,
@@ -41,8 +52,13 @@ export class TaskRun {
       renewEveryMs: number;
       instanceId: string;
       log: Logger;
+      /** The latest a lease may run to (epoch ms): set once this process is shutting down. */
+      leaseCap: () => number;
+      onStop: (run: TaskRun) => void;
     },
-  ) {}
+  ) {
+    this.abandoned.catch(() => undefined);
+  }
 
   start(): this {
     this.timer = setInterval(() => void this.renew(), this.opts.renewEveryMs);
@@ -53,11 +69,52 @@ export class TaskRun {
   /** Saves the task as it is now, with a lease running from now, after every earlier write. */
   checkpoint(): Promise<void> {
     return this.enqueue(() => {
+      const expiresAt = Math.min(Date.now() + this.opts.leaseMs, this.opts.leaseCap());
       this.task.lease = {
         owner: this.opts.instanceId,
-        expiresAt: new Date(Date.now() + this.opts.leaseMs).toISOString(),
+        expiresAt: new Date(expiresAt).toISOString(),
       };
     });
+  }
+
+  /** `work` (the agents' part of the task), or UNAVAILABLE as soon as the run is handed over. */
+  async guard<T>(work: Promise<T>): Promise<T> {
+    try {
+      return await Promise.race([work, this.abandoned]);
+    } finally {
+      this.settled = true;
+    }
+  }
+
+  /**
+   * Gives the task up (this process is shutting down): nothing more is written, the lease ends
+   * now (the last write, fenced), the lock is released, and `guard()` rejects with UNAVAILABLE.
+   * A run whose agents are done finishes instead (false). Whatever its agents still do is
+   * idempotent by agentSessionId: the replica that resumes the task gets their results.
+   */
+  async handOver(): Promise<boolean> {
+    if (this.settled || this.closed) return false;
+    this.handedOver = true;
+    this.stop();
+    const last = this.enqueue(() => {
+      this.task.lease = { owner: this.opts.instanceId, expiresAt: new Date().toISOString() };
+    });
+    this.closed = true;
+    try {
+      await last;
+    } catch (err) {
+      // Refused by the fence: another replica already took the task over.
+      this.opts.log.warn(`hand-over of ${this.task.taskId}: ${(err as Error).message}`);
+    }
+    await this.lock.release().catch(() => undefined);
+    this.opts.log.log(`handed ${this.task.taskId} over: this orchestrator is shutting down`);
+    this.abandon(
+      new LoomError(
+        LoomErrorCode.UNAVAILABLE,
+        'this orchestrator is shutting down; another replica finishes the turn: retry with the same Idempotency-Key',
+      ),
+    );
+    return true;
   }
 
   /** The last write: the task leaves RUNNING and gives its lease up. */
@@ -72,9 +129,13 @@ export class TaskRun {
 
   stop(): void {
     clearInterval(this.timer);
+    this.opts.onStop(this);
   }
 
   private enqueue(prepare: () => void): Promise<void> {
+    // Handed over: the next wave is not dispatched, the task not written by this process again.
+    if (this.closed && this.handedOver)
+      return Promise.reject(new LoomError(LoomErrorCode.UNAVAILABLE, 'the task was handed over'));
     if (this.closed) return Promise.resolve();
     const write = this.chain.then(() => {
       prepare();
@@ -92,10 +153,16 @@ export class TaskRun {
   }
 }
 
-/** Opens TaskRuns with this process's id, lease length and renewal cadence. */
+/**
+ * Opens TaskRuns with this process's id, lease length and renewal cadence, and keeps the open
+ * ones so that a shutdown can cap their leases and hand over those it cannot wait for.
+ */
 @Injectable()
 export class TaskLeases {
   private readonly log = new Logger('TaskLease');
+  private readonly runs = new Set<TaskRun>();
+  private cap = Infinity;
+  private handingOver = false;
 
   constructor(
     @Inject(LOOM_ENV) private readonly env: LoomEnv,
@@ -113,13 +180,37 @@ export class TaskLeases {
       100,
       Math.floor(Math.min(this.env.TASK_LEASE_MS, this.session.lockTtlMs) / 3),
     );
-    return new TaskRun(owner, task, lock, {
+    const run = new TaskRun(owner, task, lock, {
       tasks: this.tasks,
       leaseMs: this.env.TASK_LEASE_MS,
       renewEveryMs,
       instanceId: this.instanceId,
       log: this.log,
+      leaseCap: () => this.cap,
+      onStop: (r) => this.runs.delete(r),
     });
+    this.runs.add(run);
+    // Opened after the hand-over (a turn that was waiting for its lock): handed over at once.
+    if (this.handingOver) void run.handOver();
+    return run;
+  }
+
+  /** The runs this process is working on now. */
+  running(): TaskRun[] {
+    return [...this.runs];
+  }
+
+  /**
+   * From now on no lease of this process runs past `until`: every open run checkpoints at once
+   * with the shorter lease, so a kill before the hand-over leaves its tasks due by `until`.
+   */
+  async capLeases(until: number): Promise<void> {
+    this.cap = until;
+    await Promise.all(
+      this.running().map((run) =>
+        run.checkpoint().catch((err) => this.log.warn(`lease cap failed: ${err.message}`)),
+      ),
+    );
   }
 
   /** The run-index entry naming this process, and the lock it holds, as the task's worker. */
@@ -139,6 +230,13 @@ export class TaskLeases {
       lockToken: lock.token,
       createdAt,
     };
+  }
+
+  /** Hands over every run still working, and any opened from now on; how many were handed over. */
+  async handOverAll(): Promise<number> {
+    this.handingOver = true;
+    const handed = await Promise.all(this.running().map((run) => run.handOver()));
+    return handed.filter(Boolean).length;
   }
 
   /** A lease that was never taken or has run out: the task's worker stopped renewing it. */

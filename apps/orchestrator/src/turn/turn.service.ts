@@ -220,7 +220,7 @@ export class TurnService {
     run.onDelta = onDelta;
     let view: TurnView;
     try {
-      const result = await this.executor.run(run, language, { firstWaveSaved: true });
+      const result = await run.guard(this.executor.run(run, language, { firstWaveSaved: true }));
       if (!result.ok) {
         await this.completion.fail(run, result.error);
         throw failure(result.error);

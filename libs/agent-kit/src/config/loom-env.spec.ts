@@ -135,6 +135,7 @@ describe('parseEnv', () => {
     for (const name of [
       'TASK_LEASE_MS',
       'RECOVERY_INTERVAL_MS',
+      'SHUTDOWN_HANDOVER_MS',
       'AGENT_TIMEOUT_MS',
       'AGENT_CLAIM_IDLE_MS',
       'LOOM_RATE_LIMIT_WINDOW_MS',

@@ -67,6 +67,11 @@ export class LoomEnv {
   @Transform(toNumber) @IsNumber() @Min(0) @Max(10_000) LLM_COMPLETION_USD_PER_MTOK = 0;
   @Transform(toInt) @IsInt() @Min(1000) @Max(MAX_TIMER_MS) TASK_LEASE_MS = 600_000;
   @Transform(toInt) @IsInt() @Min(100) @Max(MAX_TIMER_MS) RECOVERY_INTERVAL_MS = 30_000;
+  /**
+   * Orchestrator, on SIGTERM: how long it waits for its running turns before handing the rest
+   * over to another replica; its leases end by then (plus a margin) even if it is killed first.
+   */
+  @Transform(toInt) @IsInt() @Min(0) @Max(MAX_TIMER_MS) SHUTDOWN_HANDOVER_MS = 20_000;
   @Transform(toInt) @IsInt() @Min(100) @Max(MAX_TIMER_MS) AGENT_TIMEOUT_MS = 120_000;
   /** A request pending this long on an agent instance that stopped answering is handed to another. */
   @Transform(toInt) @IsInt() @Min(200) @Max(MAX_TIMER_MS) AGENT_CLAIM_IDLE_MS = 30_000;

@@ -1,0 +1,60 @@
+import { BeforeApplicationShutdown, Inject, Injectable, Logger } from '@nestjs/common';
+import { HttpAdapterHost } from '@nestjs/core';
+import { Server } from 'http';
+import { LOOM_ENV, LoomEnv } from '@loom/agent-kit';
+import { TaskLeases } from '../turn/task-run';
+
+/**
+ * How much longer than the hand-over a capped lease runs: a replica takes a task over only once
+ * its lease has expired, so this is the time the hand-over's own writes have, and how long the
+ * answers of handed-over turns are waited for.
+ */
+export const HAND_OVER_MARGIN_MS = 2000;
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
+
+/**
+ * SIGTERM (README "Stopping a process"): stop taking connections, cap every lease of this
+ * process at SHUTDOWN_HANDOVER_MS + margin from now (a kill before the hand-over then leaves
+ * tasks another replica recovers at that time, not after TASK_LEASE_MS), let running turns
+ * finish until SHUTDOWN_HANDOVER_MS, hand the rest over (their callers get 503 UNAVAILABLE and
+ * retry with their Idempotency-Key), and wait for every request to be answered before the
+ * stores close.
+ */
+@Injectable()
+export class ShutdownHandOver implements BeforeApplicationShutdown {
+  private readonly log = new Logger('Shutdown');
+
+  constructor(
+    @Inject(LOOM_ENV) private readonly env: LoomEnv,
+    private readonly leases: TaskLeases,
+    private readonly http: HttpAdapterHost,
+  ) {}
+
+  async beforeApplicationShutdown(): Promise<void> {
+    const deadline = Date.now() + this.env.SHUTDOWN_HANDOVER_MS;
+    const server = this.http.httpAdapter?.getHttpServer() as Server | undefined;
+    let allAnswered = !server?.listening;
+    // Closes the listener now; calls back once every open request has been answered.
+    const answered = new Promise<void>((resolve) => {
+      if (allAnswered) return resolve();
+      server!.close(() => {
+        allAnswered = true;
+        resolve();
+      });
+    });
+    // Keep-alive connections between requests would hold the close back until they time out.
+    const idle = setInterval(() => server?.closeIdleConnections?.(), 100);
+    try {
+      await this.leases.capLeases(deadline + HAND_OVER_MARGIN_MS);
+      // Every request answered and every recovery done, or the deadline.
+      while ((this.leases.running().length > 0 || !allAnswered) && Date.now() < deadline)
+        await sleep(Math.min(50, deadline - Date.now()));
+      const handed = await this.leases.handOverAll();
+      if (handed > 0) this.log.log(`handed ${handed} running task(s) over to other replicas`);
+      await Promise.race([answered, sleep(HAND_OVER_MARGIN_MS)]);
+    } finally {
+      clearInterval(idle);
+    }
+  }
+}
