@@ -207,5 +207,9 @@ describe('system: rolling restart under load', () => {
     expect(problems).toEqual([]);
     expect(running).toEqual([]);
     expect(errors).toEqual([]);
+    // Every turn was answered in the end (its client retried with the same key), and no attempt
+    // hung until the client's time-out.
+    expect(statuses).toEqual({ 201: turns.length });
+    expect(turns.flatMap((t) => t.attempts).filter((a) => a.status === 'HANG')).toEqual([]);
   }, 600_000);
 });
