@@ -560,6 +560,42 @@ describe('orchestrator (HTTP, in-process)', () => {
       (await request(server).get(`/v1/conversations/${id}`).set('authorization', auth)).body.title,
     ).toBe(view.body.title);
   });
+
+  it('leaves no message between the summary and the history an agent sees, long messages too', async () => {
+    const server = app.getHttpServer();
+    const auth = token('tenant-a', 'long-messages-user');
+    const owner = { tenantId: 'tenant-a', userId: 'long-messages-user' };
+    const conversations = app.get(ConversationRepository);
+    const id = (await request(server).post('/v1/conversations').set('authorization', auth).send({}))
+      .body.conversationId;
+    // About 1,000 tokens a question: the agents' 3,000-token window holds a few messages only.
+    const long = (i: number) =>
+      `第${i}个问题：劳动合同解除后经济补偿怎么计算？` +
+      '公司以业务调整为由单方面解除劳动合同，'.repeat(50);
+    const seen: Array<{ userSeq: number; summarizedTo: number; history: number }> = [];
+    for (let i = 1; i <= 6; i++) {
+      const summarizedTo = (await conversations.summary(owner, id))?.toSeq ?? 0;
+      const turn = await request(server)
+        .post(`/v1/conversations/${id}/messages`)
+        .set('authorization', auth)
+        .send({ content: long(i) });
+      expect(turn.status).toBe(201);
+      const task = await request(server)
+        .get(`/v1/tasks/${turn.body.taskId}`)
+        .set('authorization', auth);
+      const labor = task.body.executions.find(
+        (e: { agentType: string }) => e.agentType === 'labor-law',
+      );
+      seen.push({
+        userSeq: turn.body.userMessage.seq,
+        summarizedTo,
+        history: labor.context.historyMessages,
+      });
+    }
+    // Each turn: the summary covers 1..summarizedTo and the history the rest before the question.
+    expect(seen.map((t) => t.summarizedTo + t.history)).toEqual(seen.map((t) => t.userSeq - 1));
+    expect(seen.at(-1)!.summarizedTo).toBeGreaterThan(0); // the window could not hold them all
+  });
 });
 
 type SchemaObject = {

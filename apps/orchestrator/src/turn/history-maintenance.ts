@@ -3,12 +3,15 @@ import { LLM_CLIENT, LlmClient, LlmError, makeTitle, withCost } from '@loom/agen
 import { redactPii } from '@loom/security';
 import {
   addUsage,
+  AGENT_HISTORY_BUDGET,
+  compactionRange,
   ConversationRepository,
   emptyUsage,
-  needsCompaction,
+  oldestWithinBudget,
   Owner,
   truncateRuneSafe,
   Usage,
+  withinTokenBudget,
 } from '@loom/session';
 import { summaryPrompt, titlePrompt } from './history-prompts';
 
@@ -18,11 +21,14 @@ const TITLE_MAX = 60;
 /** Bounds on what a model may write (and cost): a title is cut to 60 characters anyway. */
 const TITLE_MAX_TOKENS = 64;
 const SUMMARY_MAX_TOKENS = 1024;
+/** At most this much of the log is folded by one summary call; a longer backlog takes several turns. */
+const FOLD_MAX_TOKENS = 12_000;
 
 /**
  * Titles (once per conversation) and incremental summaries: over 30 messages, everything but
- * the last 20 is folded into the summary with its seq range; raw messages stay. PII never
- * reaches a title or a summary.
+ * the last 20 is folded into the summary with its seq range, and earlier whatever the agents'
+ * history budget no longer holds, so no message falls between the summary and the history an
+ * agent sees; raw messages stay. PII never reaches a title or a summary.
  */
 @Injectable()
 export class HistoryMaintenance {
@@ -56,7 +62,7 @@ export class HistoryMaintenance {
 
   /**
    * `messageCount`: the log's length when the caller knows it (the turn that just appended the
-   * reply under the lock); read otherwise. Below the threshold there is nothing to fold.
+   * reply under the lock); read otherwise. Folds what the next turn's agents would not see.
    */
   async afterTurn(
     owner: Owner,
@@ -65,14 +71,28 @@ export class HistoryMaintenance {
     messageCount?: number,
   ): Promise<void> {
     const count = messageCount ?? (await this.conversations.messageCount(owner, conversationId));
-    if (count <= SUMMARY_THRESHOLD) return;
     const previous = await this.conversations.summary(owner, conversationId);
-    const range = needsCompaction(count, previous?.toSeq ?? 0, SUMMARY_THRESHOLD, KEEP_RECENT);
-    if (!range) return;
-    const messages = await this.conversations.messages(owner, conversationId, {
-      afterSeq: range.fromSeq - 1,
-      limit: range.toSeq - range.fromSeq + 1,
+    const summarized = previous?.toSeq ?? 0;
+    // The next turn's agents get exactly these: the newest past the summary, within budget.
+    const tail = await this.conversations.messages(owner, conversationId, {
+      afterSeq: summarized,
+      last: AGENT_HISTORY_BUDGET.maxMessages,
     });
+    const visible = withinTokenBudget(tail, AGENT_HISTORY_BUDGET.historyTokens).length;
+    const range = compactionRange(count, summarized, visible, {
+      threshold: SUMMARY_THRESHOLD,
+      keep: KEEP_RECENT,
+    });
+    if (!range) return;
+    const messages = oldestWithinBudget(
+      await this.conversations.messages(owner, conversationId, {
+        afterSeq: range.fromSeq - 1,
+        limit: range.toSeq - range.fromSeq + 1,
+      }),
+      FOLD_MAX_TOKENS,
+    );
+    if (messages.length === 0) return;
+    const toSeq = messages[messages.length - 1].seq;
     const history = messages.map((m) => ({
       seq: m.seq,
       role: m.role,
@@ -101,7 +121,7 @@ export class HistoryMaintenance {
       {
         text: redactPii(res.text),
         fromSeq: previous?.fromSeq ?? range.fromSeq,
-        toSeq: range.toSeq,
+        toSeq,
         createdAt: new Date().toISOString(),
       },
       fence,

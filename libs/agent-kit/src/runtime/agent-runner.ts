@@ -2,6 +2,7 @@ import { Inject, Injectable, Logger } from '@nestjs/common';
 import { RpcException } from '@nestjs/microservices';
 import { ClsService } from 'nestjs-cls';
 import {
+  AGENT_HISTORY_BUDGET,
   AgentSession,
   ConversationRepository,
   ExecutionClaim,
@@ -162,7 +163,7 @@ export class AgentRunner {
         onOverwrite: (e) => this.log.warn({ msg: 'shared key overwritten', ...e }),
       },
       assignment,
-      { historyTokens: 3000, maxMessages: 20 },
+      AGENT_HISTORY_BUDGET,
       session,
       task,
     );

@@ -1,5 +1,11 @@
 import { ConversationMessage } from '../model/conversation.model';
-import { needsCompaction, recentTurns, truncateRuneSafe, withinTokenBudget } from './history';
+import {
+  compactionRange,
+  oldestWithinBudget,
+  recentTurns,
+  truncateRuneSafe,
+  withinTokenBudget,
+} from './history';
 import { countTokens } from './token-counter';
 
 const msg = (seq: number, content: string): ConversationMessage => ({
@@ -44,9 +50,27 @@ describe('history', () => {
   });
 
   it('asks for compaction past the threshold, keeping the newest messages', () => {
-    expect(needsCompaction(30, 0, 30, 20)).toBeNull();
-    expect(needsCompaction(31, 0, 30, 20)).toEqual({ fromSeq: 1, toSeq: 11 });
-    expect(needsCompaction(33, 11, 30, 20)).toEqual({ fromSeq: 12, toSeq: 13 });
-    expect(needsCompaction(31, 11, 30, 20)).toBeNull();
+    const rule = { threshold: 30, keep: 20 };
+    // Every message fits the agents' budget: the count rule alone.
+    expect(compactionRange(30, 0, 30, rule)).toBeNull();
+    expect(compactionRange(31, 0, 31, rule)).toEqual({ fromSeq: 1, toSeq: 11 });
+    expect(compactionRange(33, 11, 22, rule)).toEqual({ fromSeq: 12, toSeq: 13 });
+    expect(compactionRange(31, 11, 20, rule)).toBeNull();
+  });
+
+  it('folds what the agents would not see, below the threshold and among the kept', () => {
+    const rule = { threshold: 30, keep: 20 };
+    expect(compactionRange(12, 0, 8, rule)).toEqual({ fromSeq: 1, toSeq: 4 });
+    expect(compactionRange(14, 4, 8, rule)).toEqual({ fromSeq: 5, toSeq: 6 });
+    expect(compactionRange(34, 14, 6, rule)).toEqual({ fromSeq: 15, toSeq: 28 });
+    expect(compactionRange(14, 6, 8, rule)).toBeNull();
+  });
+
+  it('folds the oldest messages within a token budget, at least one', () => {
+    const m = (seq: number, tokens: number) => ({ ...msg(seq, 'x'), tokens });
+    const log = [m(1, 400), m(2, 400), m(3, 400)];
+    expect(oldestWithinBudget(log, 800).map((x) => x.seq)).toEqual([1, 2]);
+    expect(oldestWithinBudget(log, 100).map((x) => x.seq)).toEqual([1]);
+    expect(oldestWithinBudget(log, 5000).map((x) => x.seq)).toEqual([1, 2, 3]);
   });
 });

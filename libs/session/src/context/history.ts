@@ -39,15 +39,49 @@ export function truncateRuneSafe(text: string, max: number): string {
   return `${graphemes.slice(0, Math.max(max - 1, 1)).join('')}…`;
 }
 
-/** Whether the log has grown past the compaction threshold beyond what the summary covers. */
-export function needsCompaction(
+/**
+ * The history an agent is given (SessionContext): the messages after the summary's range, the
+ * newest `maxMessages` of them within `historyTokens`. `maxMessages` is the compaction threshold,
+ * so every message not yet summarised fits by count; the summariser folds what does not fit by
+ * tokens (`compactionRange`).
+ */
+export const AGENT_HISTORY_BUDGET = { historyTokens: 3000, maxMessages: 30 } as const;
+
+/**
+ * The range to fold into the summary after a turn, or null. Over `threshold` messages everything
+ * but the newest `keep` is folded (issue 3: over 30, keep the last 20). Below it, and among those
+ * `keep`, a message that the next turn's agents would not see (`visible`: how many of the newest
+ * messages past the summary fit their budget) is folded too, so each message is either in the
+ * summary or in the history an agent sees.
+ */
+export function compactionRange(
   messageCount: number,
   summarizedToSeq: number,
-  threshold: number,
-  keep: number,
+  visible: number,
+  rule: { threshold: number; keep: number },
 ): { fromSeq: number; toSeq: number } | null {
-  if (messageCount <= threshold) return null;
-  const toSeq = messageCount - keep;
+  const shown = messageCount > rule.threshold ? Math.min(rule.keep, visible) : visible;
+  const toSeq = messageCount - shown;
   if (toSeq <= summarizedToSeq) return null;
   return { fromSeq: summarizedToSeq + 1, toSeq };
+}
+
+/**
+ * The oldest messages whose tokens stay within `maxTokens` (at least one): what one summary call
+ * folds, so a long backlog (an imported conversation, summaries that failed for a while) is
+ * folded over several turns instead of overflowing the model's context in one prompt.
+ */
+export function oldestWithinBudget(
+  messages: ConversationMessage[],
+  maxTokens: number,
+  count: (m: ConversationMessage) => number = (m) => m.tokens || countTokens(m.content),
+): ConversationMessage[] {
+  let used = 0;
+  let n = 0;
+  while (n < messages.length) {
+    used += count(messages[n]);
+    if (n > 0 && used > maxTokens) break;
+    n++;
+  }
+  return messages.slice(0, n);
 }
