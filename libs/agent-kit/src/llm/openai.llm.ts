@@ -156,16 +156,18 @@ export class OpenAiLlmClient implements LlmClient {
       fetchOptions: { [ON_PROGRESS]: watch.progress } as Record<string, never>,
     };
     for (;;) {
+      const params = this.params(req);
       try {
-        return await this.api.chat.completions.create(
-          { ...this.params(req), stream: true },
-          options,
-        );
+        return await this.api.chat.completions.create({ ...params, stream: true }, options);
       } catch (error) {
         const refused = refusedOption(error);
-        if (!refused || this.refused.has(refused)) throw error;
-        this.refused.add(refused);
-        this.log.warn(`${this.options.model} refuses ${refused}: asking without it from now on`);
+        // Asked again only when this request sent it: a concurrent call may have learned the
+        // refusal first (this request was already on the wire), and it is not the caller's fault.
+        if (!refused || !(refused in params)) throw error;
+        if (!this.refused.has(refused)) {
+          this.refused.add(refused);
+          this.log.warn(`${this.options.model} refuses ${refused}: asking without it from now on`);
+        }
       }
     }
   }
