@@ -175,6 +175,11 @@ export class TaskLeases {
     return this.env.TASK_LEASE_MS;
   }
 
+  /** When a lease taken now ends: TASK_LEASE_MS from now, or the shutdown's cap if earlier. */
+  leaseEnd(now = Date.now()): number {
+    return Math.min(now + this.env.TASK_LEASE_MS, this.cap);
+  }
+
   open(owner: Owner, task: TaskSession, lock: LockHandle): TaskRun {
     const renewEveryMs = Math.max(
       100,

@@ -278,7 +278,8 @@ export class TurnService {
       idempotencyKey: null,
       lease: {
         owner: this.leases.instanceId,
-        expiresAt: new Date(Date.now() + this.leases.leaseMs).toISOString(),
+        // Capped once this process is shutting down, like every checkpoint.
+        expiresAt: new Date(this.leases.leaseEnd()).toISOString(),
       },
       createdAt: new Date().toISOString(),
       completedAt: null,
