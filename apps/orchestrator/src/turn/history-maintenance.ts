@@ -21,8 +21,17 @@ const TITLE_MAX = 60;
 /** Bounds on what a model may write (and cost): a title is cut to 60 characters anyway. */
 const TITLE_MAX_TOKENS = 64;
 const SUMMARY_MAX_TOKENS = 1024;
-/** At most this much of the log is folded by one summary call; a longer backlog takes several turns. */
-const FOLD_MAX_TOKENS = 12_000;
+/**
+ * What one summary call folds, at most: a longer backlog takes several turns, and the prompt
+ * (with the earlier summary, at most SUMMARY_MAX_TOKENS) fits a model of an 8k context.
+ */
+const FOLD_MAX_TOKENS = 6_000;
+/**
+ * A message is folded from its first characters only (2,000: at most a few thousand tokens):
+ * one message larger than the model's context would otherwise fail every summary call, and the
+ * summary would never move past it.
+ */
+const FOLD_MESSAGE_MAX_CHARS = 2_000;
 
 /**
  * Titles (once per conversation) and incremental summaries: over 30 messages, everything but
@@ -84,11 +93,16 @@ export class HistoryMaintenance {
       keep: KEEP_RECENT,
     });
     if (!range) return;
+    const backlog = await this.conversations.messages(owner, conversationId, {
+      afterSeq: range.fromSeq - 1,
+      limit: range.toSeq - range.fromSeq + 1,
+    });
     const messages = oldestWithinBudget(
-      await this.conversations.messages(owner, conversationId, {
-        afterSeq: range.fromSeq - 1,
-        limit: range.toSeq - range.fromSeq + 1,
-      }),
+      backlog.map((m) =>
+        m.content.length > FOLD_MESSAGE_MAX_CHARS
+          ? { ...m, content: truncateRuneSafe(m.content, FOLD_MESSAGE_MAX_CHARS), tokens: 0 }
+          : m,
+      ),
       FOLD_MAX_TOKENS,
     );
     if (messages.length === 0) return;

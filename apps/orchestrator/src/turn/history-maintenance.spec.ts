@@ -1,0 +1,74 @@
+import { LlmClient, LlmError, LlmRequest } from '@loom/agent-kit';
+import {
+  AGENT_HISTORY_BUDGET,
+  ConversationRepository,
+  countTokens,
+  MemorySessionStore,
+  withinTokenBudget,
+} from '@loom/session';
+import { HistoryMaintenance } from './history-maintenance';
+
+const owner = { tenantId: 'tenant-h', userId: 'user-h' };
+
+/** A summariser with a context window: a prompt over it is refused, as a provider answers 400. */
+function modelWithContext(contextTokens: number) {
+  const prompts: number[] = [];
+  const llm = {
+    provider: 'openai',
+    complete: async (req: LlmRequest) => {
+      const tokens = req.messages.reduce((n, m) => n + countTokens(m.content), 0);
+      prompts.push(tokens);
+      if (tokens > contextTokens)
+        throw new LlmError('context', 400, "the prompt is longer than the model's context");
+      return {
+        text: `summary ${prompts.length}`,
+        model: 'm',
+        usage: { promptTokens: tokens, completionTokens: 3 },
+      };
+    },
+    stream: () => {
+      throw new Error('not used');
+    },
+  } as unknown as LlmClient;
+  return { llm, prompts };
+}
+
+describe('HistoryMaintenance over a conversation with an oversized message', () => {
+  it('folds past a message larger than the model context instead of failing every turn', async () => {
+    const conversations = new ConversationRepository(new MemorySessionStore(), {
+      idleExpiryDays: 30,
+    });
+    const { meta } = await conversations.create(owner);
+    const id = meta.conversationId;
+    const append = (role: 'user' | 'assistant', content: string) =>
+      conversations.appendMessage(owner, id, {
+        role,
+        content,
+        agentType: null,
+        taskId: null,
+        createdAt: new Date().toISOString(),
+        tokens: 0,
+      });
+    const { llm, prompts } = modelWithContext(8_000);
+    const history = new HistoryMaintenance(llm, conversations);
+    // A 30,000-character question: tens of thousands of tokens, over the model's 8k context.
+    await append('user', '劳动合同解除经济补偿'.repeat(3_000));
+    await append('assistant', 'answer '.repeat(300));
+    for (let turn = 0; turn < 8; turn++) {
+      await append('user', 'question '.repeat(300));
+      await append('assistant', 'answer '.repeat(300));
+      await history.afterTurn(owner, id, 0);
+    }
+    const summary = await conversations.summary(owner, id);
+    const count = await conversations.messageCount(owner, id);
+    const tail = await conversations.messages(owner, id, {
+      afterSeq: summary?.toSeq ?? 0,
+      last: AGENT_HISTORY_BUDGET.maxMessages,
+    });
+    const visible = withinTokenBudget(tail, AGENT_HISTORY_BUDGET.historyTokens).length;
+    // Every message is in the summary or in what the next turn's agents see, and no prompt was
+    // over the model's context.
+    expect((summary?.toSeq ?? 0) + visible).toBe(count);
+    expect(prompts.filter((t) => t > 8_000)).toEqual([]);
+  });
+});
