@@ -194,6 +194,44 @@ describe('system: the consultation with an OpenAI-compatible model', () => {
     expectUsage(await usageOf(), model.usage(), spentBefore);
   });
 
+  it('answers a busy model (429 after the retries) 503 UNAVAILABLE, a quota used up 502', async () => {
+    const carol = client(sys.base, sys.token('tenant-o', 'carol'));
+    const id = (await carol('POST', '/v1/conversations', {})).body.conversationId;
+    const plan = { text: '{"intent": "labor-law", "agents": ["labor-law"]}' };
+    model.respondWith((req) =>
+      purposeOf(req) === 'answer' ? { status: 429, headers: { 'retry-after-ms': '10' } } : plan,
+    );
+    const busy = await carol('POST', `/v1/conversations/${id}/messages`, { content: '加班费呢' });
+    model.respondWith((req) =>
+      purposeOf(req) === 'answer'
+        ? {
+            status: 429,
+            errorCode: 'insufficient_quota',
+            errorMessage: 'You exceeded your current quota',
+          }
+        : plan,
+    );
+    const broke = await carol('POST', `/v1/conversations/${id}/messages`, { content: '年假呢' });
+    console.log(
+      `busy model: ${busy.status} ${busy.body.code}; quota used up: ${broke.status} ${broke.body.code}`,
+    );
+    // Rate limited: the platform's temporary state, worth the client's retry.
+    expect([busy.status, busy.body]).toEqual([
+      503,
+      {
+        statusCode: 503,
+        code: 'UNAVAILABLE',
+        message:
+          'required agent labor-law failed: the model endpoint is busy (rate limited or overloaded): retry later (HTTP 429)',
+      },
+    ]);
+    expect([broke.status, broke.body.code, broke.body.message]).toEqual([
+      502,
+      'AGENT_FAILED',
+      "required agent labor-law failed: the model endpoint's quota for Loom's key is used up (HTTP 429)",
+    ]);
+  });
+
   it('ends a stream the model breaks off with an error event, after the text it did send', async () => {
     const dave = client(sys.base, sys.token('tenant-o', 'dave'));
     const id = (await dave('POST', '/v1/conversations', {})).body.conversationId;

@@ -78,15 +78,24 @@ export class AgentDispatcher implements OnModuleInit, OnApplicationShutdown {
 
 function asLoomError(err: unknown, agentType: string): LoomError {
   if (LoomError.is(err)) return err;
-  const e = err as { code?: string; message?: string; name?: string; usage?: unknown };
+  const e = err as {
+    code?: string;
+    message?: string;
+    name?: string;
+    usage?: unknown;
+    modelSaid?: boolean;
+  };
+  // What the agent's model calls cost before it failed, when it says.
+  const details = e?.usage ? { usage: e.usage } : undefined;
   if (e?.name === 'TimeoutError' || e?.code === 'TIMEOUT')
     return new LoomError(LoomErrorCode.TIMEOUT, `${agentType} did not answer in time`);
+  // A model endpoint that is busy: the model client's own words, written for the user.
+  if (e?.code === 'UNAVAILABLE' && e.modelSaid && e.message)
+    return new LoomError(LoomErrorCode.UNAVAILABLE, e.message, details);
   if (e?.code === 'UNAVAILABLE' || e?.code === 'DEAD_LETTERED')
     return new LoomError(LoomErrorCode.UNAVAILABLE, `${agentType} is unavailable`);
   const code = Object.values(LoomErrorCode).includes(e?.code as LoomErrorCode)
     ? (e.code as LoomErrorCode)
     : LoomErrorCode.AGENT_FAILED;
-  // What the agent's model calls cost before it failed, when it says.
-  const details = e?.usage ? { usage: e.usage } : undefined;
   return new LoomError(code, e?.message ?? `${agentType} failed`, details);
 }

@@ -22,10 +22,25 @@ export function toLlmError(purpose: string, error: unknown, secrets: readonly st
   const detail = redactSecrets(raw, secrets);
   const statusText = httpStatus ? ` (HTTP ${httpStatus})` : '';
   const meaning = httpStatus ? meaningOf(httpStatus, raw) : undefined;
-  return new LlmError(
+  const failure = new LlmError(
     `LLM ${purpose} request failed${statusText}: ${detail}`,
     httpStatus,
     meaning && `${meaning}${statusText}`,
+  );
+  failure.busy = httpStatus !== undefined && busy(httpStatus, error, raw);
+  return failure;
+}
+
+/**
+ * The provider is there but will not answer now (rate limited, overloaded), after Loom's own
+ * retries: worth a retry later. A 429 for a quota that is used up is not: no retry helps.
+ */
+function busy(status: number, error: unknown, raw: string): boolean {
+  if (status === 503 || status === 529) return true;
+  if (status !== 429) return false;
+  const code = (error as { code?: unknown } | null)?.code;
+  return (
+    code !== 'insufficient_quota' && !/insufficient_quota|exceeded your current quota/i.test(raw)
   );
 }
 
@@ -35,6 +50,10 @@ export function toLlmError(purpose: string, error: unknown, secrets: readonly st
  */
 function meaningOf(status: number, raw: string): string | undefined {
   if (status === 401 || status === 403) return "the model endpoint refused Loom's API key";
+  if (status === 429 && /insufficient_quota|exceeded your current quota/i.test(raw))
+    return "the model endpoint's quota for Loom's key is used up";
+  if (status === 429 || status === 503 || status === 529)
+    return 'the model endpoint is busy (rate limited or overloaded): retry later';
   if (status === 404)
     return 'the model endpoint has no such model or path (LLM_MODEL, OPENAI_BASE_URL)';
   if (status === 400 && /context[ _](length|window)|maximum context|too many tokens/i.test(raw))

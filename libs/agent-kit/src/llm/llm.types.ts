@@ -96,4 +96,7 @@ export class LlmError extends Error {
 
   /** What the call cost when the provider answered (an answer then refused, say). */
   usage?: LlmUsage;
+
+  /** The provider is rate limiting or overloaded (429, 503, 529) after the retries: try later. */
+  busy = false;
 }

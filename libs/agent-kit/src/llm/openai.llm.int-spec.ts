@@ -272,8 +272,26 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
       .complete(req)
       .catch((e: unknown) => e);
     expect((error as LlmError).status).toBe(429);
-    expect((error as LlmError).publicMessage).toBe('the model call failed (HTTP 429)');
+    expect((error as LlmError).publicMessage).toBe(
+      'the model endpoint is busy (rate limited or overloaded): retry later (HTTP 429)',
+    );
+    expect((error as LlmError).busy).toBe(true);
     expect(server.received).toHaveLength(1);
+  });
+
+  it('tells a quota used up (429 insufficient_quota) from a rate limit: no retry helps it', async () => {
+    answer(() => ({
+      status: 429,
+      errorCode: 'insufficient_quota',
+      errorMessage: 'You exceeded your current quota, please check your plan and billing details.',
+    }));
+    const error = await client({ maxRetries: 0 })
+      .complete(req)
+      .catch((e: unknown) => e);
+    expect((error as LlmError).publicMessage).toBe(
+      "the model endpoint's quota for Loom's key is used up (HTTP 429)",
+    );
+    expect((error as LlmError).busy).toBe(false);
   });
 
   it('counts tokens itself when the endpoint reports zero tokens for a prompt and an answer', async () => {

@@ -252,10 +252,13 @@ export function toRpc(err: unknown, log: Logger): RpcException {
   if (err instanceof LlmError) {
     log.warn(err.message);
     const usage = err.usage ? withCost(err.usage) : undefined;
+    // A busy provider is the platform's temporary state, not the agent's failure: 503, retry.
+    // `modelSaid`: the message is the model client's public one, fit for the user's eyes.
     return new RpcException({
-      code: LoomErrorCode.AGENT_FAILED,
+      code: err.busy ? LoomErrorCode.UNAVAILABLE : LoomErrorCode.AGENT_FAILED,
       message: err.publicMessage,
       usage,
+      modelSaid: true,
     });
   }
   log.error(err instanceof Error ? err : String(err));
