@@ -118,38 +118,31 @@ describe('system: an orchestrator stopped mid-turn hands its task over', () => {
     return counts;
   }
 
+  /** Either way: resumed once by the other replica, each agent run once, one reply stored. */
+  const completedOnce = {
+    recoveredByOther: 1,
+    researchExecutions: 1,
+    laborExecutions: 1,
+    executionRecords: 2,
+    storedMessages: 2,
+    replies: 1,
+    retry: [201, true, 2],
+    storedAfterRetry: 2,
+    runIndex: 0,
+  };
+
   it('hands a turn it cannot finish within SHUTDOWN_HANDOVER_MS over; its client gets 503 UNAVAILABLE', async () => {
     const counts = await stoppedMidTurn('tenant-h1', 4000);
     expect(counts).toMatchObject({
       firstAnswer: { status: 503, code: 'UNAVAILABLE' },
       killed: false,
       handedOver: 1,
-      recoveredByOther: 1,
-      researchExecutions: 1,
-      laborExecutions: 1,
-      executionRecords: 2,
-      storedMessages: 2,
-      replies: 1,
-      retry: [201, true, 2],
-      storedAfterRetry: 2,
-      runIndex: 0,
+      ...completedOnce,
     });
   });
 
   it('killed before SHUTDOWN_HANDOVER_MS, its capped lease lets the other replica resume', async () => {
     const counts = await stoppedMidTurn('tenant-h2', 300);
-    expect(counts).toMatchObject({
-      killed: true,
-      handedOver: 0,
-      recoveredByOther: 1,
-      researchExecutions: 1,
-      laborExecutions: 1,
-      executionRecords: 2,
-      storedMessages: 2,
-      replies: 1,
-      retry: [201, true, 2],
-      storedAfterRetry: 2,
-      runIndex: 0,
-    });
+    expect(counts).toMatchObject({ killed: true, handedOver: 0, ...completedOnce });
   });
 });

@@ -18,6 +18,15 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
   const client = (opts: Partial<OpenAiLlmOptions> = {}) =>
     new OpenAiLlmClient({ apiKey: KEY, model: 'fake-model', baseUrl: server.baseUrl, ...opts });
   const answer = (responder: FakeResponder) => server.respondWith(responder);
+  /** What a call fails with, asked as a completion and as a stream. */
+  const failuresBothWays = async () => [
+    await client()
+      .complete(req)
+      .catch((e: unknown) => e),
+    await client()
+      .stream(req)
+      .result.catch((e: unknown) => e),
+  ];
 
   beforeEach(async () => {
     server = await FakeOpenAiServer.start(() => ({ text: 'hello' }));
@@ -321,13 +330,7 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
     async (reason, says) => {
       const usage = { prompt_tokens: 50, completion_tokens: 4096 };
       answer(() => ({ chunks: ['写到', '一半'], finishReason: reason, usage }));
-      const completed = await client()
-        .complete(req)
-        .catch((e: unknown) => e);
-      const streamed = await client()
-        .stream(req)
-        .result.catch((e: unknown) => e);
-      for (const error of [completed, streamed]) {
+      for (const error of await failuresBothWays()) {
         expect(error).toBeInstanceOf(LlmError);
         expect((error as LlmError).publicMessage).toBe(says);
         expect((error as LlmError).usage).toEqual({ promptTokens: 50, completionTokens: 4096 });
@@ -353,13 +356,7 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
     ['JSON that is not a completion', 'application/json', '{"ok": true}'],
   ])('answers a 200 with %s as a malformed answer', async (_, contentType, body) => {
     answer(() => ({ rawBody: { status: 200, contentType, body } }));
-    const completed = await client()
-      .complete(req)
-      .catch((e: unknown) => e);
-    const streamed = await client()
-      .stream(req)
-      .result.catch((e: unknown) => e);
-    for (const error of [completed, streamed]) {
+    for (const error of await failuresBothWays()) {
       expect(error).toBeInstanceOf(LlmError);
       expect((error as LlmError).publicMessage).toMatch(
         /^the model endpoint sent a malformed answer|^the model's answer broke off/,

@@ -8,22 +8,30 @@ import { runSessionStoreContract } from '../session-store.contract';
 import { newId } from '../../ids';
 import { TieredSessionStore } from './tiered-session.store';
 
-runSessionStoreContract('tiered (LRU → Redis → MySQL)', async () => {
+/** A tiered store (no LRU) on a database and a key prefix of its own; cleanup drops both. */
+async function tieredOnRealServers() {
   const db = await createTestDatabase();
   const prefix = createTestPrefix();
-  const store = new TieredSessionStore(
-    new MysqlSessionStore(await openSessionDataSource({ url: db.url })),
-    new RedisSessionStore(new Redis(TEST_REDIS_URL), prefix.prefix, { authoritative: false }),
-    { ttlFor: ttlRules(DEFAULT_TTL), lruTtlMs: 0 },
-  );
+  const durable = new MysqlSessionStore(await openSessionDataSource({ url: db.url }));
+  const hot = new RedisSessionStore(new Redis(TEST_REDIS_URL), prefix.prefix, {
+    authoritative: false,
+  });
+  const store = new TieredSessionStore(durable, hot, {
+    ttlFor: ttlRules(DEFAULT_TTL),
+    lruTtlMs: 0,
+  });
   return {
     store,
+    durable,
+    hot,
     cleanup: async () => {
       await store.close();
       await Promise.all([db.drop(), prefix.cleanup()]);
     },
   };
-});
+}
+
+runSessionStoreContract('tiered (LRU → Redis → MySQL)', tieredOnRealServers);
 
 describe('tiered store: keys MySQL does not hold', () => {
   let redis: Redis;
@@ -34,19 +42,12 @@ describe('tiered store: keys MySQL does not hold', () => {
   const bob = { tenantId: 'tenant-b' };
 
   beforeAll(async () => {
-    const db = await createTestDatabase();
-    const prefix = createTestPrefix();
+    const tiered = await tieredOnRealServers();
+    [store, durable] = [tiered.store, tiered.durable];
     redis = new Redis(TEST_REDIS_URL);
-    durable = new MysqlSessionStore(await openSessionDataSource({ url: db.url }));
-    store = new TieredSessionStore(
-      durable,
-      new RedisSessionStore(new Redis(TEST_REDIS_URL), prefix.prefix, { authoritative: false }),
-      { ttlFor: ttlRules(DEFAULT_TTL), lruTtlMs: 0 },
-    );
     cleanup = async () => {
-      await store.close();
       redis.disconnect();
-      await Promise.all([db.drop(), prefix.cleanup()]);
+      await tiered.cleanup();
     };
   });
   afterAll(() => cleanup());
@@ -239,22 +240,12 @@ describe('tiered store: hot lifetimes of lists (seed 000 layered TTLs)', () => {
   let cleanup: () => Promise<void>;
 
   beforeAll(async () => {
-    const db = await createTestDatabase();
-    const prefix = createTestPrefix();
+    const tiered = await tieredOnRealServers();
+    [store, keys] = [tiered.store, tiered.hot.keys];
     redis = new Redis(TEST_REDIS_URL);
-    const hot = new RedisSessionStore(new Redis(TEST_REDIS_URL), prefix.prefix, {
-      authoritative: false,
-    });
-    keys = hot.keys;
-    store = new TieredSessionStore(
-      new MysqlSessionStore(await openSessionDataSource({ url: db.url })),
-      hot,
-      { ttlFor: ttlRules(DEFAULT_TTL), lruTtlMs: 0 },
-    );
     cleanup = async () => {
-      await store.close();
       redis.disconnect();
-      await Promise.all([db.drop(), prefix.cleanup()]);
+      await tiered.cleanup();
     };
   });
   afterAll(() => cleanup());
