@@ -1,5 +1,5 @@
 import { FakeOpenAiServer, FakeResponder } from '@loom/testing';
-import { LlmError } from './llm.types';
+import { LlmError, LlmStream } from './llm.types';
 import { OpenAiLlmClient, OpenAiLlmOptions } from './openai.llm';
 import { countMessageTokens, countTokens } from './token-counter';
 
@@ -18,6 +18,14 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
   const client = (opts: Partial<OpenAiLlmOptions> = {}) =>
     new OpenAiLlmClient({ apiKey: KEY, model: 'fake-model', baseUrl: server.baseUrl, ...opts });
   const answer = (responder: FakeResponder) => server.respondWith(responder);
+  /** The deltas a stream yields, and what it fails with (undefined when it ends well). */
+  const drain = async (stream: LlmStream) => {
+    const deltas: string[] = [];
+    const error = await (async () => {
+      for await (const delta of stream.deltas) deltas.push(delta);
+    })().catch((e: unknown) => e);
+    return { deltas, error };
+  };
   /** What a call fails with, asked as a completion and as a stream. */
   const failuresBothWays = async () => [
     await client()
@@ -245,10 +253,7 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
   it('ends a stream that falls silent mid-answer, after the text it did send', async () => {
     answer(() => ({ chunks: ['说到一半', '再也没有'], stallAfterChunks: 1 }));
     const stream = client({ timeoutMs: 300, maxRetries: 0 }).stream(req);
-    const deltas: string[] = [];
-    const error = await (async () => {
-      for await (const delta of stream.deltas) deltas.push(delta);
-    })().catch((e: unknown) => e);
+    const { deltas, error } = await drain(stream);
     expect(deltas).toEqual(['说到一半']);
     expect((error as LlmError).publicMessage).toBe('the model call timed out');
   });
@@ -341,10 +346,7 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
   it('fails a stream that ends cleanly before its finish_reason, after the text it sent', async () => {
     answer(() => ({ chunks: ['one ', 'two ', 'three'], endAfterChunks: 1 }));
     const stream = client({ maxRetries: 0 }).stream(req);
-    const deltas: string[] = [];
-    const error = await (async () => {
-      for await (const delta of stream.deltas) deltas.push(delta);
-    })().catch((e: unknown) => e);
+    const { deltas, error } = await drain(stream);
     expect(deltas).toEqual(['one ']);
     expect((error as LlmError).publicMessage).toBe("the model's answer broke off");
     expect((error as LlmError).usage?.completionTokens).toBe(countTokens('one '));
@@ -367,10 +369,7 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
   it('fails a stream cut off mid-answer instead of ending it as if complete', async () => {
     answer(() => ({ chunks: ['one ', 'two ', 'three'], cutAfterChunks: 1 }));
     const stream = client({ maxRetries: 0 }).stream(req);
-    const deltas: string[] = [];
-    const error = await (async () => {
-      for await (const delta of stream.deltas) deltas.push(delta);
-    })().catch((e: unknown) => e);
+    const { deltas, error } = await drain(stream);
     expect(deltas).toEqual(['one ']);
     expect(error).toBeInstanceOf(LlmError);
     await expect(stream.result).rejects.toBeInstanceOf(LlmError);
