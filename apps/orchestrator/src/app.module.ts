@@ -26,6 +26,7 @@ import { HealthController } from './health/health.controller';
 import { ShutdownHandOver } from './lifecycle/shutdown-hand-over';
 import { SecurityModule } from './security/security.module';
 import { RecoveryScheduler } from './recovery/recovery.scheduler';
+import { RecoverySignal } from './recovery/recovery-signal';
 import { SessionSweeper } from './recovery/session-sweeper.service';
 import { TaskRecovery } from './recovery/task-recovery.service';
 import { TasksController } from './tasks/tasks.controller';
@@ -105,6 +106,7 @@ export class AppModule {
         TaskResumer,
         TaskRecovery,
         SessionSweeper,
+        RecoverySignal,
         RecoveryScheduler,
         ShutdownHandOver,
       ],

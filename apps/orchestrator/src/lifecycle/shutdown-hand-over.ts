@@ -2,6 +2,7 @@ import { BeforeApplicationShutdown, Inject, Injectable, Logger } from '@nestjs/c
 import { HttpAdapterHost } from '@nestjs/core';
 import { Server } from 'http';
 import { LOOM_ENV, LoomEnv } from '@loom/agent-kit';
+import { RecoverySignal } from '../recovery/recovery-signal';
 import { TaskLeases } from '../turn/task-run';
 
 /**
@@ -19,7 +20,8 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)))
  * tasks another replica recovers at that time, not after TASK_LEASE_MS), let running turns
  * finish until SHUTDOWN_HANDOVER_MS, hand the rest over (their callers get 503 UNAVAILABLE and
  * retry with their Idempotency-Key), and wait for every request to be answered before the
- * stores close.
+ * stores close. The other replicas are told when the tasks become due (at the cap, and again
+ * at once when some were handed over), so one of them resumes them then, not at its next scan.
  */
 @Injectable()
 export class ShutdownHandOver implements BeforeApplicationShutdown {
@@ -29,6 +31,7 @@ export class ShutdownHandOver implements BeforeApplicationShutdown {
     @Inject(LOOM_ENV) private readonly env: LoomEnv,
     private readonly leases: TaskLeases,
     private readonly http: HttpAdapterHost,
+    private readonly signal: RecoverySignal,
   ) {}
 
   async beforeApplicationShutdown(): Promise<void> {
@@ -47,11 +50,17 @@ export class ShutdownHandOver implements BeforeApplicationShutdown {
     const idle = setInterval(() => server?.closeIdleConnections?.(), 100);
     try {
       await this.leases.capLeases(deadline + HAND_OVER_MARGIN_MS);
+      // Heard by the others even if this process is killed before the hand-over.
+      if (this.leases.running().length > 0)
+        await this.signal.publish(deadline + HAND_OVER_MARGIN_MS - Date.now());
       // Every request answered and every recovery done, or the deadline.
       while ((this.leases.running().length > 0 || !allAnswered) && Date.now() < deadline)
         await sleep(Math.min(50, deadline - Date.now()));
       const handed = await this.leases.handOverAll();
-      if (handed > 0) this.log.log(`handed ${handed} running task(s) over to other replicas`);
+      if (handed > 0) {
+        this.log.log(`handed ${handed} running task(s) over to other replicas`);
+        await this.signal.publish(0);
+      }
       await Promise.race([answered, sleep(HAND_OVER_MARGIN_MS)]);
     } finally {
       clearInterval(idle);

@@ -10,16 +10,21 @@ import { SchedulerRegistry } from '@nestjs/schedule';
 import { LOOM_ENV, LoomEnv } from '@loom/agent-kit';
 import { newId } from '@loom/session';
 import { runWithMdc } from '@loom/observability';
+import { RecoverySignal } from './recovery-signal';
 import { SessionSweeper } from './session-sweeper.service';
 import { TaskRecovery } from './task-recovery.service';
 
 /** How often the sweeper runs (each run is bounded; one replica at a time). */
 export const SWEEP_INTERVAL_MS = 10 * 60_000;
+/** A signalled scan runs this long after the tasks are due: their leases have surely ended. */
+export const SIGNALLED_SCAN_DELAY_MS = 100;
 
 /**
  * @nestjs/schedule intervals for the recovery scan (RECOVERY_INTERVAL_MS, and once at start)
- * and the sweeper. A run never overlaps the previous one; each runs inside `cls.run()`
- * (runWithMdc) so its log lines carry a correlation id, and each recovered task its own ids.
+ * and the sweeper. A stopping replica's signal (RecoverySignal) adds a scan when its tasks
+ * become due. A run never overlaps the previous one (a signalled scan that finds one running
+ * runs once more after it); each runs inside `cls.run()` (runWithMdc) so its log lines carry a
+ * correlation id, and each recovered task its own ids.
  */
 @Injectable()
 export class RecoveryScheduler
@@ -27,6 +32,8 @@ export class RecoveryScheduler
 {
   private readonly log = new Logger('RecoveryScheduler');
   private readonly busy = new Set<string>();
+  private readonly again = new Set<string>();
+  private readonly signalled = new Set<NodeJS.Timeout>();
   private stopped = false;
 
   constructor(
@@ -34,6 +41,7 @@ export class RecoveryScheduler
     private readonly registry: SchedulerRegistry,
     private readonly recovery: TaskRecovery,
     private readonly sweeper: SessionSweeper,
+    private readonly signal: RecoverySignal,
   ) {}
 
   onApplicationBootstrap(): void {
@@ -45,20 +53,52 @@ export class RecoveryScheduler
     every('task-recovery', this.env.RECOVERY_INTERVAL_MS, () => this.recovery.scan());
     every('session-sweeper', SWEEP_INTERVAL_MS, () => this.sweeper.sweep());
     void this.once('task-recovery', () => this.recovery.scan());
+    this.signal.listen(({ from, inMs }) =>
+      this.scanIn(inMs + SIGNALLED_SCAN_DELAY_MS, `${from} is stopping`),
+    );
+  }
+
+  /** A recovery scan `ms` from now (tasks become due then), besides the interval's. */
+  scanIn(ms: number, reason: string): void {
+    if (this.stopped) return;
+    this.log.log(`${reason}: recovery scan in ${ms} ms`);
+    const timer = setTimeout(() => {
+      this.signalled.delete(timer);
+      void this.once('task-recovery', () => this.recovery.scan(), { rerunIfBusy: true });
+    }, ms);
+    timer.unref();
+    this.signalled.add(timer);
   }
 
   /** A stopping replica starts no recovery: what it could not finish would only be handed on. */
   beforeApplicationShutdown(): void {
-    this.stopped = true;
+    this.stop();
   }
 
   onApplicationShutdown(): void {
-    this.stopped = true;
+    this.stop();
   }
 
-  /** Runs `job` unless the previous run of `name` is still going. */
-  private async once(name: string, job: () => Promise<unknown>): Promise<void> {
-    if (this.stopped || this.busy.has(name)) return;
+  private stop(): void {
+    this.stopped = true;
+    for (const timer of this.signalled) clearTimeout(timer);
+    this.signalled.clear();
+  }
+
+  /**
+   * Runs `job` unless the previous run of `name` is still going; with `rerunIfBusy`, it then runs
+   * once more after that one (a scan that started before the signalled tasks were due).
+   */
+  private async once(
+    name: string,
+    job: () => Promise<unknown>,
+    { rerunIfBusy = false }: { rerunIfBusy?: boolean } = {},
+  ): Promise<void> {
+    if (this.stopped) return;
+    if (this.busy.has(name)) {
+      if (rerunIfBusy) this.again.add(name);
+      return;
+    }
     this.busy.add(name);
     try {
       // The failure is logged inside the run too, so its line carries the run's correlation id.
@@ -73,5 +113,6 @@ export class RecoveryScheduler
     } finally {
       this.busy.delete(name);
     }
+    if (this.again.delete(name)) await this.once(name, job);
   }
 }

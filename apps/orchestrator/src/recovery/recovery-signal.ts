@@ -1,0 +1,72 @@
+import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
+import Redis from 'ioredis';
+import { SESSION_INFRA, SessionInfra } from '@loom/session';
+import { ORCHESTRATOR_ID } from '../turn/task-run';
+
+/** What one replica tells the others: tasks of `from` are due for recovery `inMs` from now. */
+export interface RecoveryDue {
+  from: string;
+  inMs: number;
+}
+
+/**
+ * A hint between orchestrator replicas, over Redis pub/sub on `<prefix>recovery:due` (README
+ * "Recovery"): a stopping replica says when the tasks it gives up become due (their capped
+ * leases end, or now for those it handed over), and a replica that hears it scans then instead
+ * of at its next RECOVERY_INTERVAL_MS. Only a hint: the scan decides as always, and a message
+ * lost (pub/sub is at most once, Redis away) only leaves the task to the next regular scan.
+ * The embedded profile (no Redis) has one orchestrator and nothing to tell.
+ */
+@Injectable()
+export class RecoverySignal implements OnApplicationShutdown {
+  private readonly log = new Logger('RecoverySignal');
+  private readonly channel: string;
+  private subscriber: Redis | null = null;
+
+  constructor(
+    @Inject(SESSION_INFRA) private readonly infra: SessionInfra,
+    @Inject(ORCHESTRATOR_ID) private readonly instanceId: string,
+  ) {
+    this.channel = `${infra.keys.prefix}recovery:due`;
+  }
+
+  /** Tells the other replicas that this one's unfinished tasks are due in `inMs`; never throws. */
+  async publish(inMs: number): Promise<void> {
+    const message: RecoveryDue = { from: this.instanceId, inMs: Math.max(0, Math.round(inMs)) };
+    await this.infra.redis
+      ?.publish(this.channel, JSON.stringify(message))
+      .catch((err) => this.log.warn(`recovery signal not sent: ${(err as Error).message}`));
+  }
+
+  /** Calls `onDue` for every signal of another replica, until shutdown. */
+  listen(onDue: (due: RecoveryDue) => void): void {
+    if (!this.infra.redis || this.subscriber) return;
+    // Its own connection (subscribed, it can send nothing else); resubscribes after a reconnect.
+    const sub = this.infra.redis.duplicate({ enableOfflineQueue: true, commandTimeout: undefined });
+    sub.on('error', () => undefined);
+    sub.on('message', (_channel: string, raw: string) => {
+      const due = parse(raw);
+      if (due && due.from !== this.instanceId) onDue(due);
+    });
+    sub
+      .subscribe(this.channel)
+      .catch((err) => this.log.warn(`recovery signals not heard: ${(err as Error).message}`));
+    this.subscriber = sub;
+  }
+
+  onApplicationShutdown(): void {
+    this.subscriber?.disconnect();
+    this.subscriber = null;
+  }
+}
+
+function parse(raw: string): RecoveryDue | null {
+  try {
+    const v = JSON.parse(raw) as Partial<RecoveryDue>;
+    if (typeof v.from !== 'string' || typeof v.inMs !== 'number' || !Number.isFinite(v.inMs))
+      return null;
+    return { from: v.from, inMs: Math.min(Math.max(0, v.inMs), 86_400_000) };
+  } catch {
+    return null;
+  }
+}

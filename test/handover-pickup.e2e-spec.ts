@@ -1,0 +1,158 @@
+import { AppProcess, client, RunningSystem, startSystem } from './system';
+import { contiguous, logLines, runIndexSize, storedMessages, waitFor } from './faults.support';
+import { startOrchestrator } from './rolling.support';
+const { freePort, stopAll } = require('../scripts/lib/processes');
+
+const HANDOVER_MS = 1500;
+/** The default scan interval: without a prompt pick-up a task would wait up to this long. */
+const INTERVAL_MS = 30_000;
+const SPECIALIST_MS = 6000;
+/** Well under INTERVAL_MS: only a prompt pick-up completes the task in time. */
+const COMPLETES_WITHIN_MS = 20_000;
+
+/**
+ * An orchestrator replica stopped mid-turn while no client retries: the other replica resumes
+ * the task as soon as it is free to (the stopping replica tells it when), not at its next scan
+ * RECOVERY_INTERVAL_MS (30 s) later. Handed over (SIGTERM, grace past SHUTDOWN_HANDOVER_MS) and
+ * killed before the hand-over (its leases were capped at SIGTERM): one reply either way, the
+ * specialist's work done once, exactly one replica recovering.
+ */
+describe('system: a task handed over is picked up at once, not at the next scan', () => {
+  let sys: RunningSystem;
+  let ports: number[];
+
+  beforeAll(async () => {
+    sys = await startSystem({
+      env: {
+        RECOVERY_INTERVAL_MS: String(INTERVAL_MS),
+        SHUTDOWN_HANDOVER_MS: String(HANDOVER_MS),
+        LOOM_RATE_LIMIT_PER_MINUTE: '0',
+      },
+      appEnv: { 'labor-law-agent': { LLM_OFFLINE_DELAY_MS: String(SPECIALIST_MS) } },
+    });
+    ports = [Number(new URL(sys.base).port), await freePort(), await freePort()];
+    await startOrchestrator(sys, ports[1]);
+    await startOrchestrator(sys, ports[2]);
+  });
+  afterAll(() => sys?.stop());
+
+  const on = (port: number) =>
+    sys
+      .processes('orchestrator')
+      .find((c) => c.lines.some((l) => l.includes(`listening on port ${port}`))) as AppProcess;
+
+  /** A turn through replica 0, stopped with SIGTERM and killed `graceMs` later; nobody retries. */
+  async function stoppedWithoutRetry(tenant: string, graceMs: number) {
+    const alice = client(sys.base, sys.token(tenant, 'alice'));
+    const other = client(`http://127.0.0.1:${ports[1]}`, sys.token(tenant, 'alice'));
+    const conversationId = (await alice('POST', '/v1/conversations', {})).body.conversationId;
+    const content = '我跟公司签的劳动合同有问题';
+    const first = alice('POST', `/v1/conversations/${conversationId}/messages`, { content })
+      .then((r) => ({ status: r.status as number | string, code: r.body?.code }))
+      .catch((err) => ({ status: (err.cause?.code ?? err.name) as number | string, code: null }));
+    const [working] = await waitFor(
+      () => {
+        const lines = logLines(sys, 'labor-law-agent', 'executing', { conversationId });
+        return lines.length ? lines : null;
+      },
+      { what: 'the specialist at work', intervalMs: 10, timeoutMs: 15_000 },
+    );
+    const taskId = working.taskId as string;
+    const stopping = on(ports[0]);
+    const stoppedAt = Date.now();
+    await stopAll([stopping], 'SIGTERM', graceMs);
+    sys.children = sys.children.filter((c) => c !== stopping);
+    try {
+      return await pickedUp(other, stopping, stoppedAt, { conversationId, taskId, first, graceMs });
+    } finally {
+      // Restore replica 0 for the next case.
+      await startOrchestrator(sys, ports[0]);
+    }
+  }
+
+  async function pickedUp(
+    other: ReturnType<typeof client>,
+    stopping: AppProcess,
+    stoppedAt: number,
+    turn: { conversationId: string; taskId: string; first: Promise<unknown>; graceMs: number },
+  ) {
+    const { conversationId, taskId, first, graceMs } = turn;
+    const done = await waitFor(
+      async () => {
+        const t = await other('GET', `/v1/tasks/${taskId}`).catch(() => null);
+        return t?.body?.status === 'COMPLETED' ? t.body : null;
+      },
+      {
+        what: 'the task completed without a retry',
+        intervalMs: 50,
+        timeoutMs: COMPLETES_WITHIN_MS,
+      },
+    );
+    const completedMs = Date.now() - stoppedAt;
+    const replicas = [on(ports[1]), on(ports[2])];
+    const resuming = replicas
+      .flatMap((r) => r.lines.filter((l) => l.includes(`resuming ${taskId}`)))
+      .map((l) => Date.parse(JSON.parse(l).time));
+    const stored = await storedMessages(sys.env.MYSQL_URL, conversationId);
+    const counts = {
+      firstAnswer: await first,
+      killed: stopping.signalCode === 'SIGKILL',
+      handedOver: stopping.lines.filter((l) => l.includes(`handed ${taskId} over`)).length,
+      recoveredBy: replicas.map(
+        (r) => r.lines.filter((l) => l.includes(`recovered ${taskId}`)).length,
+      ),
+      researchExecutions: logLines(sys, 'legal-research-agent', 'executing', { taskId }).length,
+      laborExecutions: logLines(sys, 'labor-law-agent', 'executing', { taskId }).length,
+      executionRecords: done.executions.length,
+      replies: stored.filter((m) => m.role === 'assistant' && m.taskId === taskId).length,
+      storedMessages: stored.length,
+    };
+    // Both replicas heard the stopping one; give the loser time to misbehave before counting.
+    await new Promise((r) => setTimeout(r, 1000));
+    counts.recoveredBy = replicas.map(
+      (r) => r.lines.filter((l) => l.includes(`recovered ${taskId}`)).length,
+    );
+    const runIndex = await runIndexSize(sys.env.MYSQL_URL);
+    console.log(
+      `pick-up without a retry (grace ${graceMs} ms, SHUTDOWN_HANDOVER_MS ${HANDOVER_MS}, ` +
+        `RECOVERY_INTERVAL_MS ${INTERVAL_MS}): resumed ${resuming.length ? resuming[0] - stoppedAt : null} ms ` +
+        `and completed ${completedMs} ms after SIGTERM (specialist ${SPECIALIST_MS} ms); ` +
+        `${JSON.stringify({ ...counts, runIndex })}`,
+    );
+    expect(contiguous(stored)).toBe(true);
+    expect(stored.map((m) => [m.seq, m.role, m.taskId])).toEqual([
+      [1, 'user', taskId],
+      [2, 'assistant', taskId],
+    ]);
+    return counts;
+  }
+
+  it('handed over at SHUTDOWN_HANDOVER_MS: another replica resumes it at once', async () => {
+    const counts = await stoppedWithoutRetry('tenant-p1', 4000);
+    expect(counts).toMatchObject({
+      firstAnswer: { status: 503, code: 'UNAVAILABLE' },
+      killed: false,
+      handedOver: 1,
+      researchExecutions: 1,
+      laborExecutions: 1,
+      executionRecords: 2,
+      replies: 1,
+      storedMessages: 2,
+    });
+    expect([...counts.recoveredBy].sort()).toEqual([0, 1]);
+  });
+
+  it('killed before the hand-over: another replica resumes it when its capped lease ends', async () => {
+    const counts = await stoppedWithoutRetry('tenant-p2', 300);
+    expect(counts).toMatchObject({
+      killed: true,
+      handedOver: 0,
+      researchExecutions: 1,
+      laborExecutions: 1,
+      executionRecords: 2,
+      replies: 1,
+      storedMessages: 2,
+    });
+    expect([...counts.recoveredBy].sort()).toEqual([0, 1]);
+  });
+});
