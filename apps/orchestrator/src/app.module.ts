@@ -34,6 +34,7 @@ import { AgentCatalog } from './turn/agent-catalog';
 import { HistoryMaintenance } from './turn/history-maintenance';
 import { TaskCompletion } from './turn/task-completion';
 import { TaskExecutor } from './turn/task-executor';
+import { StaleLockHolder } from './turn/stale-lock-holder';
 import { TaskResumer } from './turn/task-resumer';
 import { orchestratorIdProvider, TaskLeases } from './turn/task-run';
 import { TurnService } from './turn/turn.service';
@@ -104,6 +105,7 @@ export class AppModule {
         AgentCatalog,
         TaskCompletion,
         TaskResumer,
+        StaleLockHolder,
         TaskRecovery,
         SessionSweeper,
         RecoverySignal,

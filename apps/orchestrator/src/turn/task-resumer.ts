@@ -73,9 +73,6 @@ export class TaskResumer {
       `resuming ${taskId}: ${task.executions.filter((e) => e.status !== ExecutionStatus.RUNNING).length} ` +
         `of ${task.plan.length} steps settled`,
     );
-    await this.system.saveRun(
-      this.leases.runEntry(owner, conversationId, taskId, lock, task.createdAt),
-    );
     const reply = await this.conversations.findReply(owner, conversationId, taskId, task.userSeq);
     if (!reply && !meta.activeTaskIds.includes(taskId)) {
       // Crashed before it joined the conversation's active tasks: join now, before any reply.
@@ -85,6 +82,11 @@ export class TaskResumer {
     const run = this.leases.open(owner, task, lock).start();
     try {
       await run.checkpoint();
+      // Only now, with the lease renewed, does the index name this lock: whoever reads the new
+      // token there (a scan, a waiting turn) reads a live lease after it, and takes nothing over.
+      await this.system.saveRun(
+        this.leases.runEntry(owner, conversationId, taskId, lock, task.createdAt),
+      );
       const result = await run.guard(this.executor.run(run, detectLanguage(task.userIntent)));
       if (result.ok) await this.completion.finish(run, result.outcome, reply);
       else await this.completion.fail(run, result.error);

@@ -24,6 +24,7 @@ import { AgentCatalog } from './agent-catalog';
 import { HistoryMaintenance } from './history-maintenance';
 import { failure, TaskCompletion } from './task-completion';
 import { recordFirstWave, TaskExecutor } from './task-executor';
+import { StaleLockHolder } from './stale-lock-holder';
 import { TaskResumer } from './task-resumer';
 import { TaskLeases } from './task-run';
 
@@ -62,6 +63,7 @@ export class TurnService {
     private readonly completion: TaskCompletion,
     private readonly resumer: TaskResumer,
     private readonly history: HistoryMaintenance,
+    private readonly staleHolder: StaleLockHolder,
     private readonly cls: ClsService<LoomClsStore>,
     @Inject(LOOM_ENV) private readonly env: LoomEnv,
   ) {}
@@ -86,13 +88,23 @@ export class TurnService {
     });
   }
 
-  /** Runs `work` holding the conversation lock. */
+  /**
+   * Runs `work` holding the conversation lock. A lock held by a worker that stopped (its task's
+   * lease ran out) is taken over as recovery would, with a new fence, rather than waited out
+   * until its TTL; `work` then finishes that task first (settleEarlier).
+   */
   private async underLock<T>(
     owner: Owner,
     conversationId: string,
     work: (lock: LockHandle) => Promise<T>,
   ): Promise<T> {
-    const lock = await this.lock.acquire({ tenantId: owner.tenantId }, conversationId);
+    let stale: string | null = null;
+    const staleHolder = async (token: string) =>
+      (stale = await this.staleHolder.taskOf(owner, conversationId, token)) !== null;
+    const lock = await this.lock.acquire({ tenantId: owner.tenantId }, conversationId, undefined, {
+      staleHolder,
+    });
+    if (lock.takenOverFrom) this.log.log(`took over the lock of ${stale}: its worker stopped`);
     try {
       return await work(lock);
     } finally {

@@ -143,6 +143,42 @@ describe('recovery support (MySQL + Redis)', () => {
     await free!.release();
   });
 
+  it('takes a lock over from a holder found stale while waiting, and from no other', async () => {
+    const { meta } = await conversations.create(alice);
+    const id = meta.conversationId;
+    const waiting = new ConversationLock(infra.redis, infra.keys, infra.store, {
+      ttlMs: 30_000,
+      waitMs: 400,
+    });
+    const dead = await waiting.acquire(alice, id);
+    const asked: string[] = [];
+    const live = async (token: string) => (asked.push(token), false);
+    await expect(
+      waiting.acquire(alice, id, undefined, { staleHolder: live, staleCheckMs: 100 }),
+    ).rejects.toMatchObject({ code: LoomErrorCode.LOCK_TIMEOUT });
+    expect(asked.length).toBeGreaterThan(1);
+    expect(new Set(asked)).toEqual(new Set([dead.token]));
+    // A check that fails is a "not stale": the waiter goes on waiting, and times out.
+    const failing = async () => Promise.reject(new Error('database away'));
+    await expect(
+      waiting.acquire(alice, id, undefined, { staleHolder: failing, staleCheckMs: 100 }),
+    ).rejects.toMatchObject({ code: LoomErrorCode.LOCK_TIMEOUT });
+    const stale = async (token: string) => token === dead.token;
+    const next = await waiting.acquire(alice, id, undefined, { staleHolder: stale });
+    expect(next.takenOverFrom).toBe(dead.token);
+    expect(next.fence).toBeGreaterThan(dead.fence);
+    expect(await infra.redis!.get(infra.keys.lock(id))).toBe(next.token);
+    await expect(conversations.save(alice, meta, dead.fence)).rejects.toMatchObject({
+      code: LoomErrorCode.STALE_FENCING_TOKEN,
+    });
+    await dead.release(); // token-checked: the successor keeps the lock
+    expect(await infra.redis!.get(infra.keys.lock(id))).toBe(next.token);
+    await next.release();
+    const free = await waiting.acquire(alice, id, undefined, { staleHolder: stale });
+    expect(free.takenOverFrom).toBeUndefined();
+    await free.release();
+  });
+
   it('keeps a lock for as long as its holder works, and lets it lapse once taken over', async () => {
     const { meta } = await conversations.create(alice);
     const id = meta.conversationId;

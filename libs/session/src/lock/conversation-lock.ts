@@ -20,6 +20,8 @@ export interface LockHandle {
   sessionId: string;
   token: string;
   fence: number;
+  /** Set when the lock was taken over from a stale holder while waiting: that holder's token. */
+  takenOverFrom?: string;
   release(): Promise<void>;
   renew(): Promise<boolean>;
 }
@@ -38,11 +40,17 @@ export class ConversationLock {
     private readonly opts: { ttlMs: number; waitMs: number; onRedisError?: (err: unknown) => void },
   ) {}
 
-  /** Waits up to `waitMs` for the lock; LOCK_TIMEOUT after that. */
+  /**
+   * Waits up to `waitMs` for the lock; LOCK_TIMEOUT after that. With `staleHolder`, asked about
+   * the holder's token now and then while waiting (`staleCheckMs`): when it answers true (the
+   * holder is known to be dead or paused past its lease), the lock is taken over from exactly
+   * that token, as `takeOver` does, instead of waiting out its TTL.
+   */
   async acquire(
     scope: StoreScope,
     sessionId: string,
     waitMs = this.opts.waitMs,
+    stale: { staleHolder?: (token: string) => Promise<boolean>; staleCheckMs?: number } = {},
   ): Promise<LockHandle> {
     assertId(sessionId, 'session id');
     const token = randomBytes(16).toString('hex');
@@ -50,9 +58,25 @@ export class ConversationLock {
     const deadline = Date.now() + waitMs;
     let delay = 5;
     let redisUp = this.redis !== null;
+    // Not at once: a live holder usually lets go soon, and the check costs the caller reads.
+    const staleCheckMs = stale.staleCheckMs ?? 500;
+    let nextStaleCheck = Date.now() + staleCheckMs / 2;
+    let takenOverFrom: string | undefined;
     while (redisUp) {
       try {
         if ((await this.redis!.set(key, token, 'PX', this.opts.ttlMs, 'NX')) === 'OK') break;
+        if (stale.staleHolder && Date.now() >= nextStaleCheck) {
+          nextStaleCheck = Date.now() + staleCheckMs;
+          const holder = await this.redis!.get(key);
+          // A check that fails (the database away) only means: go on waiting.
+          if (holder && (await stale.staleHolder(holder).catch(() => false))) {
+            const taken = await this.redis!.eval(TAKE_OVER, 1, key, holder, token, this.opts.ttlMs);
+            if (taken === 1) {
+              takenOverFrom = holder;
+              break;
+            }
+          }
+        }
       } catch (err) {
         this.opts.onRedisError?.(err);
         redisUp = false;
@@ -66,7 +90,8 @@ export class ConversationLock {
       await sleep(delay + Math.random() * delay);
       delay = Math.min(delay * 2, 100);
     }
-    return this.fenced(scope, sessionId, token, redisUp ? this.redis : null);
+    const handle = await this.fenced(scope, sessionId, token, redisUp ? this.redis : null);
+    return takenOverFrom ? { ...handle, takenOverFrom } : handle;
   }
 
   /**
