@@ -21,13 +21,22 @@ import {
   sleep,
   unwrapBoth,
 } from './redis-streams.util';
+import { progressInterval } from './redis-streams.progress';
 
 const RETRY_DELAY_MS = 500;
 const READ_BATCH = 100;
 
+/** The two clocks of a pending call. */
+interface CallTimers {
+  /** Fires after `timeoutMs` without a sign of life; progress restarts it. */
+  silence: NodeJS.Timeout;
+  /** Fires at the deadline, `maxExecutionMs` after the call was sent. */
+  total?: NodeJS.Timeout;
+}
+
 /**
  * Nest `ClientProxy` for {@link RedisStreamsServer}: requests go to the pattern's stream,
- * replies come back on one reply stream per client instance.
+ * replies (and progress reports) come back on one reply stream per client instance.
  */
 export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
   /** 128 random bits: names this client's reply stream. */
@@ -36,25 +45,28 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
   readonly replyKey: string;
   private readonly logger = new Logger(RedisStreamsClient.name);
   private readonly timeoutMs: number;
+  private readonly maxExecutionMs: number;
   private readonly blockMs: number;
   private cmd?: Redis;
   private reader?: Redis;
   private stop = new AbortController();
   private readLoop?: Promise<void>;
   private lastId = '0-0';
-  private readonly timers = new Map<string, NodeJS.Timeout>();
+  private readonly timers = new Map<string, CallTimers>();
   private listeners: PendingListener[] = [];
 
   constructor(private readonly options: RedisStreamsClientOptions) {
     super();
     this.replyKey = replyStreamKey(options.keyPrefix, this.clientId);
     this.timeoutMs = options.timeoutMs ?? DEFAULTS.timeoutMs;
+    this.maxExecutionMs = Math.max(this.timeoutMs, options.maxExecutionMs ?? this.timeoutMs);
     this.blockMs = options.blockMs ?? DEFAULTS.blockMs;
   }
 
   /**
    * Opens the connections and starts reading replies. Never waits for Redis: while it is
-   * unreachable, requests queue and every call still ends within `timeoutMs`.
+   * unreachable, requests queue and every call still ends within `timeoutMs` (no progress can
+   * arrive then).
    */
   async connect(): Promise<void> {
     if (this.cmd) return;
@@ -92,14 +104,22 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
     const packet = this.assignPacketId(partialPacket);
     const { id } = packet;
     const key = requestStreamKey(this.options.keyPrefix, this.normalizePattern(packet.pattern));
-    const deadline = Date.now() + this.timeoutMs;
+    const now = Date.now();
     this.routingMap.set(id, callback);
-    const timer = setTimeout(
-      () => this.fail(id, { code: 'TIMEOUT', message: `No reply within ${this.timeoutMs} ms` }),
-      this.timeoutMs,
-    );
-    this.timers.set(id, timer);
-    const fields = ['id', id, 'replyTo', this.replyKey, 'deadline', String(deadline)];
+    this.timers.set(id, this.callTimers(id));
+    const fields = [
+      'id',
+      id,
+      'replyTo',
+      this.replyKey,
+      'deadline',
+      String(now + this.maxExecutionMs),
+    ];
+    if (this.maxExecutionMs > this.timeoutMs)
+      fields.push(
+        ...['startBy', String(now + this.timeoutMs)],
+        ...['progressMs', String(progressInterval(this.timeoutMs))],
+      );
     if (!this.cmd) {
       this.fail(id, { code: 'UNAVAILABLE', message: 'The client is not connected' });
     } else {
@@ -117,6 +137,29 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
     const key = requestStreamKey(this.options.keyPrefix, this.normalizePattern(packet.pattern));
     await this.cmd.xadd(key, '*', 'data', JSON.stringify(packet.data ?? null));
     return undefined as T;
+  }
+
+  private callTimers(id: string): CallTimers {
+    const silence = setTimeout(
+      () =>
+        this.fail(id, {
+          code: 'TIMEOUT',
+          message: `No sign of life within ${this.timeoutMs} ms`,
+          limit: 'silence',
+        }),
+      this.timeoutMs,
+    );
+    if (this.maxExecutionMs <= this.timeoutMs) return { silence };
+    const total = setTimeout(
+      () =>
+        this.fail(id, {
+          code: 'TIMEOUT',
+          message: `No reply within ${this.maxExecutionMs} ms`,
+          limit: 'total',
+        }),
+      this.maxExecutionMs,
+    );
+    return { silence, total };
   }
 
   private connection(type: 'cmd' | 'reader'): Redis {
@@ -160,6 +203,7 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
   private route(fields: Record<string, string>): void {
     const callback = this.routingMap.get(fields.id ?? '');
     if (!callback) return; // timed out, or not ours
+    if (fields.progress !== undefined) return void this.timers.get(fields.id!)?.silence.refresh();
     const err = parseJson(fields.err);
     const isDisposed = fields.isDisposed === '1' || err !== undefined;
     if (isDisposed) this.forget(fields.id!);
@@ -177,7 +221,9 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
   }
 
   private forget(id: string): void {
-    clearTimeout(this.timers.get(id));
+    const timers = this.timers.get(id);
+    clearTimeout(timers?.silence);
+    clearTimeout(timers?.total);
     this.timers.delete(id);
     this.routingMap.delete(id);
   }

@@ -12,7 +12,12 @@ export interface Entry {
   key: string;
   pattern: string;
   entryId: string;
-  /** `id`, `replyTo`, `deadline` (epoch ms) and `data` (JSON); events carry `data` only. */
+  /**
+   * `id`, `replyTo`, `deadline` (epoch ms: the caller waits no longer), `data` (JSON), and from
+   * callers that wait on progress `startBy` (epoch ms: by then the caller has given up on a
+   * request nobody started) and `progressMs` (how often to report progress); events carry
+   * `data` only.
+   */
   fields: Record<string, string>;
   deliveryCount: number;
 }
@@ -26,6 +31,27 @@ export function deadlineOf(entry: Entry): number {
 
 export function isExpired(entry: Entry): boolean {
   return deadlineOf(entry) < Date.now();
+}
+
+/** When the caller stops waiting for a request that showed no sign of life: its deadline at most. */
+export function startByOf(entry: Entry): number {
+  const startBy = Number(entry.fields.startBy ?? NaN);
+  return Number.isNaN(startBy) ? deadlineOf(entry) : Math.min(startBy, deadlineOf(entry));
+}
+
+/**
+ * A request first delivered after its caller gave up on it (it waited in the stream with no
+ * sign of life for the caller's whole silence bound). A redelivery is not judged by this: its
+ * first delivery may have reported progress, and the caller may still wait, up to the deadline.
+ */
+export function isStale(entry: Entry): boolean {
+  return isExpired(entry) || (entry.deliveryCount <= 1 && startByOf(entry) < Date.now());
+}
+
+/** How often the caller wants progress reports (ms), or undefined when it wants none. */
+export function progressMsOf(entry: Entry): number | undefined {
+  const ms = Number(entry.fields.progressMs ?? NaN);
+  return Number.isFinite(ms) && ms > 0 ? ms : undefined;
 }
 
 /** Errors as Nest sends them: the RpcException's object (or `{ status, message }`). */
@@ -59,6 +85,16 @@ export function appendReply(tx: Multi, entry: Entry, packet: WritePacket, last: 
     tx.pexpire(replyTo, REPLY_TTL_MS);
   }
   return last ? appendFinish(tx, entry) : tx;
+}
+
+/**
+ * Queues a progress report `{ id, progress: 1 }` on the caller's reply stream (and keeps the
+ * stream from expiring while an execution outlasts the reply TTL).
+ */
+export function appendProgress(tx: Multi, entry: Entry): Multi {
+  const replyTo = entry.fields.replyTo!;
+  tx.xadd(replyTo, 'MAXLEN', '~', REPLY_MAXLEN, '*', 'id', entry.fields.id ?? '', 'progress', '1');
+  return tx.pexpire(replyTo, REPLY_TTL_MS);
 }
 
 /** Queues XACK + XDEL: the entry is done and leaves its stream. */

@@ -287,6 +287,7 @@ describe('Redis Streams transport', () => {
     await expect(call(client, { lonely: true })).rejects.toEqual({
       code: 'TIMEOUT',
       message: expect.any(String),
+      limit: 'silence',
     });
     const elapsed = Date.now() - started;
     expect(elapsed).toBeGreaterThanOrEqual(290);
@@ -462,5 +463,107 @@ describe('Redis Streams transport', () => {
     } finally {
       claims.restore();
     }
+  });
+
+  describe('progress: a call waits while its handler shows signs of life', () => {
+    const slow =
+      (ms: number): Behavior =>
+      async (data, _ctx, server) => {
+        await sleep(ms);
+        return { echo: data, server };
+      };
+    /** Progress reports (and replies) that stop arriving: none in `ms`. */
+    async function addedStops(key: string, ms: number): Promise<boolean> {
+      const before = await repliesAdded(key);
+      await sleep(ms);
+      return (await repliesAdded(key)) === before;
+    }
+
+    it('answers a handler that runs three times the silence bound while it reports progress', async () => {
+      behavior = slow(1800);
+      await startServer('A');
+      const client = await startClient({ timeoutMs: 600, maxExecutionMs: 20_000 });
+
+      await expect(call(client, { slow: true })).resolves.toEqual({
+        echo: { slow: true },
+        server: 'A',
+      });
+      // Reported about every 150 ms while it ran, then the reply.
+      expect(await repliesAdded(client.replyKey)).toBeGreaterThan(3);
+    });
+
+    it('sends no progress for a handler that ends within one report interval', async () => {
+      await startServer('A');
+      const client = await startClient({ timeoutMs: 4000, maxExecutionMs: 20_000 });
+
+      await Promise.all([1, 2, 3].map((n) => call(client, { n })));
+
+      expect(await repliesAdded(client.replyKey)).toBe(3); // the replies only
+    });
+
+    it('ends a handler that never returns at maxExecutionMs, and its reports stop', async () => {
+      behavior = () => hang();
+      await startServer('A');
+      const client = await startClient({ timeoutMs: 400, maxExecutionMs: 1500 });
+
+      await expect(call(client, { forever: true })).rejects.toEqual({
+        code: 'TIMEOUT',
+        message: expect.any(String),
+        limit: 'total',
+      });
+      expect(await repliesAdded(client.replyKey)).toBeGreaterThan(3); // it did report progress
+      await waitFor('the reports to stop', () => addedStops(client.replyKey, 500));
+    });
+
+    it('stops waiting after the silence bound for a handler whose server stopped', async () => {
+      behavior = () => hang();
+      const a = await startServer('A', { claimIdleMs: 60_000 }); // nobody reclaims it
+      const client = await startClient({ timeoutMs: 600, maxExecutionMs: 60_000 });
+      const reply = call(client, { orphan: true });
+      await waitFor('A to start the handler', () => calls.length === 1);
+
+      await a.close(); // its handler still hangs, but the server reports nothing for it any more
+
+      await expect(reply).rejects.toEqual({
+        code: 'TIMEOUT',
+        message: expect.any(String),
+        limit: 'silence',
+      });
+      expect(await addedStops(client.replyKey, 500)).toBe(true);
+    });
+
+    it('fails a request nobody picks up after the silence bound, and skips it later', async () => {
+      const client = await startClient({ timeoutMs: 300, maxExecutionMs: 60_000 });
+
+      await expect(call(client, { lonely: true })).rejects.toEqual({
+        code: 'TIMEOUT',
+        message: expect.any(String),
+        limit: 'silence',
+      });
+
+      await startServer('late');
+      await waitFor('the stale request to be dropped', async () => {
+        return (await redis.xlen(requestKey())) === 0;
+      });
+      expect(calls).toHaveLength(0);
+    });
+
+    it('keeps waiting for a request reclaimed from a stopped server, answered past the silence bound', async () => {
+      const a = await startServer('A', { claimIdleMs: 400 });
+      behavior = (data, ctx, server) => (server === 'A' ? hang() : slow(3000)(data, ctx, server));
+      const client = await startClient({ timeoutMs: 2000, maxExecutionMs: 30_000 });
+      const reply = call(client, { job: 'reclaimed' });
+      await waitFor('A to start the handler', () => calls.length === 1);
+
+      await a.close();
+      await startServer('B', { claimIdleMs: 400 });
+
+      await expect(reply).resolves.toEqual({ echo: { job: 'reclaimed' }, server: 'B' });
+      expect(calls.map((c) => [c.server, c.delivery])).toEqual([
+        ['A', 1],
+        ['B', 2],
+      ]);
+      expect(await pendingCount()).toBe(0);
+    });
   });
 });

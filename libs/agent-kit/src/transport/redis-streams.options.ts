@@ -26,14 +26,26 @@ export interface RedisStreamsClientOptions {
   keyPrefix: string;
   /** How long one XREAD on the reply stream blocks (ms). Default 1000. */
   blockMs?: number;
-  /** A call fails with `TIMEOUT` this long after it was sent (ms); also its deadline. Default 30000. */
+  /**
+   * A call fails with `TIMEOUT` after this long without a sign of life (ms): from when it was
+   * sent (a request nobody picks up), or from the last progress its handler reported. Default
+   * 30000.
+   */
   timeoutMs?: number;
+  /**
+   * The longest a call waits in all, progress or not (ms); also the request's deadline. Above
+   * `timeoutMs`, servers report progress while its handler runs. Default `timeoutMs`: no
+   * progress, a call waits `timeoutMs` at most.
+   */
+  maxExecutionMs?: number;
 }
 
 /** The error object a failed call rejects with (besides the handler's own RpcException payloads). */
 export interface RedisStreamsError {
   code: 'TIMEOUT' | 'UNAVAILABLE' | 'DEAD_LETTERED';
   message: string;
+  /** For a `TIMEOUT`: `silence` (no sign of life for `timeoutMs`) or `total` (`maxExecutionMs`). */
+  limit?: 'silence' | 'total';
 }
 
 export const REDIS_STREAMS_TRANSPORT = Symbol('REDIS_STREAMS');

@@ -14,11 +14,15 @@ import {
   Entry,
   appendDeadLetter,
   appendFinish,
+  appendProgress,
   appendReply,
   deadlineOf,
   execOrThrow,
   isExpired,
+  isStale,
+  progressMsOf,
   serializeError,
+  startByOf,
 } from './redis-streams.entries';
 import {
   DEFAULTS,
@@ -29,6 +33,7 @@ import {
   requestStreamKey,
 } from './redis-streams.options';
 import { ConsumerGroup } from './redis-streams.group';
+import { ProgressBeat, firstProgressDelay } from './redis-streams.progress';
 import { Slots } from './redis-streams.slots';
 import {
   PendingListener,
@@ -46,6 +51,14 @@ interface InFlight {
   entry: Entry;
   /** Set when the entry was dead-lettered or skipped behind the handler's back: drop its reply. */
   abandoned: boolean;
+  /** Reports progress to the caller while the handler runs (callers that ask for it). */
+  beat?: ProgressBeat;
+}
+
+/** Nothing more is sent for this entry: no reply, no progress. */
+function abandon(flight: InFlight): void {
+  flight.abandoned = true;
+  flight.beat?.stop();
 }
 
 const RETRY_DELAY_MS = 500;
@@ -125,7 +138,10 @@ export class RedisStreamsServer
     this.loopsAbandoned = true;
     await this.slots.drain(Math.min(this.claimIdleMs / 2, 10000));
     this.closed = true;
-    this.inFlight.clear(); // late finishers drop their replies; their entries stay pending
+    // Late finishers drop their replies, and report no progress: their entries stay pending,
+    // and their callers give up on them unless another instance takes them over.
+    this.inFlight.forEach((flight) => flight.beat?.stop());
+    this.inFlight.clear();
     // Each start is a new consumer: leave the groups, where nothing is pending on us. Without
     // Redis the consumer stays; the next reclaim by another instance forgets it (idle, empty).
     if (this.groupsReady && this.cmd?.status === 'ready')
@@ -218,11 +234,11 @@ export class RedisStreamsServer
         for (const entry of claimed) {
           const local = this.inFlight.get(`${key} ${entry.entryId}`);
           if (entry.deliveryCount > maxDeliveries) {
-            if (local) local.abandoned = true;
+            if (local) abandon(local);
             const reason = `delivered ${entry.deliveryCount} times (max ${maxDeliveries})`;
             void this.settle(this.deadLetter(entry, reason), entry);
           } else if (isExpired(entry)) {
-            if (local) local.abandoned = true;
+            if (local) abandon(local);
             void this.settle(this.skipExpired(entry), entry);
           } else if (!local) {
             this.dispatch(entry);
@@ -232,7 +248,10 @@ export class RedisStreamsServer
     });
   }
 
-  /** Runs an entry in a slot, held until it ends or its deadline passes (hung handlers). */
+  /**
+   * Runs an entry in a slot, held until it ends or its deadline passes (hung handlers: the
+   * caller has given up by then, so they report no more progress either).
+   */
   private dispatch(entry: Entry): void {
     if (this.loopsAbandoned) return; // closed: it stays pending, for another instance
     const flightKey = `${entry.key} ${entry.entryId}`;
@@ -240,9 +259,14 @@ export class RedisStreamsServer
     this.inFlight.set(flightKey, flight); // heartbeated from now on
     this.slots.run(async (release) => {
       const delay = Math.min(Math.max(0, deadlineOf(entry) - Date.now()), 2 ** 31 - 1);
-      const timer = Number.isFinite(deadlineOf(entry)) ? setTimeout(release, delay) : undefined;
+      const expire = (): void => {
+        flight.beat?.stop();
+        release();
+      };
+      const timer = Number.isFinite(deadlineOf(entry)) ? setTimeout(expire, delay) : undefined;
       timer?.unref();
       await this.settle(this.process(flight), entry);
+      flight.beat?.stop();
       clearTimeout(timer);
       if (this.inFlight.get(flightKey) === flight) this.inFlight.delete(flightKey);
     });
@@ -258,7 +282,7 @@ export class RedisStreamsServer
   private async process(flight: InFlight): Promise<void> {
     const { entry } = flight;
     const { fields, pattern } = entry;
-    if (isExpired(entry)) return this.skipExpired(entry);
+    if (isStale(entry)) return this.skipExpired(entry);
     const ctx = new RedisStreamsContext([pattern, entry.entryId, entry.deliveryCount]);
     const data = parseJson(fields.data);
     const handler = this.getHandlerByPattern(pattern);
@@ -271,6 +295,7 @@ export class RedisStreamsServer
         ? Promise.resolve()
         : execOrThrow(appendReply(this.cmd!.multi(), entry, packet, last));
     if (!handler) return write({ err: NO_MESSAGE_HANDLER, isDisposed: true }, true);
+    flight.beat = this.progressBeat(flight);
     if (this.options.duplicateDeliveryForTests) {
       await this.runHandler(handler, data, ctx, async () => undefined);
     }
@@ -306,11 +331,27 @@ export class RedisStreamsServer
     });
   }
 
+  /**
+   * Tells the caller, every `progressMs` it asked for, that the handler still runs in a live
+   * process: its wait is then bounded by the request's deadline, not by its silence bound.
+   */
+  private progressBeat(flight: InFlight): ProgressBeat | undefined {
+    const { entry } = flight;
+    const intervalMs = progressMsOf(entry);
+    if (!intervalMs || !entry.fields.replyTo) return undefined;
+    const firstMs = firstProgressDelay(Date.now(), startByOf(entry), intervalMs);
+    return new ProgressBeat(intervalMs, firstMs, () =>
+      flight.abandoned || this.closed || isExpired(entry)
+        ? Promise.resolve()
+        : appendProgress(this.cmd!.pipeline(), entry).exec(),
+    );
+  }
+
   private async skipExpired(entry: Entry): Promise<void> {
-    const late = Date.now() - deadlineOf(entry);
+    const late = Date.now() - (isExpired(entry) ? deadlineOf(entry) : startByOf(entry));
     this.logger.warn(
       `Skipping request ${entry.fields.id} (${entry.pattern}, entry ${entry.entryId}): ` +
-        `its deadline passed ${late} ms ago`,
+        `its caller stopped waiting ${late} ms ago`,
     );
     await execOrThrow(appendFinish(this.cmd!.multi(), entry));
   }
