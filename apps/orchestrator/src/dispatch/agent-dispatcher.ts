@@ -15,8 +15,10 @@ import { LoomError, LoomErrorCode } from '@loom/session';
 
 /**
  * The one way business code reaches agents: a typed call with a time-out. Distributed: the
- * Redis Streams client (one consumer per request, replies to this replica only). Embedded:
- * Nest's TCP client to the endpoint the agent registered.
+ * Redis Streams client (one consumer per request, replies to this replica only); a call waits
+ * AGENT_TIMEOUT_MS without a sign of life, and up to AGENT_MAX_EXECUTION_MS while the agent
+ * reports progress. Embedded: Nest's TCP client to the endpoint the agent registered, which
+ * carries no progress: a call waits AGENT_TIMEOUT_MS.
  */
 @Injectable()
 export class AgentDispatcher implements OnModuleInit, OnApplicationShutdown {
@@ -38,17 +40,20 @@ export class AgentDispatcher implements OnModuleInit, OnApplicationShutdown {
       redisUrl: this.env.REDIS_URL,
       keyPrefix: this.env.LOOM_KEY_PREFIX,
       timeoutMs: this.env.AGENT_TIMEOUT_MS,
+      maxExecutionMs: this.env.AGENT_MAX_EXECUTION_MS,
     });
     await this.streams.connect();
   }
 
   async execute(agentType: string, request: ExecuteAgentRequest): Promise<ExecuteAgentResult> {
     const client = await this.clientFor(agentType);
+    // The streams client ends every call itself; this is the backstop of a client that does not.
+    const limitMs = this.streams ? this.env.AGENT_MAX_EXECUTION_MS : this.env.AGENT_TIMEOUT_MS;
     try {
       return await firstValueFrom(
         client
           .send<ExecuteAgentResult>(agentExecutePattern(agentType), request)
-          .pipe(timeout(this.env.AGENT_TIMEOUT_MS + 1000)),
+          .pipe(timeout(limitMs + 1000)),
       );
     } catch (err) {
       throw asLoomError(err, agentType);
@@ -84,9 +89,15 @@ function asLoomError(err: unknown, agentType: string): LoomError {
     name?: string;
     usage?: unknown;
     modelSaid?: boolean;
+    limit?: string;
   };
   // What the agent's model calls cost before it failed, when it says.
   const details = e?.usage ? { usage: e.usage } : undefined;
+  if (e?.code === 'TIMEOUT' && e.limit === 'total')
+    return new LoomError(
+      LoomErrorCode.TIMEOUT,
+      `${agentType} was still working at the execution limit (AGENT_MAX_EXECUTION_MS)`,
+    );
   if (e?.name === 'TimeoutError' || e?.code === 'TIMEOUT')
     return new LoomError(LoomErrorCode.TIMEOUT, `${agentType} did not answer in time`);
   // A model endpoint that is busy: the model client's own words, written for the user.

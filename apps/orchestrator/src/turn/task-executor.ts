@@ -151,7 +151,9 @@ export class TaskExecutor {
       taskId: task.taskId,
       agentSessionId,
       agentType,
-      expiresAt: Date.now() + this.env.AGENT_TIMEOUT_MS * 2,
+      // A delivery may start (a reclaim) until the call's limit: the assignment must still hold.
+      expiresAt:
+        Date.now() + Math.max(this.env.AGENT_TIMEOUT_MS * 2, this.env.AGENT_MAX_EXECUTION_MS),
     });
     const meta = {
       correlationId: this.cls.get('correlationId') ?? newId('r'),

@@ -137,6 +137,7 @@ describe('parseEnv', () => {
       'RECOVERY_INTERVAL_MS',
       'SHUTDOWN_HANDOVER_MS',
       'AGENT_TIMEOUT_MS',
+      'AGENT_MAX_EXECUTION_MS',
       'AGENT_CLAIM_IDLE_MS',
       'LOOM_RATE_LIMIT_WINDOW_MS',
     ]) {
@@ -145,5 +146,23 @@ describe('parseEnv', () => {
       );
       expect(() => parseEnv({ ...secrets, [name]: '86400000' })).not.toThrow();
     }
+  });
+
+  it('bounds a whole agent execution by AGENT_MAX_EXECUTION_MS, never below AGENT_TIMEOUT_MS', () => {
+    expect(parseEnv(secrets).AGENT_MAX_EXECUTION_MS).toBe(900_000);
+    // A deployment that raised AGENT_TIMEOUT_MS past 15 min keeps working as it did.
+    expect(parseEnv({ ...secrets, AGENT_TIMEOUT_MS: '1200000' }).AGENT_MAX_EXECUTION_MS).toBe(
+      1_200_000,
+    );
+    expect(
+      parseEnv({ ...secrets, AGENT_TIMEOUT_MS: '1500', AGENT_MAX_EXECUTION_MS: '5000' })
+        .AGENT_MAX_EXECUTION_MS,
+    ).toBe(5000);
+    expect(() =>
+      parseEnv({ ...secrets, AGENT_TIMEOUT_MS: '5000', AGENT_MAX_EXECUTION_MS: '4999' }),
+    ).toThrow(/^invalid configuration: AGENT_MAX_EXECUTION_MS: must be at least AGENT_TIMEOUT_MS$/);
+    expect(() => parseEnv({ ...secrets, AGENT_MAX_EXECUTION_MS: '99' })).toThrow(
+      /AGENT_MAX_EXECUTION_MS must not be less than 100/,
+    );
   });
 });

@@ -30,6 +30,11 @@ const toBool = ({ value }: { value: unknown }) => {
  * and some settings are waited for with a margin added (AGENT_TIMEOUT_MS + 1 s).
  */
 const MAX_TIMER_MS = 86_400_000;
+/**
+ * Unset AGENT_MAX_EXECUTION_MS: one model answer may stream for 10 min after a start of up to
+ * LLM_TIMEOUT_MS × attempts; 15 min leaves room for the rest of an execution.
+ */
+const DEFAULT_AGENT_MAX_EXECUTION_MS = 900_000;
 /** A value of the wrong type breaks its range rules too; only the type is worth naming. */
 const TYPE_RULES = ['isInt', 'isNumber', 'isBoolean', 'isString'];
 
@@ -72,7 +77,18 @@ export class LoomEnv {
    * over to another replica; its leases end by then (plus a margin) even if it is killed first.
    */
   @Transform(toInt) @IsInt() @Min(0) @Max(MAX_TIMER_MS) SHUTDOWN_HANDOVER_MS = 20_000;
+  /** The longest a turn waits for an agent without a sign of life (queue wait included). */
   @Transform(toInt) @IsInt() @Min(100) @Max(MAX_TIMER_MS) AGENT_TIMEOUT_MS = 120_000;
+  /**
+   * The longest a turn waits for one agent execution that keeps showing signs of life; at least
+   * AGENT_TIMEOUT_MS (unset: 15 min, or AGENT_TIMEOUT_MS when that is longer).
+   */
+  @IsOptional()
+  @Transform(toInt)
+  @IsInt()
+  @Min(100)
+  @Max(MAX_TIMER_MS)
+  AGENT_MAX_EXECUTION_MS!: number;
   /** A request pending this long on an agent instance that stopped answering is handed to another. */
   @Transform(toInt) @IsInt() @Min(200) @Max(MAX_TIMER_MS) AGENT_CLAIM_IDLE_MS = 30_000;
   /** Deliveries of one request before it is dead-lettered and its task failed. */
@@ -131,6 +147,12 @@ export function parseEnv(
   if (env.LOOM_PROFILE !== 'embedded' && role === 'orchestrator' && !env.LOOM_JWT_SECRET)
     problems.unshift('LOOM_JWT_SECRET: required outside the embedded profile (16+ characters)');
   if (problems.length) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
+  // A limit on the whole execution below the silence bound would make that bound meaningless.
+  if (env.AGENT_MAX_EXECUTION_MS !== undefined && env.AGENT_MAX_EXECUTION_MS < env.AGENT_TIMEOUT_MS)
+    throw new ConfigError(
+      'invalid configuration: AGENT_MAX_EXECUTION_MS: must be at least AGENT_TIMEOUT_MS',
+    );
+  env.AGENT_MAX_EXECUTION_MS ??= Math.max(DEFAULT_AGENT_MAX_EXECUTION_MS, env.AGENT_TIMEOUT_MS);
   if (env.LOOM_JWT_SECRET && env.LOOM_JWT_SECRET === env.LOOM_AGENT_SECRET)
     throw new ConfigError(
       'invalid configuration: LOOM_AGENT_SECRET must differ from LOOM_JWT_SECRET (a leaked agent must not be able to mint API tokens)',
