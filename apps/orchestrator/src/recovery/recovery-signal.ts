@@ -42,7 +42,14 @@ export class RecoverySignal implements OnApplicationShutdown {
   listen(onDue: (due: RecoveryDue) => void): void {
     if (!this.infra.redis || this.subscriber) return;
     // Its own connection (subscribed, it can send nothing else); resubscribes after a reconnect.
-    const sub = this.infra.redis.duplicate({ enableOfflineQueue: true, commandTimeout: undefined });
+    // Its SUBSCRIBE waits for Redis however long it is away (maxRetriesPerRequest: null): the
+    // session connection's limit would fail it while Redis is down at start, and ioredis only
+    // resubscribes to channels it once subscribed to, so the replica would never hear a signal.
+    const sub = this.infra.redis.duplicate({
+      enableOfflineQueue: true,
+      commandTimeout: undefined,
+      maxRetriesPerRequest: null,
+    });
     sub.on('error', () => undefined);
     sub.on('message', (_channel: string, raw: string) => {
       const due = parse(raw);

@@ -1,0 +1,65 @@
+import Redis from 'ioredis';
+import { RedisKeys, SessionInfra } from '@loom/session';
+import { PrivateRedisServer, sleep } from '@loom/testing';
+import { RecoveryDue, RecoverySignal } from '../src/recovery/recovery-signal';
+
+/** The session connection's options (createRedis): fails fast while Redis is away. */
+const sessionRedis = (url: string) =>
+  new Redis(url, {
+    enableOfflineQueue: false,
+    maxRetriesPerRequest: 1,
+    commandTimeout: 2000,
+    retryStrategy: (times) => Math.min(times * 100, 2000),
+  });
+
+describe('RecoverySignal: a replica started while Redis is away hears signals once it is back', () => {
+  let server: PrivateRedisServer;
+  const prefix = 'r2sig:';
+  afterAll(async () => server?.kill());
+
+  it('subscribes when Redis comes back, not only when it answers at start', async () => {
+    server = await PrivateRedisServer.start();
+    await server.kill(); // Redis away when the orchestrator boots (it starts anyway)
+    const redis = sessionRedis(server.url);
+    redis.on('error', () => undefined);
+    const infra = { redis, keys: new RedisKeys(prefix) } as unknown as SessionInfra;
+    const signal = new RecoverySignal(infra, 'listener');
+    const heard: RecoveryDue[] = [];
+    signal.listen((due) => heard.push(due));
+    await sleep(1500); // several reconnect attempts while Redis is down
+    await server.restart();
+    const publisher = new Redis(server.url);
+    try {
+      for (let i = 0; i < 60 && heard.length === 0; i++) {
+        await publisher.publish(
+          `${prefix}recovery:due`,
+          JSON.stringify({ from: 'other', inMs: 0 }),
+        );
+        await sleep(100);
+      }
+      expect(heard).toEqual([{ from: 'other', inMs: 0 }]);
+      // And again after Redis restarts (ioredis resubscribes what it had subscribed).
+      publisher.disconnect();
+      await server.kill();
+      await sleep(1000);
+      await server.restart();
+      const again = new Redis(server.url);
+      try {
+        for (let i = 0; i < 60 && heard.length === 1; i++) {
+          await again.publish(`${prefix}recovery:due`, JSON.stringify({ from: 'other', inMs: 5 }));
+          await sleep(100);
+        }
+      } finally {
+        again.disconnect();
+      }
+      expect(heard).toEqual([
+        { from: 'other', inMs: 0 },
+        { from: 'other', inMs: 5 },
+      ]);
+    } finally {
+      publisher.disconnect();
+      signal.onApplicationShutdown();
+      redis.disconnect();
+    }
+  });
+});
