@@ -18,6 +18,10 @@ import { TaskRecovery } from './task-recovery.service';
 export const SWEEP_INTERVAL_MS = 10 * 60_000;
 /** A signalled scan runs this long after the tasks are due: their leases have surely ended. */
 export const SIGNALLED_SCAN_DELAY_MS = 100;
+/** Signals due within one slot share a scan. */
+export const SIGNAL_SLOT_MS = 500;
+/** Signalled scans waiting at most at a time; more are left to the interval. */
+export const MAX_SIGNALLED_SCANS = 16;
 
 /**
  * @nestjs/schedule intervals for the recovery scan (RECOVERY_INTERVAL_MS, and once at start)
@@ -33,7 +37,8 @@ export class RecoveryScheduler
   private readonly log = new Logger('RecoveryScheduler');
   private readonly busy = new Set<string>();
   private readonly again = new Set<string>();
-  private readonly signalled = new Set<NodeJS.Timeout>();
+  /** Signalled scans waiting, by the slot (epoch ms) they run at. */
+  private readonly signalled = new Map<number, NodeJS.Timeout>();
   private stopped = false;
 
   constructor(
@@ -58,16 +63,28 @@ export class RecoveryScheduler
     );
   }
 
-  /** A recovery scan `ms` from now (tasks become due then), besides the interval's. */
+  /**
+   * A recovery scan `ms` from now (tasks become due then), besides the interval's. Signals due
+   * within the same SIGNAL_SLOT_MS share one scan, and at most MAX_SIGNALLED_SCANS wait at a
+   * time: replicas stopping together, or a flood on the channel, cost a few scans, not one each.
+   */
   scanIn(ms: number, reason: string): void {
     if (this.stopped) return;
-    this.log.log(`${reason}: recovery scan in ${ms} ms`);
+    const slot = Math.ceil((Date.now() + ms) / SIGNAL_SLOT_MS) * SIGNAL_SLOT_MS;
+    if (this.signalled.has(slot)) return;
+    if (this.signalled.size >= MAX_SIGNALLED_SCANS) {
+      this.log.warn(
+        `${reason}: ${MAX_SIGNALLED_SCANS} signalled scans already wait; left to the interval`,
+      );
+      return;
+    }
+    this.log.log(`${reason}: recovery scan in ${slot - Date.now()} ms`);
     const timer = setTimeout(() => {
-      this.signalled.delete(timer);
+      this.signalled.delete(slot);
       void this.once('task-recovery', () => this.recovery.scan(), { rerunIfBusy: true });
-    }, ms);
+    }, slot - Date.now());
     timer.unref();
-    this.signalled.add(timer);
+    this.signalled.set(slot, timer);
   }
 
   /** A stopping replica starts no recovery: what it could not finish would only be handed on. */
@@ -81,7 +98,7 @@ export class RecoveryScheduler
 
   private stop(): void {
     this.stopped = true;
-    for (const timer of this.signalled) clearTimeout(timer);
+    for (const timer of this.signalled.values()) clearTimeout(timer);
     this.signalled.clear();
   }
 
