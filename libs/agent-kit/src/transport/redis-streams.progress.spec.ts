@@ -53,5 +53,18 @@ describe('progress reports', () => {
       jest.advanceTimersByTime(1000);
       expect(send).toHaveBeenCalledTimes(2);
     });
+
+    it('goes on after a send that throws at once, instead of throwing from its timer', async () => {
+      const send = jest.fn(() => {
+        throw new Error('no connection');
+      });
+      const beat = new ProgressBeat(100, 0, send);
+      jest.advanceTimersByTime(0);
+      await Promise.resolve();
+      await Promise.resolve();
+      jest.advanceTimersByTime(100);
+      expect(send).toHaveBeenCalledTimes(2);
+      beat.stop();
+    });
   });
 });

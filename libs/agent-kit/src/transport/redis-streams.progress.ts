@@ -47,12 +47,21 @@ export class ProgressBeat {
     clearTimeout(this.timer);
   }
 
+  /** A send that throws at once (no connection any more) must not throw from a timer. */
+  private sendSafely(): Promise<unknown> {
+    try {
+      return this.send();
+    } catch (err) {
+      return Promise.reject(err);
+    }
+  }
+
   private schedule(ms: number): void {
     this.timer = setTimeout(() => {
       if (this.stopped) return;
       if (!this.sending) {
         this.sending = true;
-        void this.send()
+        void this.sendSafely()
           .catch(() => undefined)
           .finally(() => (this.sending = false));
       }
