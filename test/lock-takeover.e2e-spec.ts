@@ -1,7 +1,8 @@
-import { AppProcess, client, RunningSystem, startSystem } from './system';
+import { AppProcess, client, RunningSystem } from './system';
 import { contiguous, logLines, runIndexSize, storedMessages, waitFor } from './faults.support';
+import { orchestratorOn, specialistAtWork, startReplicas } from './handover.support';
 import { startOrchestrator } from './rolling.support';
-const { freePort, stopAll } = require('../scripts/lib/processes');
+const { stopAll } = require('../scripts/lib/processes');
 
 const LEASE_MS = 3000;
 const HANDOVER_MS = 1500;
@@ -25,24 +26,19 @@ describe('system: a turn takes over the lock of a worker whose lease expired', (
   let ports: number[];
 
   beforeAll(async () => {
-    sys = await startSystem({
+    ({ sys, ports } = await startReplicas({
+      replicas: 2,
       env: {
         TASK_LEASE_MS: String(LEASE_MS),
         RECOVERY_INTERVAL_MS: String(INTERVAL_MS),
         SHUTDOWN_HANDOVER_MS: String(HANDOVER_MS),
-        LOOM_RATE_LIMIT_PER_MINUTE: '0',
       },
-      appEnv: { 'labor-law-agent': { LLM_OFFLINE_DELAY_MS: String(SPECIALIST_MS) } },
-    });
-    ports = [Number(new URL(sys.base).port), await freePort()];
-    await startOrchestrator(sys, ports[1]);
+      specialistMs: SPECIALIST_MS,
+    }));
   });
   afterAll(() => sys?.stop());
 
-  const on = (port: number) =>
-    sys
-      .processes('orchestrator')
-      .find((c) => c.lines.some((l) => l.includes(`listening on port ${port}`))) as AppProcess;
+  const on = (port: number) => orchestratorOn(sys, port);
 
   async function post(
     api: ReturnType<typeof client>,
@@ -65,13 +61,7 @@ describe('system: a turn takes over the lock of a worker whose lease expired', (
     const conversationId = (await alice('POST', '/v1/conversations', {})).body.conversationId;
     const key = `${tenant}-1`;
     const first = post(alice, conversationId, CONTENT, key);
-    const [working] = await waitFor(
-      () => {
-        const lines = logLines(sys, 'labor-law-agent', 'executing', { conversationId });
-        return lines.length ? lines : null;
-      },
-      { what: 'the specialist at work', intervalMs: 10, timeoutMs: 15_000 },
-    );
+    const working = await specialistAtWork(sys, conversationId);
     const replica = on(ports[0]);
     const stoppedAt = Date.now();
     await stop(replica);

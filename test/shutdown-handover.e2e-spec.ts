@@ -1,7 +1,7 @@
-import { AppProcess, client, RunningSystem, startSystem } from './system';
+import { RunningSystem } from './system';
 import { contiguous, logLines, runIndexSize, storedMessages, waitFor } from './faults.support';
+import { orchestratorOn, startReplicas, turnStoppedMidway } from './handover.support';
 import { startOrchestrator } from './rolling.support';
-const { freePort, stopAll } = require('../scripts/lib/processes');
 
 const HANDOVER_MS = 1500;
 const INTERVAL_MS = 500;
@@ -23,46 +23,24 @@ describe('system: an orchestrator stopped mid-turn hands its task over', () => {
   let ports: number[];
 
   beforeAll(async () => {
-    sys = await startSystem({
+    ({ sys, ports } = await startReplicas({
+      replicas: 2,
       env: {
         RECOVERY_INTERVAL_MS: String(INTERVAL_MS),
         SHUTDOWN_HANDOVER_MS: String(HANDOVER_MS),
-        LOOM_RATE_LIMIT_PER_MINUTE: '0',
       },
-      appEnv: { 'labor-law-agent': { LLM_OFFLINE_DELAY_MS: String(SPECIALIST_MS) } },
-    });
-    ports = [Number(new URL(sys.base).port), await freePort()];
-    await startOrchestrator(sys, ports[1]);
+      specialistMs: SPECIALIST_MS,
+    }));
   });
   afterAll(() => sys?.stop());
 
-  const on = (port: number) =>
-    sys
-      .processes('orchestrator')
-      .find((c) => c.lines.some((l) => l.includes(`listening on port ${port}`))) as AppProcess;
+  const on = (port: number) => orchestratorOn(sys, port);
 
   /** A turn through replica 0, stopped with SIGTERM and killed `graceMs` later. */
   async function stoppedMidTurn(tenant: string, graceMs: number) {
-    const alice = client(sys.base, sys.token(tenant, 'alice'));
-    const other = client(`http://127.0.0.1:${ports[1]}`, sys.token(tenant, 'alice'));
-    const conversationId = (await alice('POST', '/v1/conversations', {})).body.conversationId;
-    const key = { 'idempotency-key': `${tenant}-1` };
-    const content = '我跟公司签的劳动合同有问题';
-    const first = alice('POST', `/v1/conversations/${conversationId}/messages`, { content }, key)
-      .then((r) => ({ status: r.status as number | string, code: r.body?.code }))
-      .catch((err) => ({ status: (err.cause?.code ?? err.name) as number | string, code: null }));
-    const [working] = await waitFor(
-      () => {
-        const lines = logLines(sys, 'labor-law-agent', 'executing', { conversationId });
-        return lines.length ? lines : null;
-      },
-      { what: 'the specialist at work', intervalMs: 10, timeoutMs: 15_000 },
-    );
-    const taskId = working.taskId as string;
-    const stopping = on(ports[0]);
-    const stoppedAt = Date.now();
-    await stopAll([stopping], 'SIGTERM', graceMs);
-    sys.children = sys.children.filter((c) => c !== stopping);
+    const key = `${tenant}-1`;
+    const { other, conversationId, content, taskId, first, stopping, stoppedAt } =
+      await turnStoppedMidway(sys, ports, { tenant, graceMs, key });
     const done = await waitFor(
       async () => {
         const t = await other('GET', `/v1/tasks/${taskId}`).catch(() => null);
@@ -85,7 +63,7 @@ describe('system: an orchestrator stopped mid-turn hands its task over', () => {
       'POST',
       `/v1/conversations/${conversationId}/messages`,
       { content },
-      key,
+      { 'idempotency-key': key },
     );
     const counts = {
       firstAnswer: await first,

@@ -1,8 +1,9 @@
 import { FakeOpenAiServer } from '@loom/testing';
-import { AppProcess, RunningSystem, startSystem } from './system';
+import { RunningSystem } from './system';
 import { contiguous, logLines, storedMessages, waitFor } from './faults.support';
+import { orchestratorOn, startReplicas } from './handover.support';
 import { startOrchestrator } from './rolling.support';
-const { freePort, stopAll } = require('../scripts/lib/processes');
+const { stopAll } = require('../scripts/lib/processes');
 
 const HANDOVER_MS = 1500;
 const CHUNKS = Array.from({ length: 8 }, (_, i) => `第${i + 1}段劳动法分析。`);
@@ -67,8 +68,9 @@ describe('system: a streamed turn whose orchestrator is stopped mid-answer', () 
 
   beforeAll(async () => {
     model = await FakeOpenAiServer.start(() => ({ chunks: CHUNKS, chunkIntervalMs: CHUNK_MS }));
-    sys = await startSystem({
-      env: { SHUTDOWN_HANDOVER_MS: String(HANDOVER_MS), LOOM_RATE_LIMIT_PER_MINUTE: '0' },
+    ({ sys, ports } = await startReplicas({
+      replicas: 2,
+      env: { SHUTDOWN_HANDOVER_MS: String(HANDOVER_MS) },
       appEnv: {
         'labor-law-agent': {
           LLM_PROVIDER: 'openai',
@@ -77,19 +79,14 @@ describe('system: a streamed turn whose orchestrator is stopped mid-answer', () 
           LLM_MODEL: 'fake-model',
         },
       },
-    });
-    ports = [Number(new URL(sys.base).port), await freePort()];
-    await startOrchestrator(sys, ports[1]);
+    }));
   });
   afterAll(async () => {
     await sys?.stop();
     await model?.close();
   });
 
-  const on = (port: number) =>
-    sys
-      .processes('orchestrator')
-      .find((c) => c.lines.some((l) => l.includes(`listening on port ${port}`))) as AppProcess;
+  const on = (port: number) => orchestratorOn(sys, port);
 
   it('ends the stream with error 503 after the deltas sent; the retry streams the stored answer once', async () => {
     const token = sys.token('tenant-s1', 'alice');
