@@ -80,13 +80,16 @@ export class HistoryMaintenance {
     messageCount?: number,
   ): Promise<void> {
     const count = messageCount ?? (await this.conversations.messageCount(owner, conversationId));
-    const previous = await this.conversations.summary(owner, conversationId);
+    // Side by side: the newest messages, and the summary that says which of them are past it.
+    const [previous, newest] = await Promise.all([
+      this.conversations.summary(owner, conversationId),
+      this.conversations.messages(owner, conversationId, {
+        last: AGENT_HISTORY_BUDGET.maxMessages,
+      }),
+    ]);
     const summarized = previous?.toSeq ?? 0;
     // The next turn's agents get exactly these: the newest past the summary, within budget.
-    const tail = await this.conversations.messages(owner, conversationId, {
-      afterSeq: summarized,
-      last: AGENT_HISTORY_BUDGET.maxMessages,
-    });
+    const tail = newest.filter((m) => m.seq > summarized);
     const visible = withinTokenBudget(tail, AGENT_HISTORY_BUDGET.historyTokens).length;
     const range = compactionRange(count, summarized, visible, {
       threshold: SUMMARY_THRESHOLD,
