@@ -14,11 +14,10 @@ function fixture(leaseCap = Infinity) {
   const task = { taskId: 't_1', lease: null } as unknown as TaskSession;
   const run = new TaskRun({ tenantId: 'x', userId: 'y' }, task, lock as unknown as LockHandle, {
     tasks,
-    leaseMs: 600_000,
     renewEveryMs: 1000,
     instanceId: 'orchestrator-1',
     log: new Logger('test'),
-    leaseCap: () => leaseCap,
+    leaseEnd: () => Math.min(Date.now() + 600_000, leaseCap),
     onStop: () => undefined,
   });
   return { run, saved, lock };

@@ -48,12 +48,11 @@ export class TaskRun {
     readonly lock: LockHandle,
     private readonly opts: {
       tasks: TaskRepository;
-      leaseMs: number;
       renewEveryMs: number;
       instanceId: string;
       log: Logger;
-      /** The latest a lease may run to (epoch ms): set once this process is shutting down. */
-      leaseCap: () => number;
+      /** When a lease taken now ends (epoch ms): TASK_LEASE_MS on, or the shutdown's cap. */
+      leaseEnd: () => number;
       onStop: (run: TaskRun) => void;
     },
   ) {
@@ -69,7 +68,7 @@ export class TaskRun {
   /** Saves the task as it is now, with a lease running from now, after every earlier write. */
   checkpoint(): Promise<void> {
     return this.enqueue(() => {
-      const expiresAt = Math.min(Date.now() + this.opts.leaseMs, this.opts.leaseCap());
+      const expiresAt = this.opts.leaseEnd();
       this.task.lease = {
         owner: this.opts.instanceId,
         expiresAt: new Date(expiresAt).toISOString(),
@@ -187,11 +186,10 @@ export class TaskLeases {
     );
     const run = new TaskRun(owner, task, lock, {
       tasks: this.tasks,
-      leaseMs: this.env.TASK_LEASE_MS,
       renewEveryMs,
       instanceId: this.instanceId,
       log: this.log,
-      leaseCap: () => this.cap,
+      leaseEnd: () => this.leaseEnd(),
       onStop: (r) => this.runs.delete(r),
     });
     this.runs.add(run);
