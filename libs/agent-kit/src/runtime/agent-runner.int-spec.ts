@@ -1,6 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { AgentHarness } from '@loom/testing';
-import { emptyUsage, SessionContext, StateKeys } from '@loom/session';
+import { emptyUsage, ExecutionStatus, SessionContext, StateKeys } from '@loom/session';
 import { AgentHandler } from './agent-handler';
 
 /** Holds every execution at a gate the test opens, then writes one shared key. */
@@ -92,4 +92,55 @@ describe('agent runner: a delivery that lost its claim (real Redis Streams, MySQ
       expect(session).toMatchObject({ status: 'COMPLETED', attempts: 1 });
     },
   );
+});
+
+/**
+ * A request of an execution its task already recorded as failed (a late delivery, after the
+ * orchestrator stopped waiting): when the task is retried, the step runs again under a new
+ * agentSessionId, and the late one must not run beside it.
+ */
+describe('agent runner: an execution its task recorded as failed (real Redis Streams, MySQL, Redis)', () => {
+  let agent: AgentHarness;
+  const owner = { tenantId: 'tenant-b', userId: 'bob' };
+
+  beforeAll(async () => {
+    agent = await AgentHarness.start(DESCRIPTOR, GatedWriter);
+  });
+  afterAll(() => agent?.stop());
+
+  it('is refused with CONFLICT and writes nothing; a new execution of the step runs', async () => {
+    gate = Promise.resolve();
+    const task = await agent.seed(owner, [], 'question');
+    const late = agent.request(owner, task);
+    const { agentSessionId } = agent.signer.verify(late.assignment, DESCRIPTOR.agentType);
+    task.executions = [
+      {
+        agentSessionId,
+        agentType: DESCRIPTOR.agentType,
+        status: ExecutionStatus.FAILED,
+        attempts: 1,
+        startedAt: new Date().toISOString(),
+        completedAt: new Date().toISOString(),
+        error: { code: 'TIMEOUT', message: 'no answer in time' },
+        context: { historyMessages: 0, summaryIncluded: false, sharedKeys: [] },
+        output: null,
+        usage: emptyUsage(),
+      },
+    ];
+    await agent.tasks.save(owner, task);
+
+    await expect(agent.execute(late)).rejects.toMatchObject({
+      code: 'CONFLICT',
+      message: 'the task recorded this execution as failed',
+    });
+    const sharedKey = StateKeys.shared(task.taskId);
+    expect(await agent.infra.store.getList(owner, task.conversationId, sharedKey)).toEqual([]);
+    expect(await agent.tasks.agentSession(owner, task.conversationId, agentSessionId, true)).toBe(
+      null,
+    );
+
+    const retried = await agent.execute(agent.request(owner, task));
+    expect(retried).toMatchObject({ output: 'done', replayed: false });
+    expect(await agent.infra.store.getList(owner, task.conversationId, sharedKey)).toHaveLength(1);
+  });
 });

@@ -105,7 +105,8 @@ export class AgentRunner {
   /**
    * Finished work is never done again and nothing is written: the agent session's result, else
    * (its task closed and dropped the session) the task's execution record; an execution of a
-   * closed task that never finished is refused. Else the task as just read, for the context.
+   * closed task that never finished, or one its task recorded as failed, is refused. Else the
+   * task as just read, for the context.
    */
   private async storedResult(
     owner: Owner,
@@ -137,6 +138,14 @@ export class AgentRunner {
     }
     if (task.status !== TaskStatus.RUNNING)
       throw new LoomError(LoomErrorCode.CONFLICT, `the task is ${task.status.toLowerCase()}`);
+    // A late delivery of an execution the task gave up on: a retry of the task (Idempotency-Key)
+    // runs the step again under a new agentSessionId, and this one must not write beside it.
+    if (
+      task.executions.some(
+        (e) => e.agentSessionId === agentSessionId && e.status === ExecutionStatus.FAILED,
+      )
+    )
+      throw new LoomError(LoomErrorCode.CONFLICT, 'the task recorded this execution as failed');
     return { task };
   }
 
