@@ -14,6 +14,9 @@ describe('system: an agent type with no live instance', () => {
   let sys: RunningSystem;
   let alice: ReturnType<typeof client>;
   let failedTaskId: string;
+  let failed: { conversationId: string; followUpTaskId: string };
+  const FIRST = '公司拖欠工资，劳动合同怎么处理';
+  const FOLLOW_UP = '上面那份合同里关于竞业协议的部分怎么看?';
 
   beforeAll(async () => {
     sys = await startSystem({ env: { AGENT_TIMEOUT_MS: '30000' } });
@@ -48,9 +51,12 @@ describe('system: an agent type with no live instance', () => {
     });
     const conversationId = (await impatient('POST', '/v1/conversations', {})).body.conversationId;
     const started = Date.now();
-    const res = await impatient('POST', `/v1/conversations/${conversationId}/messages`, {
-      content: '公司拖欠工资，劳动合同怎么处理',
-    });
+    const res = await impatient(
+      'POST',
+      `/v1/conversations/${conversationId}/messages`,
+      { content: FIRST },
+      { 'Idempotency-Key': 'k-first' },
+    );
     const elapsedMs = Date.now() - started;
     const [user] = await storedMessages(sys.env.MYSQL_URL, conversationId);
     const task = (await impatient('GET', `/v1/tasks/${user.taskId}`)).body;
@@ -72,14 +78,18 @@ describe('system: an agent type with no live instance', () => {
     // The topic stays what the user asked about, answered or not: the seed's follow-up about
     // "that contract" is planned for labor-law again, not handed to contract-law.
     expect(view.currentIntent).toBe('labor-law');
-    const followUp = await impatient('POST', `/v1/conversations/${conversationId}/messages`, {
-      content: '上面那份合同里关于竞业协议的部分怎么看?',
-    });
+    const followUp = await impatient(
+      'POST',
+      `/v1/conversations/${conversationId}/messages`,
+      { content: FOLLOW_UP },
+      { 'Idempotency-Key': 'k-follow-up' },
+    );
     expect(followUp.status).toBe(503);
     const [, followUpMessage] = await storedMessages(sys.env.MYSQL_URL, conversationId);
     const followUpTask = (await impatient('GET', `/v1/tasks/${followUpMessage.taskId}`)).body;
     expect(followUpTask.plan.at(-1)).toMatchObject({ agentType: 'labor-law', required: true });
     failedTaskId = user.taskId!;
+    failed = { conversationId, followUpTaskId: followUpMessage.taskId! };
     await sys.kill(second, 'SIGTERM');
   });
 
@@ -120,5 +130,50 @@ describe('system: an agent type with no live instance', () => {
       staleRequestRuns: 0,
       storedMessages: 2,
     });
+  });
+
+  it('answers the same-key retry of a TIMEOUT once the agent is back, from its checkpoint', async () => {
+    // Runs after the agent came back (above). The first turn's key: the follow-up came after it.
+    const { conversationId, followUpTaskId } = failed;
+    const path = `/v1/conversations/${conversationId}/messages`;
+    const first = await alice('POST', path, { content: FIRST }, { 'Idempotency-Key': 'k-first' });
+    expect([first.status, first.body.code]).toEqual([409, 'CONFLICT']);
+    const retry = await alice(
+      'POST',
+      path,
+      { content: FOLLOW_UP },
+      { 'Idempotency-Key': 'k-follow-up' },
+    );
+    const task = (await alice('GET', `/v1/tasks/${followUpTaskId}`)).body;
+    const stored = await storedMessages(sys.env.MYSQL_URL, conversationId);
+    const counts = {
+      status: retry.status,
+      researchRuns: logLines(sys, 'legal-research-agent', 'executing', { taskId: followUpTaskId })
+        .length,
+      laborRuns: logLines(sys, 'labor-law-agent', 'executing', { taskId: followUpTaskId }).length,
+      firstTaskRuns: logLines(sys, 'labor-law-agent', 'executing', { taskId: failedTaskId }).length,
+    };
+    console.log(`same-key retry of a TIMEOUT: ${JSON.stringify(counts)}`);
+    expect(counts).toEqual({ status: 201, researchRuns: 1, laborRuns: 1, firstTaskRuns: 0 });
+    expect(retry.body).toMatchObject({
+      taskId: followUpTaskId,
+      userMessage: { seq: 2, content: FOLLOW_UP },
+      reply: { seq: 3, agentType: 'labor-law' },
+    });
+    expect(stored.map((m) => [m.seq, m.role])).toEqual([
+      [1, 'user'],
+      [2, 'user'],
+      [3, 'assistant'],
+    ]);
+    expect(task.status).toBe('COMPLETED');
+    expect(task.executions.map((e: any) => [e.agentType, e.status, e.error?.code ?? null])).toEqual(
+      [
+        ['legal-research', 'COMPLETED', null],
+        ['labor-law', 'FAILED', 'TIMEOUT'],
+        ['labor-law', 'COMPLETED', null],
+      ],
+    );
+    const view = (await alice('GET', `/v1/conversations/${conversationId}`)).body;
+    expect(view).toMatchObject({ activeTaskIds: [], messageCount: 3 });
   });
 });

@@ -36,6 +36,7 @@ import { TaskCompletion } from './turn/task-completion';
 import { TaskExecutor } from './turn/task-executor';
 import { StaleLockHolder } from './turn/stale-lock-holder';
 import { TaskResumer } from './turn/task-resumer';
+import { TaskRetry } from './turn/task-retry';
 import { orchestratorIdProvider, TaskLeases } from './turn/task-run';
 import { TurnService } from './turn/turn.service';
 
@@ -105,6 +106,7 @@ export class AppModule {
         AgentCatalog,
         TaskCompletion,
         TaskResumer,
+        TaskRetry,
         StaleLockHolder,
         TaskRecovery,
         SessionSweeper,

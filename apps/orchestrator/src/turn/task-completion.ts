@@ -16,7 +16,7 @@ import {
 } from '@loom/session';
 import { messageView, TurnView } from '../conversations/views';
 import { HistoryMaintenance } from './history-maintenance';
-import { TaskOutcome, taskUsage } from './task-executor';
+import { TaskOutcome, transientFailure, usageToCount } from './task-executor';
 import { TaskRun } from './task-run';
 
 /**
@@ -170,7 +170,7 @@ export class TaskCompletion {
     if (!meta?.activeTaskIds.includes(task.taskId)) return;
     meta.activeTaskIds = meta.activeTaskIds.filter((id) => id !== task.taskId);
     // What a failed task's model calls cost is spent all the same.
-    meta.usage = addUsage(meta.usage, taskUsage(task));
+    meta.usage = addUsage(meta.usage, usageToCount(task));
     // A failed turn's user message stays in the log: the count includes it.
     meta.messageCount = Math.max(meta.messageCount, task.userSeq);
     meta.lastActiveAt = new Date().toISOString();
@@ -180,9 +180,6 @@ export class TaskCompletion {
 
 /** A failed task's error as the caller sees it: TIMEOUT/UNAVAILABLE (503), else AGENT_FAILED. */
 export function failure(error: { code: string; message: string } | null): LoomError {
-  const code =
-    error?.code === LoomErrorCode.TIMEOUT || error?.code === LoomErrorCode.UNAVAILABLE
-      ? error.code
-      : LoomErrorCode.AGENT_FAILED;
+  const code = transientFailure(error) ? error!.code : LoomErrorCode.AGENT_FAILED;
   return new LoomError(code as LoomErrorCode, error?.message ?? 'the task failed');
 }

@@ -1,10 +1,12 @@
 import { AgentExecutionRecord, ExecutionStatus, TaskSession } from '@loom/session';
 import {
   recordFirstWave,
+  reopenFailedSteps,
   reportedKeys,
   reportedUsage,
   requiredFailure,
   taskUsage,
+  usageToCount,
 } from './task-executor';
 
 const record = (
@@ -112,6 +114,64 @@ describe('taskUsage', () => {
 
   it('is zero for a task planned without a model and not run yet', () => {
     expect(taskUsage(task([]))).toEqual({ promptTokens: 0, completionTokens: 0, costUsd: 0 });
+  });
+});
+
+describe('reopenFailedSteps', () => {
+  const busy = { code: 'UNAVAILABLE', message: 'the model endpoint is busy' };
+
+  it('gives a step that failed for a passing reason a new execution, not dispatched yet; the rest stand', () => {
+    const failed = record('labor-law', ExecutionStatus.FAILED, busy);
+    const t = task([
+      record('legal-research', ExecutionStatus.COMPLETED),
+      failed,
+      record('contract-law', ExecutionStatus.FAILED, { code: 'AGENT_FAILED', message: 'filter' }),
+    ]);
+    expect(reopenFailedSteps(t)).toBe(1);
+    expect(t.executions.map((e) => [e.agentType, e.status, e.attempts])).toEqual([
+      ['legal-research', ExecutionStatus.COMPLETED, 1],
+      ['labor-law', ExecutionStatus.FAILED, 1],
+      ['contract-law', ExecutionStatus.FAILED, 1],
+      ['labor-law', ExecutionStatus.RUNNING, 0],
+    ]);
+    expect(t.executions[3].agentSessionId).not.toBe(failed.agentSessionId);
+    expect(t.executions[3].error).toBeNull();
+    // The failed attempt no longer fails the task: the new one is what counts.
+    expect(requiredFailure(t)).toMatchObject({ error: { code: 'AGENT_FAILED' } });
+    t.executions.splice(2, 1);
+    expect(requiredFailure(t)).toBeNull();
+  });
+
+  it('reopens a TIMEOUT too, and a step whose latest execution is not dispatched yet is left as it is', () => {
+    const t = task([
+      record('contract-law', ExecutionStatus.FAILED, { code: 'TIMEOUT', message: 't' }),
+    ]);
+    expect(reopenFailedSteps(t)).toBe(1);
+    expect(reopenFailedSteps(t)).toBe(0);
+    expect(t.executions.map((e) => e.status)).toEqual([
+      ExecutionStatus.FAILED,
+      ExecutionStatus.RUNNING,
+    ]);
+  });
+});
+
+describe('usageToCount', () => {
+  const spent = (r: AgentExecutionRecord, promptTokens: number) => ({
+    ...r,
+    usage: { promptTokens, completionTokens: 1, costUsd: 0.25 },
+  });
+
+  it("is the whole task's usage, or for a retried task what came after the counted executions", () => {
+    const t = task([
+      spent(record('legal-research', ExecutionStatus.COMPLETED), 10),
+      spent(record('labor-law', ExecutionStatus.FAILED), 20),
+    ]);
+    t.planUsage = { promptTokens: 300, completionTokens: 30, costUsd: 1 };
+    expect(usageToCount(t)).toEqual(taskUsage(t));
+    t.countedExecutions = 2;
+    expect(usageToCount(t)).toEqual({ promptTokens: 0, completionTokens: 0, costUsd: 0 });
+    t.executions.push(spent(record('labor-law', ExecutionStatus.COMPLETED), 40));
+    expect(usageToCount(t)).toEqual({ promptTokens: 40, completionTokens: 1, costUsd: 0.25 });
   });
 });
 

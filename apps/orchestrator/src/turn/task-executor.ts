@@ -32,6 +32,10 @@ export type TaskResult =
 /** Failures of these codes keep their code (503); any other agent failure is AGENT_FAILED. */
 const PASS_THROUGH = new Set<string>([LoomErrorCode.TIMEOUT, LoomErrorCode.UNAVAILABLE]);
 
+/** A failure of the platform's passing state (503: retry), not the agent's or model's own. */
+export const transientFailure = (error: { code: string } | null | undefined): boolean =>
+  PASS_THROUGH.has(error?.code ?? '');
+
 /**
  * Runs a task's plan from its last checkpoint: every step whose dependencies have settled runs
  * now, independent ones in parallel (a wave). Before a wave is dispatched, one checkpoint records
@@ -128,7 +132,7 @@ export class TaskExecutor {
           ? '抱歉，目前没有可用的专家来回答这个问题。'
           : 'Sorry, no specialist is available for this question right now.'),
       answeredBy,
-      usage: taskUsage(task),
+      usage: usageToCount(task),
     };
   }
 
@@ -211,6 +215,36 @@ export class TaskExecutor {
 export function taskUsage(task: TaskSession): Usage {
   const spent = task.executions.map((e) => e.usage);
   return (task.planUsage ? [task.planUsage, ...spent] : spent).reduce(addUsage, emptyUsage());
+}
+
+/**
+ * What the conversation's usage does not count yet of a task that ends now: all of it, or, for
+ * a task retried after it failed, what it spent since (`countedExecutions`).
+ */
+export function usageToCount(task: TaskSession): Usage {
+  if (task.countedExecutions === undefined) return taskUsage(task);
+  return task.executions
+    .slice(task.countedExecutions)
+    .map((e) => e.usage)
+    .reduce(addUsage, emptyUsage());
+}
+
+/**
+ * A failed task taken up again (its Idempotency-Key retried): every step whose last execution
+ * failed for a passing reason (`transientFailure`) gets a new one under a new agentSessionId
+ * (an agent refuses to run one its task recorded as failed), RUNNING with no attempt yet: a
+ * resume dispatches it as it dispatches an interrupted one. Completed steps stand, and so does
+ * an agent's own failure. Returns how many steps get a new execution.
+ */
+export function reopenFailedSteps(task: TaskSession): number {
+  let reopened = 0;
+  for (const step of task.plan) {
+    const last = latest(task, step.agentType);
+    if (last?.status !== ExecutionStatus.FAILED || !transientFailure(last.error)) continue;
+    put(task, { ...dispatchRecord(task, step), attempts: 0 });
+    reopened++;
+  }
+  return reopened;
 }
 
 /**

@@ -1,6 +1,7 @@
 import { Injectable, Logger } from '@nestjs/common';
 import { detectLanguage } from '@loom/agent-kit';
 import {
+  ConversationMessage,
   ConversationRepository,
   ExecutionStatus,
   LockHandle,
@@ -79,7 +80,24 @@ export class TaskResumer {
       meta.activeTaskIds = [...meta.activeTaskIds, taskId];
       await this.conversations.save(owner, meta, lock.fence);
     }
+    return this.proceed(owner, task, lock, reply);
+  }
+
+  /**
+   * Runs a RUNNING task (as read, or as a retry reopened it, not saved yet) from where it
+   * stands to its end, with a lease of this process; `reply`: the one an earlier attempt
+   * appended. `onDelta`: a streaming retry's, which gets the answer as it is written.
+   */
+  async proceed(
+    owner: Owner,
+    task: TaskSession,
+    lock: LockHandle,
+    reply: ConversationMessage | null,
+    onDelta?: (agentType: string, text: string) => void,
+  ): Promise<TaskSession> {
+    const { conversationId, taskId } = task;
     const run = this.leases.open(owner, task, lock).start();
+    run.onDelta = onDelta;
     try {
       await run.checkpoint();
       // Only now, with the lease renewed, does the index name this lock: whoever reads the new

@@ -26,6 +26,7 @@ import { failure, TaskCompletion } from './task-completion';
 import { recordFirstWave, TaskExecutor } from './task-executor';
 import { StaleLockHolder } from './stale-lock-holder';
 import { TaskResumer } from './task-resumer';
+import { retryable, TaskRetry } from './task-retry';
 import { TaskLeases } from './task-run';
 
 export const MAX_CONTENT = 32_000;
@@ -62,6 +63,7 @@ export class TurnService {
     private readonly executor: TaskExecutor,
     private readonly completion: TaskCompletion,
     private readonly resumer: TaskResumer,
+    private readonly retrier: TaskRetry,
     private readonly history: HistoryMaintenance,
     private readonly staleHolder: StaleLockHolder,
     private readonly cls: ClsService<LoomClsStore>,
@@ -82,7 +84,13 @@ export class TurnService {
       const key: IdempotencyKey | null = idempotencyKey
         ? { hash: sha256(idempotencyKey), requestHash: sha256(content) }
         : null;
-      const { previous, meta } = await this.settleEarlier(owner, conversationId, key, lock);
+      const { previous, meta } = await this.settleEarlier(
+        owner,
+        conversationId,
+        key,
+        lock,
+        onDelta,
+      );
       if (previous) return await this.completion.view(owner, previous);
       return await this.start(owner, meta, content, key, lock, onDelta);
     });
@@ -143,13 +151,15 @@ export class TurnService {
   /**
    * Interrupted turns of this conversation are finished before a new one starts (turns stay in
    * order). Returns the task an Idempotency-Key retry refers to, if its first attempt got that
-   * far, and the conversation as it stands now.
+   * far (finished now if it was interrupted, run again if it failed with a 503), and the
+   * conversation as it stands now.
    */
   private async settleEarlier(
     owner: Owner,
     conversationId: string,
     key: IdempotencyKey | null,
     lock: LockHandle,
+    onDelta?: (agentType: string, text: string) => void,
   ): Promise<{ previous: TaskSession | null; meta: ConversationMeta }> {
     let meta = await this.conversations.get(owner, conversationId, true);
     if (meta.activeTaskIds.length > 0) {
@@ -167,6 +177,8 @@ export class TurnService {
       );
     const { taskId } = entry;
     const task = await this.tasks.get(owner, conversationId, taskId, true);
+    if (task && retryable(task))
+      return { previous: await this.retrier.retry(owner, task, lock, onDelta), meta };
     if (task?.status !== TaskStatus.RUNNING) return { previous: task, meta };
     return { previous: await this.resumer.resume(owner, conversationId, taskId, lock), meta };
   }

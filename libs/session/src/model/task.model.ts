@@ -64,6 +64,12 @@ export interface TaskSession {
   error: { code: string; message: string } | null;
   /** What the planner's model call cost; counted into the conversation's usage with the task. */
   planUsage?: Usage | null;
+  /**
+   * Set when a task that failed is retried (its Idempotency-Key again): the conversation's usage
+   * already counts the planner's call and this many of the first executions, the earlier
+   * attempts'. Only what came after is counted when the task ends again.
+   */
+  countedExecutions?: number;
 }
 
 /** One write to task-shared context; the log of writes is folded into the current view. */

@@ -1,0 +1,87 @@
+import { Injectable, Logger } from '@nestjs/common';
+import {
+  ConversationRepository,
+  LockHandle,
+  LoomError,
+  LoomErrorCode,
+  Owner,
+  TaskRepository,
+  TaskSession,
+  TaskStatus,
+} from '@loom/session';
+import { runWithMdc } from '@loom/observability';
+import { TaskCompletion } from './task-completion';
+import { reopenFailedSteps, transientFailure } from './task-executor';
+import { TaskResumer } from './task-resumer';
+
+/** A task that failed for a passing reason (503: TIMEOUT, UNAVAILABLE): its retry runs it again. */
+export const retryable = (task: TaskSession): boolean =>
+  task.status === TaskStatus.FAILED && transientFailure(task.error);
+
+/**
+ * An Idempotency-Key retry of a turn whose task failed with a 503: the answer told the client
+ * to retry, so the retry takes the task up again from its last checkpoint, under the
+ * conversation lock the caller holds. Completed steps stand; the failed ones get new
+ * executions; the user message is not appended again, the reply is appended once. Not once the
+ * conversation has gone on (a later message): the reply would land after later turns, so the
+ * key answers 409 and the client sends the message again under a new one.
+ *
+ * Writes, each finished by someone should the process die after it: the task, still FAILED,
+ * marked as counted in the conversation's usage (a later tidy-up counts nothing twice); the task
+ * in the conversation's active tasks (the next turn or a retry takes it up again, or tidies it);
+ * the task RUNNING with a lease and the new executions; the run-index entry (the scan too).
+ */
+@Injectable()
+export class TaskRetry {
+  private readonly log = new Logger('TaskRetry');
+
+  constructor(
+    private readonly conversations: ConversationRepository,
+    private readonly tasks: TaskRepository,
+    private readonly completion: TaskCompletion,
+    private readonly resumer: TaskResumer,
+  ) {}
+
+  /** The task as this attempt ends it (COMPLETED, or FAILED again). */
+  retry(
+    owner: Owner,
+    task: TaskSession,
+    lock: LockHandle,
+    onDelta?: (agentType: string, text: string) => void,
+  ): Promise<TaskSession> {
+    return runWithMdc({ taskId: task.taskId }, () => this.reopen(owner, task, lock, onDelta));
+  }
+
+  private async reopen(
+    owner: Owner,
+    task: TaskSession,
+    lock: LockHandle,
+    onDelta?: (agentType: string, text: string) => void,
+  ): Promise<TaskSession> {
+    const { conversationId, taskId } = task;
+    // Whatever a killed process committed to MySQL but not to Redis (a message) must be seen.
+    await this.conversations.refresh(conversationId);
+    const [later] = await this.conversations.messages(owner, conversationId, {
+      afterSeq: task.userSeq,
+      limit: 1,
+    });
+    if (later)
+      throw new LoomError(
+        LoomErrorCode.CONFLICT,
+        'this turn failed and the conversation has gone on since: send the message again under a new Idempotency-Key',
+      );
+    // Its failure fully written (out of the active tasks, its cost counted) before it reopens.
+    await this.completion.tidy(owner, task, lock.fence);
+    task.countedExecutions = task.executions.length;
+    await this.tasks.save(owner, task, lock.fence);
+    const meta = await this.conversations.get(owner, conversationId, true);
+    meta.activeTaskIds = [...meta.activeTaskIds, taskId];
+    await this.conversations.save(owner, meta, lock.fence);
+    const reopened = reopenFailedSteps(task);
+    this.log.log(`retrying ${taskId} (${task.error?.code}): ${reopened} steps again`);
+    task.status = TaskStatus.RUNNING;
+    task.error = null;
+    task.completedAt = null;
+    return this.resumer.proceed(owner, task, lock, null, onDelta);
+  }
+}
