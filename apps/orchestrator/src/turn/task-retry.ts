@@ -13,6 +13,7 @@ import { runWithMdc } from '@loom/observability';
 import { TaskCompletion } from './task-completion';
 import { reopenFailedSteps, transientFailure } from './task-executor';
 import { TaskResumer } from './task-resumer';
+import { TaskLeases } from './task-run';
 
 /** A task that failed for a passing reason (503: TIMEOUT, UNAVAILABLE): its retry runs it again. */
 export const retryable = (task: TaskSession): boolean =>
@@ -40,6 +41,7 @@ export class TaskRetry {
     private readonly tasks: TaskRepository,
     private readonly completion: TaskCompletion,
     private readonly resumer: TaskResumer,
+    private readonly leases: TaskLeases,
   ) {}
 
   /** The task as this attempt ends it (COMPLETED, or FAILED again). */
@@ -69,6 +71,13 @@ export class TaskRetry {
       throw new LoomError(
         LoomErrorCode.CONFLICT,
         'this turn failed and the conversation has gone on since: send the message again under a new Idempotency-Key',
+      );
+    // A run opened now would be handed over at once, leaving the task reopened but not in the
+    // run index: nothing is written, and the client retries on another replica.
+    if (this.leases.handingOverNow)
+      throw new LoomError(
+        LoomErrorCode.UNAVAILABLE,
+        'this orchestrator is shutting down: retry with the same Idempotency-Key',
       );
     // Its failure fully written (out of the active tasks, its cost counted) before it reopens.
     await this.completion.tidy(owner, task, lock.fence);

@@ -198,6 +198,11 @@ export class TaskLeases {
     return run;
   }
 
+  /** This process hands its runs over (it is shutting down): a run opened now is at once. */
+  get handingOverNow(): boolean {
+    return this.handingOver;
+  }
+
   /** The runs this process is working on now. */
   running(): TaskRun[] {
     return [...this.runs];
