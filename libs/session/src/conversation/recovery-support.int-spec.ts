@@ -7,7 +7,7 @@ import { SessionInfra } from '../session.providers';
 import { MysqlSessionStore } from '../store/mysql/mysql-session.store';
 import { TieredSessionStore } from '../store/tiered/tiered-session.store';
 import { ConversationRepository } from './conversation.repository';
-import { SystemRepository, SystemSessions } from './system.repository';
+import { SYSTEM_TENANT, SystemRepository, SystemSessions } from './system.repository';
 import { TaskRepository } from './task.repository';
 
 /** What recovery and the sweeper rely on, against real MySQL and Redis. */
@@ -98,6 +98,40 @@ describe('recovery support (MySQL + Redis)', () => {
     await system.removeRun('t_task00000001');
     expect((await system.runs(100)).map((e) => e.taskId)).toEqual(['t_task00000002']);
     expect(await system.run('t_task00000002')).toMatchObject({ owner: 'orchestrator-x' });
+  });
+
+  it('reads a run index longer than the connection queue, and leaves the pool to turns', async () => {
+    // A busy deployment (or one recovering from an outage) indexes more tasks than the pool's
+    // queue holds (1000): the scan must not fail, nor crowd out the statements of turns.
+    const n = 1_200;
+    const rows = Array.from({ length: n }, (_, i) => {
+      const taskId = `t_bulk${String(i).padStart(8, '0')}`;
+      const entry = {
+        taskId,
+        tenantId: alice.tenantId,
+        userId: alice.userId,
+        conversationId: 'c_conversation02',
+        owner: 'orchestrator-y',
+        lockToken: null,
+        createdAt: new Date().toISOString(),
+      };
+      return [SystemSessions.runs, `run:${taskId}`, 0, SYSTEM_TENANT, JSON.stringify(entry)];
+    });
+    await infra.dataSource!.query(
+      'INSERT INTO loom_session_state (session_id, state_key, item_index, tenant_id, state_data) VALUES ?',
+      [rows],
+    );
+    const { meta } = await conversations.create(alice);
+    const [entries, during] = await Promise.all([
+      system.runs(10_000),
+      conversations.get(alice, meta.conversationId, true),
+    ]);
+    expect(entries.filter((e) => e.owner === 'orchestrator-y')).toHaveLength(n);
+    expect(during.conversationId).toBe(meta.conversationId);
+    await infra.dataSource!.query(
+      "DELETE FROM loom_session_state WHERE session_id = ? AND state_key LIKE 'run:t\\_bulk%'",
+      [SystemSessions.runs],
+    );
   });
 
   it('never adopts a system session id as a conversation id', async () => {

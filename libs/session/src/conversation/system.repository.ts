@@ -31,6 +31,8 @@ export interface RunEntry {
 }
 
 const RUN_PREFIX = 'run:';
+/** Run-index entries a scan reads in parallel: a few of the pool's connections, not its queue. */
+const RUN_READS_AT_ONCE = 8;
 const scope = { tenantId: SYSTEM_TENANT };
 
 /**
@@ -59,14 +61,24 @@ export class SystemRepository {
     return this.runStore.get<RunEntry>(scope, SystemSessions.runs, RUN_PREFIX + taskId);
   }
 
-  /** Up to `limit` entries of the run index, oldest task id order not guaranteed. */
+  /**
+   * Up to `limit` entries of the run index, oldest task id order not guaranteed. Read a few at a
+   * time: the index can hold more entries than the connection pool queues (1000), and a scan
+   * that asked for all at once would fail, and fail the statements of turns queued beside it.
+   */
   async runs(limit: number): Promise<RunEntry[]> {
     const keys = (await this.runStore.listSessionKeys(scope, SystemSessions.runs))
       .filter((k) => k.startsWith(RUN_PREFIX))
       .slice(0, limit);
-    const entries = await Promise.all(
-      keys.map((k) => this.runStore.get<RunEntry>(scope, SystemSessions.runs, k)),
-    );
+    const entries: Array<RunEntry | null> = [];
+    for (let i = 0; i < keys.length; i += RUN_READS_AT_ONCE)
+      entries.push(
+        ...(await Promise.all(
+          keys
+            .slice(i, i + RUN_READS_AT_ONCE)
+            .map((k) => this.runStore.get<RunEntry>(scope, SystemSessions.runs, k)),
+        )),
+      );
     return entries.filter((e): e is RunEntry => e !== null);
   }
 
