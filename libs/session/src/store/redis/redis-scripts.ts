@@ -41,6 +41,19 @@ redis.call('SET', KEYS[3], ARGV[3])
 ${BOOKKEEPING_TTL}
 return 0`;
 
+/**
+ * A cache refill from the durable store: sets only where Redis holds nothing for the key (1 set,
+ * 0 not). A value there was written after the durable read the refill carries (a writer updates
+ * MySQL, then Redis) and must not be replaced by it.
+ */
+export const FILL = `${PRELUDE}
+if owner and owner ~= ARGV[1] then return -1 end
+if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
+${WRITE_GUARD}
+redis.call('SET', KEYS[3], ARGV[3])
+${BOOKKEEPING_TTL}
+return 1`;
+
 /** Sets only when absent anywhere; 1 created, 0 exists (-2 first for the owner's stale fence). */
 export const CREATE = `${PRELUDE}
 if redis.call('EXISTS', KEYS[3]) == 1 then

@@ -64,6 +64,27 @@ export class RedisSessionStore implements SessionStore {
     await this.touchIndex(scope, sid, key, opts.userId);
   }
 
+  /**
+   * A cache refill (the tiered store's read of a key Redis missed): writes `value` only where
+   * Redis holds nothing for the key, so a write that landed since the durable read stays.
+   */
+  async fill(
+    scope: StoreScope,
+    sid: string,
+    key: string,
+    value: unknown,
+    ttlSeconds: number,
+  ): Promise<boolean> {
+    assertPrincipal(scope.tenantId, 'tenant id');
+    this.check(sid, key);
+    const res = await this.run.FILL(
+      this.writeKeys(sid, this.keys.value(sid, key)),
+      this.writeArgs(scope, key, encodeValue(value), { ttlSeconds }),
+    );
+    fail(res);
+    return res === 1;
+  }
+
   async create(
     scope: StoreScope,
     sid: string,

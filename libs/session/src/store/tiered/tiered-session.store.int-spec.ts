@@ -101,6 +101,25 @@ describe('tiered store: keys MySQL does not hold', () => {
     expect(await store.get(alice, sid, 'conversation')).toEqual({ v: 1, activeTaskIds: ['t1'] });
   });
 
+  it('a refill from MySQL never replaces a newer value another process wrote meanwhile', async () => {
+    const sid = newId('c');
+    await store.save(alice, sid, 'conversation', { title: 'x' });
+    await store.save(alice, sid, 'task:t_refill0001', { status: 'RUNNING' });
+    await store.invalidate(sid); // recovery dropped the hot copies (or Redis lost them)
+    // A reader misses Redis and reads MySQL; before its refill lands, the worker completes the
+    // task (MySQL, then Redis).
+    const read = durable.get.bind(durable);
+    const spy = jest.spyOn(durable, 'get').mockImplementationOnce(async (...args) => {
+      const old = await read(...args);
+      await store.save(alice, sid, 'task:t_refill0001', { status: 'COMPLETED' });
+      return old;
+    });
+    expect(await store.get(alice, sid, 'task:t_refill0001')).toEqual({ status: 'RUNNING' });
+    spy.mockRestore();
+    // What every other process reads next (this one's LRU keeps its read for lruTtlMs).
+    expect(await store.hot.get(alice, sid, 'task:t_refill0001')).toEqual({ status: 'COMPLETED' });
+  });
+
   it('writes the value as it was when save was called to every tier', async () => {
     const sid = newId('c');
     await store.save(alice, sid, 'conversation', { title: 'x' });

@@ -151,9 +151,11 @@ export class TieredSessionStore implements SessionStore {
     const value = await this.durable.get<T>(scope, sid, key);
     if (value !== null) {
       this.remember(key, lruKey, structuredClone(value));
+      // Only where Redis still holds nothing: a writer may have replaced the value since it
+      // was read (MySQL, then Redis), and its copy is the newer one.
       if (hot.ok)
         await this.hotWrite(scope, sid, key, () =>
-          this.hot.save(scope, sid, key, value, { ttlSeconds: rule.ttlSeconds }),
+          this.hot.fill(scope, sid, key, value, rule.ttlSeconds),
         );
     } else if (hot.ok && hot.value === null) {
       // Keys read before they are ever written (a summary not folded yet) stop costing a MySQL
