@@ -56,6 +56,39 @@ describe('LegacyImporter (real MySQL)', () => {
     expect(await conversations.messageCount(alice, 'user_session_001')).toBe(5);
   });
 
+  it('a re-run leaves the count of a conversation that went on after its import', async () => {
+    const messages = [
+      { role: 'user', content: 'q1' },
+      { role: 'assistant', content: 'a1' },
+    ];
+    const file = write('user_session_002.json', { memory: { messages } });
+    const importer = new LegacyImporter(store);
+    await importer.importFile(alice, file);
+    // The user went on with the imported conversation: a turn added two messages.
+    const conversations = new ConversationRepository(store, { idleExpiryDays: 30 });
+    for (const [role, content] of [
+      ['user', 'q2'],
+      ['assistant', 'a2'],
+    ] as const)
+      await conversations.appendMessage(alice, 'user_session_002', {
+        role,
+        content,
+        agentType: null,
+        taskId: null,
+        createdAt: new Date().toISOString(),
+        tokens: 0,
+      });
+    const meta = await conversations.get(alice, 'user_session_002');
+    meta.messageCount = 4;
+    await conversations.save(alice, meta);
+    expect(await importer.importFile(alice, file)).toMatchObject({
+      status: 'unchanged',
+      messages: 0,
+    });
+    expect((await conversations.get(alice, 'user_session_002')).messageCount).toBe(4);
+    expect(await conversations.messageCount(alice, 'user_session_002')).toBe(4);
+  });
+
   it('skips bad ids and bad documents, and never writes into another owner’s conversation', async () => {
     const importer = new LegacyImporter(store);
     expect(

@@ -73,10 +73,12 @@ export class LegacyImporter {
       if (/^[A-Za-z0-9_.-]{1,100}$/.test(key))
         await this.store.save({ tenantId: owner.tenantId }, sessionId, `legacy:${key}`, value);
     }
-    const fresh = await this.conversations.get(owner, sessionId, true);
-    fresh.messageCount = parsed.messages.length;
-    await this.conversations.save(owner, fresh);
     const added = parsed.messages.length - Math.min(already, parsed.messages.length);
+    const fresh = await this.conversations.get(owner, sessionId, true);
+    // The log's length now: a conversation that went on after its import has more messages
+    // than the file, and a re-run must not set its count back.
+    fresh.messageCount = Math.max(fresh.messageCount, already + added);
+    await this.conversations.save(owner, fresh);
     const status = created ? 'imported' : added > 0 ? 'resumed' : 'unchanged';
     return {
       file,
