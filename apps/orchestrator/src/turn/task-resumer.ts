@@ -14,7 +14,7 @@ import {
 import { runWithMdc } from '@loom/observability';
 import { HistoryMaintenance } from './history-maintenance';
 import { TaskCompletion } from './task-completion';
-import { TaskExecutor } from './task-executor';
+import { TaskExecutor, taskUsage } from './task-executor';
 import { TaskLeases } from './task-run';
 
 /**
@@ -107,6 +107,14 @@ export class TaskResumer {
       );
       const result = await run.guard(this.executor.run(run, detectLanguage(task.userIntent)));
       if (result.ok) await this.completion.finish(run, result.outcome, reply);
+      else if (reply)
+        // The reply was stored before the crash: the turn was answered. Steps dispatched again
+        // only to collect their records (an agent down by now) do not undo that answer.
+        await this.completion.finish(
+          run,
+          { reply: reply.content, answeredBy: reply.agentType, usage: taskUsage(task) },
+          reply,
+        );
       else await this.completion.fail(run, result.error);
     } finally {
       run.stop();
