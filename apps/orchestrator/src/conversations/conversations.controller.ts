@@ -89,9 +89,8 @@ export class ConversationsController {
   async list(@CurrentOwner() owner: Owner, @Query() q: ListConversationsQuery) {
     const limit = q.limit ?? 20;
     const before = q.cursor ? decodeCursor(q.cursor) : undefined;
-    const { items, last } = await this.conversations.list(owner, { limit, before });
-    const nextCursor =
-      last && items.length === limit ? encodeCursor(last.updatedAt, last.sessionId) : null;
+    const { items, next } = await this.conversations.list(owner, { limit, before });
+    const nextCursor = next ? encodeCursor(next.updatedAt, next.sessionId) : null;
     return { items: items.map(conversationView), nextCursor };
   }
 

@@ -165,11 +165,15 @@ export class ConversationRepository {
     );
   }
 
-  /** The caller's conversations, newest first; cursor = the last item of the previous page. */
+  /**
+   * The caller's conversations, newest first. `next`: where the next page starts (the cursor),
+   * null when this page was the last. Decided by the rows listed, not by the conversations read
+   * back: one deleted in between leaves this page short, not the listing cut off.
+   */
   async list(
     owner: Owner,
     page: { limit: number; before?: { updatedAt: Date; sessionId: string } },
-  ): Promise<{ items: ConversationMeta[]; last: SessionSummary | null }> {
+  ): Promise<{ items: ConversationMeta[]; next: SessionSummary | null }> {
     const rows = await this.store.listSessions(
       { tenantId: owner.tenantId },
       StateKeys.conversation,
@@ -178,7 +182,7 @@ export class ConversationRepository {
     const metas = await Promise.all(rows.map((r) => this.find(owner, r.sessionId)));
     return {
       items: metas.filter((m): m is ConversationMeta => m !== null),
-      last: rows.at(-1) ?? null,
+      next: rows.length > 0 && rows.length === page.limit ? rows[rows.length - 1] : null,
     };
   }
 
