@@ -153,6 +153,30 @@ export class TaskRun {
 }
 
 /**
+ * The lease writes of a shutdown (cap, hand-over) in flight at once: a replica may hold more
+ * open turns than the MySQL pool queues (1000), and a write past the queue fails at once.
+ */
+const RUN_WRITES_AT_ONCE = 16;
+
+/** `fn` on every item, at most `limit` running at a time; the results in the items' order. */
+async function atMostAtOnce<T, R>(
+  items: T[],
+  limit: number,
+  fn: (item: T) => Promise<R>,
+): Promise<R[]> {
+  const results = new Array<R>(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      results[i] = await fn(items[i]);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return results;
+}
+
+/**
  * Opens TaskRuns with this process's id, lease length and renewal cadence, and keeps the open
  * ones so that a shutdown can cap their leases and hand over those it cannot wait for.
  */
@@ -214,10 +238,8 @@ export class TaskLeases {
    */
   async capLeases(until: number): Promise<void> {
     this.cap = until;
-    await Promise.all(
-      this.running().map((run) =>
-        run.checkpoint().catch((err) => this.log.warn(`lease cap failed: ${err.message}`)),
-      ),
+    await atMostAtOnce(this.running(), RUN_WRITES_AT_ONCE, (run) =>
+      run.checkpoint().catch((err) => this.log.warn(`lease cap failed: ${err.message}`)),
     );
   }
 
@@ -243,7 +265,7 @@ export class TaskLeases {
   /** Hands over every run still working, and any opened from now on; how many were handed over. */
   async handOverAll(): Promise<number> {
     this.handingOver = true;
-    const handed = await Promise.all(this.running().map((run) => run.handOver()));
+    const handed = await atMostAtOnce(this.running(), RUN_WRITES_AT_ONCE, (run) => run.handOver());
     return handed.filter(Boolean).length;
   }
 
