@@ -14,7 +14,7 @@ import {
 import { runWithMdc } from '@loom/observability';
 import { HistoryMaintenance } from './history-maintenance';
 import { TaskCompletion } from './task-completion';
-import { TaskExecutor, taskUsage } from './task-executor';
+import { TaskExecutor, usageToCount } from './task-executor';
 import { TaskLeases } from './task-run';
 
 /**
@@ -112,7 +112,7 @@ export class TaskResumer {
         // only to collect their records (an agent down by now) do not undo that answer.
         await this.completion.finish(
           run,
-          { reply: reply.content, answeredBy: reply.agentType, usage: taskUsage(task) },
+          { reply: reply.content, answeredBy: reply.agentType, usage: usageToCount(task) },
           reply,
         );
       else await this.completion.fail(run, result.error);
