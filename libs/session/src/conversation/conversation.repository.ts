@@ -100,12 +100,16 @@ export class ConversationRepository {
     );
   }
 
-  /** Appends to the log; returns the message with its seq. Fenced when a lock is held. */
+  /**
+   * Appends to the log; returns the message with its seq. Fenced when a lock is held. `at`: the
+   * seq it must take (CONFLICT if taken), for a caller that recorded it beforehand.
+   */
   async appendMessage(
     owner: Owner,
     conversationId: string,
     message: Omit<ConversationMessage, 'seq'>,
     fence?: number,
+    at?: number,
   ): Promise<ConversationMessage> {
     // Counted once here, so no reader has to tokenize history again (token budgets, usage).
     const counted = { ...message, tokens: message.tokens || countTokens(message.content) };
@@ -114,7 +118,7 @@ export class ConversationRepository {
       conversationId,
       StateKeys.messages,
       counted,
-      { fence },
+      { fence, index: at },
     );
     return { ...counted, seq };
   }
@@ -138,8 +142,17 @@ export class ConversationRepository {
     return items.map((i) => ({ ...i.value, seq: i.index }));
   }
 
-  async messageCount(owner: Owner, conversationId: string): Promise<number> {
-    return this.store.listLength({ tenantId: owner.tenantId }, conversationId, StateKeys.messages);
+  /** The newest seq (0: no messages); `consistent`: as the durable store has it. */
+  async messageCount(owner: Owner, conversationId: string, consistent = false): Promise<number> {
+    const store = this.store as SessionStore & {
+      listLength(s: unknown, id: string, key: string, consistent?: boolean): Promise<number>;
+    };
+    return store.listLength(
+      { tenantId: owner.tenantId },
+      conversationId,
+      StateKeys.messages,
+      consistent,
+    );
   }
 
   async summary(owner: Owner, conversationId: string): Promise<ConversationSummary | null> {

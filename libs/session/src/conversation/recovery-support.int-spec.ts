@@ -58,6 +58,31 @@ describe('recovery support (MySQL + Redis)', () => {
     });
   });
 
+  it('counts the messages MySQL holds when asked for a consistent count, though Redis lags', async () => {
+    const { meta } = await conversations.create(alice);
+    const id = meta.conversationId;
+    await conversations.appendMessage(alice, id, message('user', 't_counted0000001'));
+    await conversations.messages(alice, id); // Redis now holds the list, marked whole
+    // A process that committed a message to MySQL and died before its Redis write.
+    const tiered = infra.store as TieredSessionStore;
+    const scope = { tenantId: alice.tenantId };
+    await tiered.durable.append(scope, id, StateKeys.messages, message('user', 't_orphan00000001'));
+    expect(await conversations.messageCount(alice, id)).toBe(1);
+    expect(await conversations.messageCount(alice, id, true)).toBe(2);
+    // And an append at a seq recorded beforehand takes exactly that seq, or none.
+    const at3 = await conversations.appendMessage(
+      alice,
+      id,
+      message('user', 't_at3'),
+      undefined,
+      3,
+    );
+    expect(at3.seq).toBe(3);
+    await expect(
+      conversations.appendMessage(alice, id, message('user', 't_at3again'), undefined, 3),
+    ).rejects.toMatchObject({ code: LoomErrorCode.CONFLICT });
+  });
+
   it("never adopts a task's id as a conversation id, in its tenant or another", async () => {
     const victimTask = 't_victimtask00000001';
     await infra.store.save({ tenantId: alice.tenantId }, victimTask, StateKeys.taskRef, {

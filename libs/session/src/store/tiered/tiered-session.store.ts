@@ -210,9 +210,16 @@ export class TieredSessionStore implements SessionStore {
     return applyRange(all, range);
   }
 
-  async listLength(scope: StoreScope, sid: string, key: string): Promise<number> {
+  /** `consistent`: the durable count, as for `get` (a killed writer may have left Redis short). */
+  async listLength(
+    scope: StoreScope,
+    sid: string,
+    key: string,
+    consistent = false,
+  ): Promise<number> {
     assertId(sid, 'session id');
     assertStateKey(key);
+    if (consistent) return this.durable.listLength(scope, sid, key);
     const hot = await this.hotRead(() => this.hot.listLengthIfComplete(scope, sid, key));
     if (hot.ok && hot.value >= 0) return hot.value;
     return this.durable.listLength(scope, sid, key);
