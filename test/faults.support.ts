@@ -74,3 +74,49 @@ export function debugLogs(sys: RunningSystem): void {
     .sort();
   console.log(lines.join('\n'));
 }
+
+/**
+ * A real MySQL failure at one point of a turn, without the orchestrator knowing of it: once
+ * message `seq` of `conversationId` is committed, every later insert (an upsert too) of that
+ * database whose state key is LIKE `keys` fails as a killed connection does (errno 1927, which
+ * the store answers UNAVAILABLE), until the returned function lifts it. Loom's own `_sys_`
+ * sessions are spared. A trigger on the suite's own database.
+ */
+export async function failWritesAfterMessage(
+  mysqlUrl: string,
+  conversationId: string,
+  seq: number,
+  keys = '%',
+): Promise<() => Promise<void>> {
+  const conn = await createConnection(mysqlUrl);
+  try {
+    await conn.query(
+      'CREATE TABLE IF NOT EXISTS loom_test_fault ' +
+        '(conversation_id VARCHAR(128) PRIMARY KEY, seq INT NOT NULL, state_keys VARCHAR(191) NOT NULL)',
+    );
+    await conn.query('REPLACE INTO loom_test_fault VALUES (?, ?, ?)', [conversationId, seq, keys]);
+    await conn.query('DROP TRIGGER IF EXISTS loom_test_fault');
+    await conn.query(
+      `CREATE TRIGGER loom_test_fault BEFORE INSERT ON loom_session_state FOR EACH ROW
+       BEGIN
+         IF NEW.session_id NOT LIKE '\\_sys\\_%' AND EXISTS (
+           SELECT 1 FROM loom_test_fault f JOIN loom_session_state m
+             ON m.session_id = f.conversation_id AND m.state_key = 'messages' AND m.item_index = f.seq
+           WHERE NEW.state_key LIKE f.state_keys) THEN
+           SIGNAL SQLSTATE '70100' SET MYSQL_ERRNO = 1927, MESSAGE_TEXT = 'Connection was killed (test fault)';
+         END IF;
+       END`,
+    );
+  } finally {
+    await conn.end();
+  }
+  return async () => {
+    const lift = await createConnection(mysqlUrl);
+    try {
+      await lift.query('DROP TRIGGER IF EXISTS loom_test_fault');
+      await lift.query('DELETE FROM loom_test_fault');
+    } finally {
+      await lift.end();
+    }
+  };
+}

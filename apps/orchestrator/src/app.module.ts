@@ -34,6 +34,7 @@ import { AgentCatalog } from './turn/agent-catalog';
 import { HistoryMaintenance } from './turn/history-maintenance';
 import { TaskCompletion } from './turn/task-completion';
 import { TaskExecutor } from './turn/task-executor';
+import { OrphanedUserMessage } from './turn/orphaned-user-message';
 import { StaleLockHolder } from './turn/stale-lock-holder';
 import { TaskResumer } from './turn/task-resumer';
 import { TaskRetry } from './turn/task-retry';
@@ -107,6 +108,7 @@ export class AppModule {
         TaskCompletion,
         TaskResumer,
         TaskRetry,
+        OrphanedUserMessage,
         StaleLockHolder,
         TaskRecovery,
         SessionSweeper,

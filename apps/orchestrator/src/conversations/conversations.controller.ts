@@ -127,7 +127,8 @@ export class ConversationsController {
     required: false,
     description:
       'Retries with the same key and message return the first TurnView and add nothing; another message: 409. ' +
-      'A turn that failed 503 is run again by such a retry, from its checkpoint (409 once a later message is in the conversation); a 502 stays',
+      'A turn that failed 503 or was cut off is finished or run again by such a retry, from its checkpoint, its message stored once ' +
+      '(409 once a later message is in the conversation); a 502 stays',
   })
   @ApiHeader({
     name: 'Accept',

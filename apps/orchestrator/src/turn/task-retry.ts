@@ -15,6 +15,13 @@ import { reopenFailedSteps, transientFailure } from './task-executor';
 import { TaskResumer } from './task-resumer';
 import { TaskLeases } from './task-run';
 
+/** A key's turn that did not finish, and whose message is no longer the conversation's newest. */
+export const conversationWentOn = (): LoomError =>
+  new LoomError(
+    LoomErrorCode.CONFLICT,
+    'this turn failed and the conversation has gone on since: send the message again under a new Idempotency-Key',
+  );
+
 /** A task that failed for a passing reason (503: TIMEOUT, UNAVAILABLE): its retry runs it again. */
 export const retryable = (task: TaskSession): boolean =>
   task.status === TaskStatus.FAILED && transientFailure(task.error);
@@ -67,11 +74,7 @@ export class TaskRetry {
       afterSeq: task.userSeq,
       limit: 1,
     });
-    if (later)
-      throw new LoomError(
-        LoomErrorCode.CONFLICT,
-        'this turn failed and the conversation has gone on since: send the message again under a new Idempotency-Key',
-      );
+    if (later) throw conversationWentOn();
     // A run opened now would be handed over at once, leaving the task reopened but not in the
     // run index: nothing is written, and the client retries on another replica.
     if (this.leases.handingOverNow)

@@ -24,6 +24,7 @@ import { AgentCatalog } from './agent-catalog';
 import { HistoryMaintenance } from './history-maintenance';
 import { failure, TaskCompletion } from './task-completion';
 import { recordFirstWave, TaskExecutor } from './task-executor';
+import { OrphanedUserMessage } from './orphaned-user-message';
 import { StaleLockHolder } from './stale-lock-holder';
 import { TaskResumer } from './task-resumer';
 import { retryable, TaskRetry } from './task-retry';
@@ -44,9 +45,9 @@ const sha256 = (text: string) => createHash('sha256').update(text).digest('hex')
 /**
  * One user turn (DESIGN.md §6) under the conversation lock. Writes are ordered so that a crash
  * between any two is harmless or recoverable: the run-index entry first (recovery can find the
- * task), then the user message, the Idempotency-Key, the task (RUNNING, leased) beside the
- * conversation's active tasks; then the agents, each checkpointed; then TaskCompletion. Nothing
- * is acknowledged before all of it is committed.
+ * task), then the Idempotency-Key (naming the task and its user message's seq), the user message,
+ * the task (RUNNING, leased) beside the conversation's active tasks; then the agents, each
+ * checkpointed; then TaskCompletion. Nothing is acknowledged before all of it is committed.
  */
 @Injectable()
 export class TurnService {
@@ -66,6 +67,7 @@ export class TurnService {
     private readonly retrier: TaskRetry,
     private readonly history: HistoryMaintenance,
     private readonly staleHolder: StaleLockHolder,
+    private readonly orphans: OrphanedUserMessage,
     private readonly cls: ClsService<LoomClsStore>,
     @Inject(LOOM_ENV) private readonly env: LoomEnv,
   ) {}
@@ -84,7 +86,7 @@ export class TurnService {
       const key: IdempotencyKey | null = idempotencyKey
         ? { hash: sha256(idempotencyKey), requestHash: sha256(content) }
         : null;
-      const { previous, meta } = await this.settleEarlier(
+      const { previous, orphan, meta } = await this.settleEarlier(
         owner,
         conversationId,
         key,
@@ -92,7 +94,7 @@ export class TurnService {
         onDelta,
       );
       if (previous) return await this.completion.view(owner, previous);
-      return await this.start(owner, meta, content, key, lock, onDelta);
+      return await this.start(owner, meta, content, key, lock, onDelta, orphan);
     });
   }
 
@@ -151,8 +153,8 @@ export class TurnService {
   /**
    * Interrupted turns of this conversation are finished before a new one starts (turns stay in
    * order). Returns the task an Idempotency-Key retry refers to, if its first attempt got that
-   * far (finished now if it was interrupted, run again if it failed with a 503), and the
-   * conversation as it stands now.
+   * far (finished now if it was interrupted, run again if it failed with a 503), else the user
+   * message it stored before stopping (OrphanedUserMessage), and the conversation as it stands now.
    */
   private async settleEarlier(
     owner: Owner,
@@ -160,16 +162,21 @@ export class TurnService {
     key: IdempotencyKey | null,
     lock: LockHandle,
     onDelta?: (agentType: string, text: string) => void,
-  ): Promise<{ previous: TaskSession | null; meta: ConversationMeta }> {
+  ): Promise<{
+    previous: TaskSession | null;
+    orphan: ConversationMessage | null;
+    meta: ConversationMeta;
+  }> {
     let meta = await this.conversations.get(owner, conversationId, true);
     if (meta.activeTaskIds.length > 0) {
       for (const taskId of meta.activeTaskIds)
         await this.resumer.resume(owner, conversationId, taskId, lock);
       meta = await this.conversations.get(owner, conversationId, true);
     }
-    if (!key) return { previous: null, meta };
+    const none = { previous: null, orphan: null, meta };
+    if (!key) return none;
     const entry = await this.tasks.idempotentTask(owner, conversationId, key.hash);
-    if (!entry) return { previous: null, meta };
+    if (!entry) return none;
     if (entry.requestHash && entry.requestHash !== key.requestHash)
       throw new LoomError(
         LoomErrorCode.CONFLICT,
@@ -177,10 +184,12 @@ export class TurnService {
       );
     const { taskId } = entry;
     const task = await this.tasks.get(owner, conversationId, taskId, true);
-    if (task && retryable(task))
-      return { previous: await this.retrier.retry(owner, task, lock, onDelta), meta };
-    if (task?.status !== TaskStatus.RUNNING) return { previous: task, meta };
-    return { previous: await this.resumer.resume(owner, conversationId, taskId, lock), meta };
+    if (!task) return { ...none, orphan: await this.orphans.find(owner, conversationId, entry) };
+    if (retryable(task))
+      return { ...none, previous: await this.retrier.retry(owner, task, lock, onDelta) };
+    if (task.status !== TaskStatus.RUNNING) return { ...none, previous: task };
+    const resumed = await this.resumer.resume(owner, conversationId, taskId, lock);
+    return { ...none, previous: resumed };
   }
 
   private async start(
@@ -190,39 +199,26 @@ export class TurnService {
     key: IdempotencyKey | null,
     lock: LockHandle,
     onDelta?: (agentType: string, text: string) => void,
+    orphan: ConversationMessage | null = null,
   ): Promise<TurnView> {
     const { conversationId } = meta;
     // LOOM_REDACT_STORED: redacted before it is stored or shown to a model, and only here: the
-    // size limit and the Idempotency-Key's message hash are the client's own text.
-    if (this.env.LOOM_REDACT_STORED) content = redactPii(content);
+    // size limit and the Idempotency-Key's message hash are the client's own text. An orphan
+    // (an earlier attempt's message, adopted) is the text as stored.
+    if (orphan) content = orphan.content;
+    else if (this.env.LOOM_REDACT_STORED) content = redactPii(content);
     const language = detectLanguage(content);
-    const history = await this.conversations.messages(owner, conversationId, { last: 10 });
+    // The history before this turn's message, as the earlier attempt planned with.
+    const recent = await this.conversations.messages(owner, conversationId, {
+      last: orphan ? 11 : 10,
+    });
+    const history = recent.filter((m) => m.seq !== orphan?.seq);
     const plan = await this.plan(content, history, meta.currentIntent);
-    const taskId = newId('t');
+    const taskId = orphan?.taskId ?? newId('t');
     this.cls.set('taskId', taskId);
     await this.system.saveRun(this.leases.runEntry(owner, conversationId, taskId, lock));
-    const userMessage = await this.conversations.appendMessage(
-      owner,
-      conversationId,
-      {
-        role: 'user',
-        content,
-        agentType: null,
-        taskId,
-        createdAt: new Date().toISOString(),
-        tokens: 0,
-      },
-      lock.fence,
-    );
-    if (key)
-      await this.tasks.rememberIdempotent(
-        owner,
-        conversationId,
-        key.hash,
-        taskId,
-        lock.fence,
-        key.requestHash,
-      );
+    const userMessage =
+      orphan ?? (await this.appendUserMessage(owner, conversationId, content, taskId, key, lock));
     const task = this.newTask(owner, taskId, conversationId, content, plan, userMessage.seq);
     task.idempotencyKey = key?.hash ?? null;
     recordFirstWave(task);
@@ -257,6 +253,36 @@ export class TurnService {
       .afterTurn(owner, conversationId, lock.fence, view.reply.seq)
       .catch((err) => this.log.warn(`history maintenance failed: ${err.message}`));
     return { ...view, userMessage: messageView(userMessage) };
+  }
+
+  /**
+   * With an Idempotency-Key, its entry first, naming the task and the seq the message is then
+   * appended at: a retry after a failure before the task is written finds the message there
+   * (OrphanedUserMessage) rather than appending it again.
+   */
+  private async appendUserMessage(
+    owner: Owner,
+    conversationId: string,
+    content: string,
+    taskId: string,
+    key: IdempotencyKey | null,
+    lock: LockHandle,
+  ): Promise<ConversationMessage> {
+    let userSeq: number | undefined;
+    if (key) {
+      userSeq = (await this.conversations.messageCount(owner, conversationId, true)) + 1;
+      const entry = { taskId, requestHash: key.requestHash, userSeq };
+      await this.tasks.rememberIdempotent(owner, conversationId, key.hash, entry, lock.fence);
+    }
+    const message = {
+      role: 'user' as const,
+      content,
+      agentType: null,
+      taskId,
+      createdAt: new Date().toISOString(),
+      tokens: 0,
+    };
+    return this.conversations.appendMessage(owner, conversationId, message, lock.fence, userSeq);
   }
 
   /**

@@ -9,6 +9,15 @@ import { Owner } from './owner';
 /** How long an agent session row may outlive a task that never closed it (the sweeper's bound). */
 export const AGENT_SESSION_DURABLE_MS = 86_400_000;
 
+/** An Idempotency-Key's entry, written before its turn's user message. */
+export interface IdempotencyEntry {
+  taskId: string;
+  /** What the request carried, so the key cannot be reused for another request. */
+  requestHash?: string;
+  /** The seq the turn's user message takes; absent in entries of earlier versions. */
+  userSeq?: number;
+}
+
 interface TaskRef {
   conversationId: string;
   userId: string;
@@ -174,7 +183,7 @@ export class TaskRepository {
   }
 
   /**
-   * The task a retried request (same Idempotency-Key) already produced, if any. Read from the
+   * What a retried request (same Idempotency-Key) already produced, if anything. Read from the
    * durable store: a cached "absent" left by the first attempt's lookup must not make the retry
    * run the turn again.
    */
@@ -182,29 +191,22 @@ export class TaskRepository {
     owner: Owner,
     conversationId: string,
     keyHash: string,
-  ): Promise<{ taskId: string; requestHash?: string } | null> {
-    return this.read<{ taskId: string; requestHash?: string }>(
-      owner,
-      conversationId,
-      StateKeys.idempotency(keyHash),
-      true,
-    );
+  ): Promise<IdempotencyEntry | null> {
+    return this.read<IdempotencyEntry>(owner, conversationId, StateKeys.idempotency(keyHash), true);
   }
 
   async rememberIdempotent(
     owner: Owner,
     conversationId: string,
     keyHash: string,
-    taskId: string,
+    entry: IdempotencyEntry,
     fence?: number,
-    /** What the request carried, so the key cannot be reused for another request. */
-    requestHash?: string,
   ): Promise<void> {
     await this.store.save(
       { tenantId: owner.tenantId },
       conversationId,
       StateKeys.idempotency(keyHash),
-      { taskId, requestHash },
+      entry,
       { fence },
     );
   }

@@ -1,0 +1,149 @@
+import { contiguous, failWritesAfterMessage, storedMessages } from './faults.support';
+import { client, RunningSystem, startSystem } from './system';
+
+const UNAVAILABLE = {
+  statusCode: 503,
+  code: 'UNAVAILABLE',
+  message: 'the durable store is unavailable',
+};
+
+/**
+ * A keyed turn that fails after storing its user message and before writing its task (MySQL
+ * drops right after the message's commit) answers 503, and the client retries with the same
+ * Idempotency-Key as told: the retry adopts that message rather than storing it again, and
+ * answers 201 with the reply stored once. MySQL fails for real (a trigger on the suite's own
+ * database); every app is a real process.
+ */
+describe('system: a same-key retry after a turn stopped between its user message and its task', () => {
+  let sys: RunningSystem;
+  let alice: ReturnType<typeof client>;
+  const post = (id: string, content: string, key?: string) =>
+    alice(
+      'POST',
+      `/v1/conversations/${id}/messages`,
+      { content },
+      key ? { 'Idempotency-Key': key } : {},
+    );
+  const stored = async (id: string) =>
+    (await storedMessages(sys.env.MYSQL_URL, id)).map((m) => [m.seq, m.role, m.content]);
+  /** A conversation with one turn answered (seqs 1 and 2). */
+  const conversation = async () => {
+    const id = (await alice('POST', '/v1/conversations', {})).body.conversationId as string;
+    expect((await post(id, '我跟公司签的劳动合同有问题')).status).toBe(201);
+    return id;
+  };
+
+  beforeAll(async () => {
+    sys = await startSystem();
+    alice = client(sys.base, sys.token('tenant-o', 'alice'));
+  });
+  afterAll(async () => {
+    await sys?.stop();
+  });
+
+  it.each([
+    ['every write after the user message', '%'],
+    ['the task document, after its reference and the conversation', 'task:%'],
+  ])(
+    'stores the user message once and answers the retry 201 when MySQL failed %s',
+    async (_, keys) => {
+      const id = await conversation();
+      const lift = await failWritesAfterMessage(sys.env.MYSQL_URL, id, 3, keys);
+      const question = '上面那份合同里关于竞业协议的部分怎么看?';
+      const first = await post(id, question, 'k-orphan');
+      await lift();
+      expect([first.status, first.body]).toEqual([503, UNAVAILABLE]);
+      const [orphan] = (await storedMessages(sys.env.MYSQL_URL, id)).slice(2);
+      expect([orphan.seq, orphan.role, orphan.content]).toEqual([3, 'user', question]);
+
+      const retry = await post(id, question, 'k-orphan');
+      expect(retry.status).toBe(201);
+      expect(retry.body).toMatchObject({
+        taskId: orphan.taskId,
+        agents: expect.arrayContaining(['labor-law']),
+        userMessage: { seq: 3, role: 'user', content: question },
+        reply: { seq: 4, role: 'assistant', agentType: 'labor-law' },
+      });
+      const messages = await storedMessages(sys.env.MYSQL_URL, id);
+      expect(messages.map((m) => [m.seq, m.role, m.taskId])).toEqual([
+        [1, 'user', messages[0].taskId],
+        [2, 'assistant', messages[0].taskId],
+        [3, 'user', orphan.taskId],
+        [4, 'assistant', orphan.taskId],
+      ]);
+      expect(contiguous(messages)).toBe(true);
+      const task = (await alice('GET', `/v1/tasks/${orphan.taskId}`)).body;
+      expect([task.status, task.userIntent]).toEqual(['COMPLETED', question]);
+      const meta = (await alice('GET', `/v1/conversations/${id}`)).body;
+      expect([meta.messageCount, meta.activeTaskIds]).toEqual([4, []]);
+
+      // Done: the key answers the same TurnView again and stores nothing.
+      const again = await post(id, question, 'k-orphan');
+      expect([again.status, again.body]).toEqual([201, retry.body]);
+      expect(await storedMessages(sys.env.MYSQL_URL, id)).toHaveLength(4);
+    },
+  );
+
+  it('answers 409 once a later message followed the stored one, and stores nothing', async () => {
+    const id = await conversation();
+    const lift = await failWritesAfterMessage(sys.env.MYSQL_URL, id, 3);
+    const first = await post(id, '加班费怎么算', 'k-gone-on');
+    await lift();
+    expect([first.status, first.body]).toEqual([503, UNAVAILABLE]);
+    // A turn without the key: its message follows the one left without a reply.
+    expect((await post(id, '年假有几天')).status).toBe(201);
+
+    const retry = await post(id, '加班费怎么算', 'k-gone-on');
+    expect([retry.status, retry.body]).toEqual([
+      409,
+      {
+        statusCode: 409,
+        code: 'CONFLICT',
+        message:
+          'this turn failed and the conversation has gone on since: send the message again under a new Idempotency-Key',
+      },
+    ]);
+    expect((await stored(id)).slice(2)).toEqual([
+      [3, 'user', '加班费怎么算'],
+      [4, 'user', '年假有几天'],
+      [5, 'assistant', expect.any(String)],
+    ]);
+    // A different message under the key is 409 as ever.
+    const changed = await post(id, '别的问题', 'k-gone-on');
+    expect([changed.status, changed.body.message]).toEqual([
+      409,
+      'this Idempotency-Key was already used for a different message',
+    ]);
+    expect(await storedMessages(sys.env.MYSQL_URL, id)).toHaveLength(5);
+  });
+
+  it('stores the message once when MySQL failed before it was stored, the conversation going on or not', async () => {
+    const id = await conversation();
+    // The message's own insert fails; the key's entry, written before it, stands.
+    let lift = await failWritesAfterMessage(sys.env.MYSQL_URL, id, 2, 'messages');
+    const first = await post(id, '试用期被辞退有补偿吗', 'k-unstored');
+    await lift();
+    expect([first.status, first.body]).toEqual([503, UNAVAILABLE]);
+    expect(await storedMessages(sys.env.MYSQL_URL, id)).toHaveLength(2);
+    const retry = await post(id, '试用期被辞退有补偿吗', 'k-unstored');
+    expect([retry.status, retry.body.userMessage.seq, retry.body.reply.seq]).toEqual([201, 3, 4]);
+
+    lift = await failWritesAfterMessage(sys.env.MYSQL_URL, id, 4, 'messages');
+    expect((await post(id, '经济补偿怎么算', 'k-later')).status).toBe(503);
+    await lift();
+    // Another turn takes the seq the failed one had been given.
+    expect((await post(id, '年假有几天')).status).toBe(201);
+    const later = await post(id, '经济补偿怎么算', 'k-later');
+    expect([later.status, later.body.userMessage.seq, later.body.reply.seq]).toEqual([201, 7, 8]);
+    const messages = await storedMessages(sys.env.MYSQL_URL, id);
+    expect(messages.slice(2).map((m) => [m.seq, m.role, m.content.slice(0, 7)])).toEqual([
+      [3, 'user', '试用期被辞退有'],
+      [4, 'assistant', expect.any(String)],
+      [5, 'user', '年假有几天'],
+      [6, 'assistant', expect.any(String)],
+      [7, 'user', '经济补偿怎么算'],
+      [8, 'assistant', expect.any(String)],
+    ]);
+    expect(contiguous(messages)).toBe(true);
+  });
+});
