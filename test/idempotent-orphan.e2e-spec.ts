@@ -1,4 +1,4 @@
-import { contiguous, failWritesAfterMessage, storedMessages } from './faults.support';
+import { contiguous, failWritesAfterMessage, storedMessages, waitFor } from './faults.support';
 import { client, RunningSystem, startSystem } from './system';
 
 const UNAVAILABLE = {
@@ -145,5 +145,68 @@ describe('system: a same-key retry after a turn stopped between its user message
       [8, 'assistant', expect.any(String)],
     ]);
     expect(contiguous(messages)).toBe(true);
+  });
+});
+
+/**
+ * The same with the orchestrator killed (SIGKILL, a test hook) right after it stored the user
+ * message: the client's connection drops, and its retry with the same key on the orchestrator
+ * started again is answered 201 with the message stored once. No task names the dead turn's
+ * conversation lock, so the retry waits for that lock to lapse (its 30 s TTL) before it runs.
+ */
+describe('system: a same-key retry after the orchestrator was killed right after the user message', () => {
+  let sys: RunningSystem;
+
+  beforeAll(async () => {
+    sys = await startSystem({
+      appEnv: { orchestrator: { LOOM_TEST_KILL_AFTER_USER_MESSAGE: 'true' } },
+    });
+  });
+  afterAll(async () => {
+    await sys?.stop();
+  });
+
+  it('stores the user message once and answers the retry 201', async () => {
+    const alice = client(sys.base, sys.token('tenant-k', 'alice'));
+    const id = (await alice('POST', '/v1/conversations', {})).body.conversationId as string;
+    const question = '我跟公司签的劳动合同有问题';
+    const post = () =>
+      alice(
+        'POST',
+        `/v1/conversations/${id}/messages`,
+        { content: question },
+        {
+          'Idempotency-Key': 'k-killed',
+        },
+      );
+    await expect(post()).rejects.toThrow('fetch failed');
+    const [killed] = sys.processes('orchestrator');
+    await waitFor(() => killed.signalCode === 'SIGKILL', { what: 'the orchestrator to die' });
+    await sys.kill(killed);
+    const [orphan] = await storedMessages(sys.env.MYSQL_URL, id);
+    expect([orphan.seq, orphan.role, orphan.content]).toEqual([1, 'user', question]);
+
+    sys.start('orchestrator', { LOOM_TEST_KILL_AFTER_USER_MESSAGE: 'false' });
+    await sys.ready();
+    let retry: Awaited<ReturnType<typeof post>> | undefined;
+    await waitFor(
+      async () => {
+        retry = await post();
+        // Until the dead turn's lock lapses: 409 after the 10 s lock wait.
+        return retry.body?.message !== 'the conversation is busy with another turn';
+      },
+      { what: "the dead turn's lock to lapse", timeoutMs: 90_000 },
+    );
+    expect(retry!.status).toBe(201);
+    expect(retry!.body).toMatchObject({
+      taskId: orphan.taskId,
+      userMessage: { seq: 1, role: 'user', content: question },
+      reply: { seq: 2, role: 'assistant', agentType: 'labor-law' },
+    });
+    const messages = await storedMessages(sys.env.MYSQL_URL, id);
+    expect(messages.map((m) => [m.seq, m.role, m.taskId])).toEqual([
+      [1, 'user', orphan.taskId],
+      [2, 'assistant', orphan.taskId],
+    ]);
   });
 });

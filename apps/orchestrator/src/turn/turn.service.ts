@@ -219,6 +219,7 @@ export class TurnService {
     await this.system.saveRun(this.leases.runEntry(owner, conversationId, taskId, lock));
     const userMessage =
       orphan ?? (await this.appendUserMessage(owner, conversationId, content, taskId, key, lock));
+    if (this.env.LOOM_TEST_KILL_AFTER_USER_MESSAGE && !orphan) process.kill(process.pid, 'SIGKILL');
     const task = this.newTask(owner, taskId, conversationId, content, plan, userMessage.seq);
     task.idempotencyKey = key?.hash ?? null;
     recordFirstWave(task);

@@ -117,6 +117,8 @@ export class LoomEnv {
   sharedAcl: SharedAclRules = {};
   /** Test hook: the transport hands every request to its handler twice. */
   @Transform(toBool) @IsBoolean() LOOM_TEST_DUPLICATE_DELIVERY = false;
+  /** Test hook: the orchestrator SIGKILLs itself right after a turn's user message is stored. */
+  @Transform(toBool) @IsBoolean() LOOM_TEST_KILL_AFTER_USER_MESSAGE = false;
 }
 
 export class ConfigError extends Error {}
