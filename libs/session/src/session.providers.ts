@@ -51,6 +51,7 @@ export async function createSessionInfra(
   }
   const dataSource = await openSessionDataSource({
     url: opts.mysqlUrl,
+    sslCaFile: opts.mysqlSslCa,
     migrationsRun: opts.migrationsRun,
     poolSize: opts.mysqlPoolSize,
   });

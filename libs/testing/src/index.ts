@@ -5,3 +5,4 @@ export * from './private-mariadb';
 export * from './session-infra';
 export * from './tcp-proxy';
 export * from './fake-openai-server';
+export * from './test-certificates';

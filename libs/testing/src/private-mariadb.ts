@@ -34,9 +34,11 @@ export class PrivateMariaDb {
     readonly port: number,
     private readonly dir: string,
     private readonly server: string,
+    private readonly serverArgs: string[],
   ) {}
 
-  static async start(): Promise<PrivateMariaDb> {
+  /** `serverArgs`: more mariadbd options (`--ssl-cert=…`, `--default-time-zone=+05:00`). */
+  static async start(serverArgs: string[] = []): Promise<PrivateMariaDb> {
     const dir = await mkdtemp(join(tmpdir(), 'loom-mariadb-'));
     const install = await binary('mariadb-install-db', 'mysql_install_db');
     await run(install, [
@@ -45,7 +47,12 @@ export class PrivateMariaDb {
       '--auth-root-authentication-method=normal',
       '--skip-test-db',
     ]);
-    const db = new PrivateMariaDb(await freePort(), dir, await binary('mariadbd', 'mysqld'));
+    const db = new PrivateMariaDb(
+      await freePort(),
+      dir,
+      await binary('mariadbd', 'mysqld'),
+      serverArgs,
+    );
     await db.restart();
     return db;
   }
@@ -75,6 +82,7 @@ export class PrivateMariaDb {
         '--user=root',
         '--skip-log-bin',
         '--innodb-buffer-pool-size=64M',
+        ...this.serverArgs,
       ],
       { stdio: 'ignore' },
     );

@@ -92,6 +92,19 @@ describe('parseEnv', () => {
     expect(() => parseEnv({ ...secrets, LLM_PROVIDER: 'openai' })).toThrow(/OPENAI_API_KEY/);
   });
 
+  it('takes the ssl option of MYSQL_URL and MYSQL_SSL_CA, and refuses other options at boot', () => {
+    const url = 'mysql://loom:pw@db.example.com:3306/loom?ssl={"rejectUnauthorized":true}';
+    expect(parseEnv({ ...secrets, MYSQL_URL: url }).MYSQL_URL).toBe(url);
+    expect(() =>
+      parseEnv({ ...secrets, MYSQL_URL: 'mysql://root@db:3306/loom?multipleStatements=true' }),
+    ).toThrow(
+      'invalid configuration: MYSQL_URL option multipleStatements is not allowed: Loom sends one statement per query',
+    );
+    expect(() => parseEnv({ ...secrets, MYSQL_SSL_CA: '/nonexistent/ca.pem' })).toThrow(
+      'invalid configuration: MYSQL_SSL_CA: cannot read /nonexistent/ca.pem (ENOENT)',
+    );
+  });
+
   it('turns strings into numbers and booleans', () => {
     const env = parseEnv({
       ...secrets,

@@ -13,7 +13,7 @@ import {
   validateSync,
 } from 'class-validator';
 import type { LlmConfig } from '../llm/llm.factory';
-import { parseSharedAclRules, SharedAclRules } from '@loom/session';
+import { mysqlConnectionConfig, parseSharedAclRules, SharedAclRules } from '@loom/session';
 
 const toNumber = ({ value }: { value: unknown }) =>
   value === undefined || value === '' ? undefined : Number(value);
@@ -42,10 +42,13 @@ const TYPE_RULES = ['isInt', 'isNumber', 'isBoolean', 'isString'];
 export class LoomEnv {
   @IsIn(['distributed', 'embedded']) LOOM_PROFILE: 'distributed' | 'embedded' = 'distributed';
   @Matches(/^rediss?:\/\//) REDIS_URL = 'redis://127.0.0.1:6379';
-  @Matches(/^mysql:\/\/[^/]+\/[A-Za-z0-9_$-]{1,64}$/, {
-    message: 'MYSQL_URL must look like mysql://user[:pass]@host:port/database',
+  /** Its one query option is mysql2's `ssl` (mysqlConnectionConfig, checked in parseEnv). */
+  @Matches(/^mysql:\/\/[^/]+\/[A-Za-z0-9_$-]{1,64}(\?.*)?$/, {
+    message: 'MYSQL_URL must look like mysql://user[:pass]@host:port/database[?ssl=…]',
   })
   MYSQL_URL = 'mysql://root@127.0.0.1:3306/loom';
+  /** A PEM file of the CA that signed the MySQL server's certificate; turns TLS on. */
+  @IsOptional() @IsString() MYSQL_SSL_CA?: string;
   @Matches(/^[A-Za-z0-9_.:-]{1,64}$/) LOOM_KEY_PREFIX = 'loom:';
   /** Needed by the orchestrator (it verifies API tokens), not by agents: see parseEnv. */
   @IsOptional()
@@ -149,6 +152,11 @@ export function parseEnv(
   if (env.LOOM_PROFILE !== 'embedded' && role === 'orchestrator' && !env.LOOM_JWT_SECRET)
     problems.unshift('LOOM_JWT_SECRET: required outside the embedded profile (16+ characters)');
   if (problems.length) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
+  try {
+    mysqlConnectionConfig(env.MYSQL_URL, env.MYSQL_SSL_CA);
+  } catch (err) {
+    throw new ConfigError(`invalid configuration: ${(err as Error).message}`);
+  }
   // A limit on the whole execution below the silence bound would make that bound meaningless.
   if (env.AGENT_MAX_EXECUTION_MS !== undefined && env.AGENT_MAX_EXECUTION_MS < env.AGENT_TIMEOUT_MS)
     throw new ConfigError(

@@ -11,6 +11,7 @@ export function sessionOptionsFrom(env: LoomEnv): SessionOptions & {
     ...DEFAULT_SESSION_OPTIONS,
     profile: env.LOOM_PROFILE,
     mysqlUrl: env.MYSQL_URL,
+    mysqlSslCa: env.MYSQL_SSL_CA,
     redisUrl: env.REDIS_URL,
     keyPrefix: env.LOOM_KEY_PREFIX,
     migrationsRun: env.DB_MIGRATIONS_RUN,

@@ -6,6 +6,8 @@ export interface SessionOptions {
   /** 'distributed': MySQL + Redis (tiered); 'embedded': the JSON-file store alone (no hot tier). */
   profile: 'distributed' | 'embedded';
   mysqlUrl: string;
+  /** MYSQL_SSL_CA: a PEM file of the CA that signed the MySQL server's certificate. */
+  mysqlSslCa?: string;
   redisUrl: string;
   keyPrefix: string;
   migrationsRun: boolean;

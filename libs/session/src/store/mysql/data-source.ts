@@ -2,6 +2,7 @@ import { createHash } from 'crypto';
 import { createConnection, RowDataPacket } from 'mysql2/promise';
 import { DataSource } from 'typeorm';
 import { SESSION_MIGRATIONS } from '../../migrations';
+import { MysqlConnectionConfig, mysqlConnectionConfig } from './mysql-connection';
 import { SessionStateEntity } from './session-state.entity';
 
 export interface MysqlOptions {
@@ -10,36 +11,55 @@ export interface MysqlOptions {
   /** Apply pending migrations on start (API.md: DB_MIGRATIONS_RUN). */
   migrationsRun?: boolean;
   connectTimeoutMs?: number;
+  /** MYSQL_SSL_CA: a PEM file of the CA that signed the server's certificate. */
+  sslCaFile?: string;
 }
 
-function databaseName(url: string): string {
-  const name = decodeURIComponent(new URL(url).pathname.replace(/^\//, ''));
-  if (!/^[A-Za-z0-9_$-]{1,64}$/.test(name))
-    throw new Error(`MYSQL_URL names no valid database: "${name}"`);
-  return name;
-}
-
-/** Creates the database named by `url` when it is missing (apps may start on an empty server). */
-export async function ensureDatabase(url: string): Promise<void> {
-  const name = databaseName(url);
-  const server = new URL(url);
-  server.pathname = '/';
-  const conn = await createConnection({ uri: server.toString(), connectTimeout: 5000 });
+/**
+ * Creates the database named by `url` when it is missing (apps may start on an empty server).
+ * The first connection a process opens, so a TLS setting the server does not meet fails here,
+ * saying so.
+ */
+export async function ensureDatabase(config: MysqlConnectionConfig): Promise<void> {
+  const { database, ...server } = config;
+  const conn = await createConnection({ ...server, connectTimeout: 5000 }).catch((err) => {
+    throw tlsError(config, err) ?? err;
+  });
   try {
     await conn.query(
-      `CREATE DATABASE IF NOT EXISTS \`${name}\` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci`,
+      `CREATE DATABASE IF NOT EXISTS \`${database}\` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci`,
     );
   } finally {
     await conn.end();
   }
 }
 
+function tlsError(config: MysqlConnectionConfig, err: Error & { code?: string }) {
+  const at = `MySQL at ${config.host}:${config.port}`;
+  if (err.code === 'HANDSHAKE_NO_SSL_SUPPORT')
+    return new Error(
+      `${at} does not offer TLS, which MYSQL_URL's ssl option or MYSQL_SSL_CA asks for`,
+    );
+  // Node's verdict on the certificate: "self-signed certificate in certificate chain", …
+  if (err.code === 'HANDSHAKE_SSL_ERROR')
+    return new Error(
+      `${at}: TLS failed (${err.message}); MYSQL_SSL_CA names the CA that signed the server's certificate`,
+    );
+  return undefined;
+}
+
 /** A TypeORM data source on the session table; migrations run when asked, synchronize never. */
 export async function openSessionDataSource(opts: MysqlOptions): Promise<DataSource> {
-  await ensureDatabase(opts.url);
+  const config = mysqlConnectionConfig(opts.url, opts.sslCaFile);
+  await ensureDatabase(config);
   const dataSource = new DataSource({
     type: 'mysql',
-    url: opts.url,
+    host: config.host,
+    port: config.port,
+    username: config.user,
+    password: config.password,
+    database: config.database,
+    ssl: config.ssl,
     charset: 'utf8mb4_unicode_ci',
     timezone: 'Z',
     entities: [SessionStateEntity],
@@ -53,7 +73,7 @@ export async function openSessionDataSource(opts: MysqlOptions): Promise<DataSou
     extra: { connectionLimit: opts.poolSize ?? 10, queueLimit: 1000, enableKeepAlive: true },
   });
   await dataSource.initialize();
-  if (opts.migrationsRun !== false) await runMigrationsExclusively(dataSource, opts.url);
+  if (opts.migrationsRun !== false) await runMigrationsExclusively(dataSource, config);
   return dataSource;
 }
 
@@ -62,10 +82,13 @@ export async function openSessionDataSource(opts: MysqlOptions): Promise<DataSou
  * lock is held on a connection of its own, so a pool of one (DB_POOL_SIZE=1) still has the
  * connection the migrations run on.
  */
-async function runMigrationsExclusively(dataSource: DataSource, url: string): Promise<void> {
+async function runMigrationsExclusively(
+  dataSource: DataSource,
+  config: MysqlConnectionConfig,
+): Promise<void> {
   // Named locks are server-wide: one name per database, so databases migrate independently.
-  const name = `loom_migrations:${createHash('sha1').update(databaseName(url)).digest('hex')}`;
-  const lock = await createConnection({ uri: url, connectTimeout: 5000 });
+  const name = `loom_migrations:${createHash('sha1').update(config.database).digest('hex')}`;
+  const lock = await createConnection({ ...config, connectTimeout: 5000 });
   try {
     const [[row]] = await lock.query<RowDataPacket[]>('SELECT GET_LOCK(?, 60) AS got', [name]);
     if (Number(row?.got) !== 1)
