@@ -1,8 +1,9 @@
 import { createHash } from 'crypto';
+import * as mysql2 from 'mysql2';
 import { createConnection, RowDataPacket } from 'mysql2/promise';
 import { DataSource } from 'typeorm';
 import { SESSION_MIGRATIONS } from '../../migrations';
-import { MysqlConnectionConfig, mysqlConnectionConfig } from './mysql-connection';
+import { LOOM_TIME_ZONE, MysqlConnectionConfig, mysqlConnectionConfig } from './mysql-connection';
 import { SessionStateEntity } from './session-state.entity';
 
 export interface MysqlOptions {
@@ -14,6 +15,21 @@ export interface MysqlOptions {
   /** MYSQL_SSL_CA: a PEM file of the CA that signed the server's certificate. */
   sslCaFile?: string;
 }
+
+/**
+ * mysql2 whose pools pin every new connection's session time zone to UTC before handing it out
+ * (the `connection` event comes before the first query is queued): NOW() and CURRENT_TIMESTAMP
+ * then agree with the times the driver writes, whatever the server's default zone.
+ */
+const utcMysql2 = {
+  ...mysql2,
+  createPool: (config: mysql2.PoolOptions) =>
+    mysql2
+      .createPool(config)
+      .on('connection', (conn) =>
+        conn.query(`SET time_zone = '${LOOM_TIME_ZONE}'`, () => undefined),
+      ),
+};
 
 /**
  * Creates the database named by `url` when it is missing (apps may start on an empty server).
@@ -54,6 +70,8 @@ export async function openSessionDataSource(opts: MysqlOptions): Promise<DataSou
   await ensureDatabase(config);
   const dataSource = new DataSource({
     type: 'mysql',
+    driver: utcMysql2,
+    connectorPackage: 'mysql2',
     host: config.host,
     port: config.port,
     username: config.user,
@@ -88,8 +106,9 @@ async function runMigrationsExclusively(
 ): Promise<void> {
   // Named locks are server-wide: one name per database, so databases migrate independently.
   const name = `loom_migrations:${createHash('sha1').update(config.database).digest('hex')}`;
-  const lock = await createConnection({ ...config, connectTimeout: 5000 });
+  const lock = await createConnection({ ...config, connectTimeout: 5000, timezone: 'Z' });
   try {
+    await lock.query(`SET time_zone = '${LOOM_TIME_ZONE}'`);
     const [[row]] = await lock.query<RowDataPacket[]>('SELECT GET_LOCK(?, 60) AS got', [name]);
     if (Number(row?.got) !== 1)
       throw new Error('another process held the migration lock for 60 s; start again');

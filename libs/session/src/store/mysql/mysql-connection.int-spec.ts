@@ -52,11 +52,11 @@ describe('MYSQL_URL options on the shared server (no TLS)', () => {
 });
 
 /**
- * A private MariaDB with TLS (a throwaway CA), whose user `loom_tls` may connect over TLS only:
- * every connection a data source opens (the database check, the pool, the migration lock) must
- * then use the options of MYSQL_URL.
+ * A private MariaDB with TLS (a throwaway CA) and a session time zone of +05:00 by default, whose
+ * user `loom_tls` may connect over TLS only: every connection a data source opens (the database
+ * check, the pool, the migration lock) must then use MYSQL_URL's options.
  */
-describe('a server that requires TLS', () => {
+describe('a TLS server whose default time zone is not UTC', () => {
   let dir: string;
   let certs: TestCertificates;
   let server: PrivateMariaDb;
@@ -70,6 +70,7 @@ describe('a server that requires TLS', () => {
       `--ssl-ca=${certs.ca}`,
       `--ssl-cert=${certs.cert}`,
       `--ssl-key=${certs.key}`,
+      '--default-time-zone=+05:00',
     ]);
     const root = await createConnection({ uri: server.url });
     await root.query("CREATE USER loom_tls@'%' IDENTIFIED BY 'tls-only' REQUIRE SSL");
@@ -89,7 +90,7 @@ describe('a server that requires TLS', () => {
     );
   });
 
-  it('with MYSQL_SSL_CA every connection is TLS', async () => {
+  it('with MYSQL_SSL_CA every connection is TLS, in UTC, and rows carry UTC times', async () => {
     const dataSource = await openSessionDataSource({
       url: url('loom_tls_db', '?ssl={"minVersion":"TLSv1.2"}'),
       sslCaFile: certs.ca,
@@ -102,21 +103,43 @@ describe('a server that requires TLS', () => {
         'SELECT name FROM loom_migrations',
       );
       expect(applied).toHaveLength(2);
-      // Three connections at once: every one the pool holds is TLS.
+      // Three connections at once: every one the pool holds is TLS and in UTC.
       const sessions = await Promise.all(
         [1, 2, 3].map(() =>
           dataSource.query(
-            "SELECT CONNECTION_ID() AS id, VARIABLE_VALUE <> '' AS tls " +
+            "SELECT CONNECTION_ID() AS id, @@session.time_zone AS tz, VARIABLE_VALUE <> '' AS tls " +
               "FROM information_schema.SESSION_STATUS WHERE VARIABLE_NAME = 'Ssl_cipher' AND SLEEP(0.2) = 0",
           ),
         ),
       );
       expect(new Set(sessions.map(([s]) => s.id)).size).toBe(3);
-      expect(sessions.map(([s]) => Number(s.tls))).toEqual([1, 1, 1]);
-      await store.save({ tenantId: 't' }, 'c_conversation1', 'conversation', { a: 1 });
-      expect(await store.get({ tenantId: 't' }, 'c_conversation1', 'conversation')).toEqual({
-        a: 1,
-      });
+      expect(sessions.map(([s]) => [s.tz, Number(s.tls)])).toEqual([
+        ['+00:00', 1],
+        ['+00:00', 1],
+        ['+00:00', 1],
+      ]);
+
+      const scope = { tenantId: 't' };
+      const expiresAt = new Date(Date.now() + 3_600_000);
+      const before = Date.now();
+      await store.save(scope, 'c_conversation1', 'conversation', { a: 1 }, { expiresAt });
+      await store.save(scope, 'c_conversation1', 'conversation', { a: 2 }, { expiresAt });
+      const after = Date.now();
+      // UNIX_TIMESTAMP of a TIMESTAMP column is the instant, whatever the reader's zone; the
+      // columns themselves are read as the driver reads them (the listing's updated_at).
+      const [row] = await dataSource.query(
+        'SELECT UNIX_TIMESTAMP(created_at) * 1000 AS created, UNIX_TIMESTAMP(updated_at) * 1000 AS updated, ' +
+          'updated_at, UNIX_TIMESTAMP(expires_at) * 1000 AS expires, expires_at > NOW(3) AS live ' +
+          'FROM loom_session_state',
+      );
+      for (const at of [Number(row.created), Number(row.updated), row.updated_at.getTime()]) {
+        expect(at).toBeGreaterThanOrEqual(before - 1000);
+        expect(at).toBeLessThanOrEqual(after + 1000);
+      }
+      expect(Number(row.expires)).toBe(expiresAt.getTime());
+      expect(Number(row.live)).toBe(1);
+      expect(await store.sweepExpired(new Date(expiresAt.getTime() - 1))).toBe(0);
+      expect(await store.sweepExpired(new Date(expiresAt.getTime() + 1))).toBe(1);
     } finally {
       await store.close();
     }

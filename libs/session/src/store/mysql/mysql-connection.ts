@@ -1,5 +1,8 @@
 import { readFileSync } from 'fs';
 
+/** The session time zone of every connection: the driver reads and writes times as UTC ('Z'). */
+export const LOOM_TIME_ZONE = '+00:00';
+
 /** Where and how Loom connects, from MYSQL_URL (and MYSQL_SSL_CA): the same for every connection. */
 export interface MysqlConnectionConfig {
   host: string;
