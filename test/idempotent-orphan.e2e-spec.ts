@@ -152,7 +152,8 @@ describe('system: a same-key retry after a turn stopped between its user message
  * The same with the orchestrator killed (SIGKILL, a test hook) right after it stored the user
  * message: the client's connection drops, and its retry with the same key on the orchestrator
  * started again is answered 201 with the message stored once. No task names the dead turn's
- * conversation lock, so the retry waits for that lock to lapse (its 30 s TTL) before it runs.
+ * conversation lock, so the retry runs once that lock is taken over (its holder's liveness key
+ * has lapsed) or has expired.
  */
 describe('system: a same-key retry after the orchestrator was killed right after the user message', () => {
   let sys: RunningSystem;
@@ -192,7 +193,7 @@ describe('system: a same-key retry after the orchestrator was killed right after
     await waitFor(
       async () => {
         retry = await post();
-        // Until the dead turn's lock lapses: 409 after the 10 s lock wait.
+        // Until the dead turn's lock is taken over or lapses: 409 after the 10 s lock wait.
         return retry.body?.message !== 'the conversation is busy with another turn';
       },
       { what: "the dead turn's lock to lapse", timeoutMs: 90_000 },

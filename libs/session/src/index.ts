@@ -26,3 +26,4 @@ export * from './conversation/system.repository';
 export * from './lock/execution-claim';
 export * from './store/mysql/mysql-errors';
 export * from './store/redis/redis-errors';
+export * from './lock/lock-holder-liveness';

@@ -4,6 +4,7 @@ import { LoomError, LoomErrorCode } from '../errors/session-error';
 import { assertId } from '../ids';
 import { RedisKeys } from '../store/redis/redis-keys';
 import { SessionStore, StoreScope } from '../store/session-store';
+import { LIVENESS_CONFIRM_MS, LockHolderLiveness } from './lock-holder-liveness';
 
 const RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end`;
 const TAKE_OVER = `local v = redis.call('GET', KEYS[1]) if v == false or v == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) return 1 else return 0 end`;
@@ -22,6 +23,8 @@ export interface LockHandle {
   fence: number;
   /** Set when the lock was taken over from a stale holder while waiting: that holder's token. */
   takenOverFrom?: string;
+  /** With takenOverFrom: the holder's process was gone (its liveness key lapsed). */
+  holderGone?: boolean;
   release(): Promise<void>;
   renew(): Promise<boolean>;
 }
@@ -30,19 +33,25 @@ export interface LockHandle {
  * Per-conversation mutual exclusion (seed 004): SET NX PX with a random token, released and
  * renewed only by a token-checked Lua script. Each acquisition also takes a fencing token from
  * the durable store, so a holder that paused past its TTL cannot write after a successor.
- * Without Redis (`redis` null, or Redis failing) the fence alone orders writers.
+ * Without Redis (`redis` null, or Redis failing) the fence alone orders writers. Each lock value
+ * names its holder process, whose liveness key (LockHolderLiveness) a waiter checks.
  */
 export class ConversationLock {
+  private readonly liveness: LockHolderLiveness | null;
+
   constructor(
     private readonly redis: Redis | null,
     private readonly keys: RedisKeys,
     private readonly store: SessionStore,
     private readonly opts: { ttlMs: number; waitMs: number; onRedisError?: (err: unknown) => void },
-  ) {}
+  ) {
+    this.liveness = redis ? new LockHolderLiveness(redis, (id) => keys.lockHolder(id)) : null;
+  }
 
   /**
-   * Waits up to `waitMs` for the lock; LOCK_TIMEOUT after that. With `staleHolder`, asked about
-   * the holder's token now and then while waiting (`staleCheckMs`): when it answers true (the
+   * Waits up to `waitMs` for the lock; LOCK_TIMEOUT after that. Now and then while waiting
+   * (`staleCheckMs`) it looks at the holder: when the holder's process is gone (its liveness key
+   * stayed absent for LIVENESS_CONFIRM_MS) or `staleHolder` answers true for its token (the
    * holder is known to be dead or paused past its lease), the lock is taken over from exactly
    * that token, as `takeOver` does, instead of waiting out its TTL.
    */
@@ -53,7 +62,22 @@ export class ConversationLock {
     stale: { staleHolder?: (token: string) => Promise<boolean>; staleCheckMs?: number } = {},
   ): Promise<LockHandle> {
     assertId(sessionId, 'session id');
-    const token = randomBytes(16).toString('hex');
+    this.liveness?.enter();
+    try {
+      return await this.wait(scope, sessionId, waitMs, stale);
+    } catch (err) {
+      this.liveness?.leave();
+      throw err;
+    }
+  }
+
+  private async wait(
+    scope: StoreScope,
+    sessionId: string,
+    waitMs: number,
+    stale: { staleHolder?: (token: string) => Promise<boolean>; staleCheckMs?: number },
+  ): Promise<LockHandle> {
+    const token = this.newToken();
     const key = this.keys.lock(sessionId);
     const deadline = Date.now() + waitMs;
     let delay = 5;
@@ -62,14 +86,24 @@ export class ConversationLock {
     const staleCheckMs = stale.staleCheckMs ?? 500;
     let nextStaleCheck = Date.now() + staleCheckMs / 2;
     let takenOverFrom: string | undefined;
+    let holderGone = false;
+    // The holder last found without a liveness key, and since when.
+    let absent: { holder: string; since: number } | undefined;
     while (redisUp) {
       try {
         if ((await this.redis!.set(key, token, 'PX', this.opts.ttlMs, 'NX')) === 'OK') break;
-        if (stale.staleHolder && Date.now() >= nextStaleCheck) {
+        if (Date.now() >= nextStaleCheck) {
           nextStaleCheck = Date.now() + staleCheckMs;
           const holder = await this.redis!.get(key);
+          if (holder && (await this.liveness!.gone(holder))) {
+            if (absent?.holder !== holder) absent = { holder, since: Date.now() };
+          } else absent = undefined;
+          // The lease rule first: the caller can then name the task of the holder it replaces.
           // A check that fails (the database away) only means: go on waiting.
-          if (holder && (await stale.staleHolder(holder).catch(() => false))) {
+          const isStale =
+            !!holder && !!stale.staleHolder && (await stale.staleHolder(holder).catch(() => false));
+          holderGone = !isStale && !!absent && Date.now() - absent.since >= LIVENESS_CONFIRM_MS;
+          if (holder && (isStale || holderGone)) {
             const taken = await this.redis!.eval(TAKE_OVER, 1, key, holder, token, this.opts.ttlMs);
             if (taken === 1) {
               takenOverFrom = holder;
@@ -91,7 +125,11 @@ export class ConversationLock {
       delay = Math.min(delay * 2, 100);
     }
     const handle = await this.fenced(scope, sessionId, token, redisUp ? this.redis : null);
-    return takenOverFrom ? { ...handle, takenOverFrom } : handle;
+    return takenOverFrom ? { ...handle, takenOverFrom, holderGone } : handle;
+  }
+
+  private newToken(): string {
+    return this.liveness?.token() ?? randomBytes(16).toString('hex');
   }
 
   /**
@@ -105,19 +143,35 @@ export class ConversationLock {
     staleToken: string | null,
   ): Promise<LockHandle | null> {
     assertId(sessionId, 'session id');
-    const token = randomBytes(16).toString('hex');
-    let redis = this.redis;
-    if (redis) {
-      try {
-        const key = this.keys.lock(sessionId);
-        const taken = await redis.eval(TAKE_OVER, 1, key, staleToken ?? '', token, this.opts.ttlMs);
-        if (taken !== 1) return null;
-      } catch (err) {
-        this.opts.onRedisError?.(err);
-        redis = null;
+    this.liveness?.enter();
+    try {
+      const token = this.newToken();
+      let redis = this.redis;
+      if (redis) {
+        try {
+          const key = this.keys.lock(sessionId);
+          const taken = await redis.eval(
+            TAKE_OVER,
+            1,
+            key,
+            staleToken ?? '',
+            token,
+            this.opts.ttlMs,
+          );
+          if (taken !== 1) {
+            this.liveness?.leave();
+            return null;
+          }
+        } catch (err) {
+          this.opts.onRedisError?.(err);
+          redis = null;
+        }
       }
+      return await this.fenced(scope, sessionId, token, redis);
+    } catch (err) {
+      this.liveness?.leave();
+      throw err;
     }
-    return this.fenced(scope, sessionId, token, redis);
   }
 
   /** Issues the fencing token; a lock whose fence cannot be issued is given back at once. */
@@ -143,6 +197,7 @@ export class ConversationLock {
     // progress (acquiring, or renewing itself, as a TaskRun does while agents work). A paused or
     // dead process renews nothing, so its lock lapses and the fence shuts it out.
     let until = Date.now() + SELF_RENEW_MAX_MS;
+    let released = false;
     const keepAlive = redis
       ? setInterval(
           () =>
@@ -161,6 +216,8 @@ export class ConversationLock {
       fence,
       release: async () => {
         if (keepAlive) clearInterval(keepAlive);
+        if (!released) this.liveness?.leave();
+        released = true;
         await this.release(key, token);
       },
       renew: async () => {

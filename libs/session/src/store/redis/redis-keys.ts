@@ -9,6 +9,7 @@
  *   <prefix>s:{<sid>}:_meta             hash     tenant, user, u:<stateKey> = updatedAt ms
  *   <prefix>s:{<sid>}:_fence            string   fencing-token counter
  *   <prefix>s:{<sid>}:lock              string   conversation lock (token), PX
+ *   <prefix>lockholder:<holderId>       string   a lock-holding process's liveness, PX
  *   <prefix>idx:{<tenant>}:<stateKey>[:u:<user>]  zset  session ids by updatedAt (standalone backend only)
  */
 export class RedisKeys {
@@ -34,6 +35,9 @@ export class RedisKeys {
   }
   lock(sid: string): string {
     return `${this.session(sid)}:lock`;
+  }
+  lockHolder(holderId: string): string {
+    return `${this.prefix}lockholder:${holderId}`;
   }
   index(tenant: string, key: string, user?: string): string {
     return `${this.prefix}idx:{${tenant}}:${key}${user ? `:u:${user}` : ''}`;
