@@ -20,7 +20,8 @@ export const RECHECK_MS = 2000;
  * lease): the token is the one the run index records for a RUNNING task of the conversation,
  * and that task's lease has run out, as MySQL holds it. The rule the recovery scan takes a lock
  * over by, so a turn waiting for the lock may take it over too instead of waiting out its TTL.
- * A holder that renews its lease, or one that cannot be named, is waited for.
+ * A holder that renews its lease, or one that cannot be named, is waited for here (the lock
+ * itself takes over from a holder whose process is gone: LockHolderLiveness).
  *
  * Waiting turns ask every half second; a holder found live, or one no task names, is asked about
  * again by this process only after 2 s (or at the end of its lease, if sooner), so a busy

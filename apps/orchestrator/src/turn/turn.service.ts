@@ -99,9 +99,10 @@ export class TurnService {
   }
 
   /**
-   * Runs `work` holding the conversation lock. A lock held by a worker that stopped (its task's
-   * lease ran out) is taken over as recovery would, with a new fence, rather than waited out
-   * until its TTL; `work` then finishes that task first (settleEarlier).
+   * Runs `work` holding the conversation lock. A lock held by a worker that stopped (its process
+   * is gone, whatever it was doing, or its task's lease ran out) is taken over as recovery
+   * would, with a new fence, rather than waited out until its TTL; `work` then finishes that
+   * worker's tasks first (settleEarlier).
    */
   private async underLock<T>(
     owner: Owner,
@@ -114,7 +115,9 @@ export class TurnService {
     const lock = await this.lock.acquire({ tenantId: owner.tenantId }, conversationId, undefined, {
       staleHolder,
     });
-    if (lock.takenOverFrom) this.log.log(`took over the lock of ${stale}: its worker stopped`);
+    if (lock.holderGone)
+      this.log.log('took over the lock of a stopped process: its liveness key had lapsed');
+    else if (lock.takenOverFrom) this.log.log(`took over the lock of ${stale}: its worker stopped`);
     try {
       return await work(lock);
     } finally {
