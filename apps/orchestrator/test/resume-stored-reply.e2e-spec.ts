@@ -65,7 +65,11 @@ describe('resuming a task whose reply was stored before the crash (in-process, r
       createdAt: new Date().toISOString(),
       tokens: 0,
     });
-    await tasks.rememberIdempotent(owner, id, sha('key-1'), taskId, undefined, sha(question));
+    await tasks.rememberIdempotent(owner, id, sha('key-1'), {
+      taskId,
+      requestHash: sha(question),
+      userSeq: user.seq,
+    });
     const task: TaskSession = {
       taskId,
       conversationId: id,
