@@ -5,21 +5,30 @@ export const ON_PROGRESS = Symbol('loom.llm.onProgress');
  * One model call's clock. Until the answer starts (a 2xx's headers) the call has until `at`,
  * retries included. From then on silence is what ends it: any byte of the answer (content,
  * reasoning, an SSE keep-alive comment) counts as progress, so a model that thinks for minutes
- * while it shows signs of life is not cut off; `maxMs` bounds the whole answer.
+ * while it shows signs of life is not cut off; `maxMs` bounds the whole answer. The caller's
+ * `cancel` signal (its execution was cancelled) stops the call too, at once.
  */
 export class CallWatch {
   readonly at: number;
   private readonly controller = new AbortController();
   private timer: NodeJS.Timeout;
   private idle?: NodeJS.Timeout;
+  private unlink = (): void => undefined;
 
   constructor(
     startMs: number,
     private readonly silenceMs: number,
     private readonly maxMs: number,
+    cancel?: AbortSignal,
   ) {
     this.at = Date.now() + startMs;
     this.timer = setTimeout(() => this.controller.abort(), startMs);
+    if (cancel?.aborted) this.controller.abort();
+    else if (cancel) {
+      const stop = (): void => this.controller.abort();
+      cancel.addEventListener('abort', stop, { once: true });
+      this.unlink = () => cancel.removeEventListener('abort', stop);
+    }
   }
 
   get signal(): AbortSignal {
@@ -41,6 +50,7 @@ export class CallWatch {
   end(): void {
     clearTimeout(this.timer);
     clearTimeout(this.idle);
+    this.unlink();
   }
 }
 

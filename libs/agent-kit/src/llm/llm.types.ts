@@ -34,6 +34,11 @@ export interface LlmRequest {
   context?: LlmContext;
   maxTokens?: number;
   temperature?: number;
+  /**
+   * Ends the call when it aborts (the agent's execution was cancelled): the call stops waiting,
+   * closes its connection and rejects with `signal.reason`, as `fetch` does.
+   */
+  signal?: AbortSignal;
 }
 
 export interface LlmUsage {

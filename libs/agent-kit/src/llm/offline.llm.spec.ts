@@ -97,4 +97,18 @@ describe('OfflineLlmClient', () => {
     await slow.complete(request('title', { question: 'hello', history: [] }));
     expect(Date.now() - started).toBeGreaterThanOrEqual(35);
   });
+
+  it("ends its wait (LLM_OFFLINE_DELAY_MS) when the signal aborts, with the signal's reason", async () => {
+    const slow = new OfflineLlmClient({ delayMs: 86_400_000 });
+    const caller = new AbortController();
+    const reason = new Error('the execution was cancelled');
+    const answer = request('answer', followUp(Q1_EN, Q2_EN));
+    const completed = slow.complete({ ...answer, signal: caller.signal }).catch((e: unknown) => e);
+    const streamed = slow.stream({ ...answer, signal: caller.signal }).result.catch((e) => e);
+
+    caller.abort(reason);
+
+    expect(await completed).toBe(reason);
+    expect(await streamed).toBe(reason);
+  });
 });

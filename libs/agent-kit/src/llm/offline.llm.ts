@@ -42,16 +42,17 @@ export class OfflineLlmClient implements LlmClient {
 
   /** The whole reply after the configured delay. */
   async complete(req: LlmRequest): Promise<LlmResult> {
-    await this.delay();
+    await this.delay(req.signal);
     return this.respond(req);
   }
 
   /** The same reply as `complete`, in a few deltas. */
   stream(req: LlmRequest): LlmStream {
     return createDeltaStream(async (emit) => {
-      await this.delay();
+      await this.delay(req.signal);
       const result = this.respond(req);
       for (const chunk of chunkText(result.text, STREAM_CHUNKS)) {
+        req.signal?.throwIfAborted();
         emit(chunk);
         await sleep(0);
       }
@@ -88,7 +89,12 @@ export class OfflineLlmClient implements LlmClient {
     }
   }
 
-  private async delay(): Promise<void> {
-    if (this.options.delayMs && this.options.delayMs > 0) await sleep(this.options.delayMs);
+  /** The configured latency; it ends early, rejecting with the signal's reason, when `signal` aborts. */
+  private async delay(signal?: AbortSignal): Promise<void> {
+    signal?.throwIfAborted();
+    if (!this.options.delayMs || this.options.delayMs <= 0) return;
+    await sleep(this.options.delayMs, undefined, { signal }).catch((err: unknown) => {
+      throw signal?.aborted ? signal.reason : err;
+    });
   }
 }

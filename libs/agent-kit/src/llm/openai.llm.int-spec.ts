@@ -241,6 +241,42 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
     expect(server.received).toHaveLength(1);
   });
 
+  it("ends a call that hangs when the caller's signal aborts, with the signal's reason", async () => {
+    answer(() => ({ text: 'never sent', delayMs: 60_000 }));
+    const caller = new AbortController();
+    const reason = new Error('the execution was cancelled');
+    const call = client({ timeoutMs: 60_000, maxRetries: 0 })
+      .complete({ ...req, signal: caller.signal })
+      .catch((e: unknown) => e);
+    while (server.received.length === 0) await new Promise((r) => setTimeout(r, 10));
+
+    caller.abort(reason);
+
+    expect(await call).toBe(reason);
+    expect(server.received).toHaveLength(1);
+  });
+
+  it("ends a stream that stalls mid-answer when the caller's signal aborts, after the text sent", async () => {
+    answer(() => ({ chunks: ['说到一半', '再也没有'], stallAfterChunks: 1 }));
+    const caller = new AbortController();
+    const reason = new Error('the execution was cancelled');
+    const stream = client({ timeoutMs: 60_000, maxRetries: 0 }).stream({
+      ...req,
+      signal: caller.signal,
+    });
+    const deltas: string[] = [];
+    const drained = (async () => {
+      for await (const delta of stream.deltas) {
+        deltas.push(delta);
+        caller.abort(reason);
+      }
+    })().catch((e: unknown) => e);
+
+    expect(await drained).toBe(reason);
+    expect(deltas).toEqual(['说到一半']);
+    expect(await stream.result.catch((e: unknown) => e)).toBe(reason);
+  });
+
   it('ends a call whose answer stalls after its headers: silence ends it', async () => {
     answer(() => ({ chunks: ['never sent'], stallAfterChunks: 0 }));
     const error = await client({ timeoutMs: 200, maxRetries: 0 })

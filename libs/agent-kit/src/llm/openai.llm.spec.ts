@@ -75,6 +75,48 @@ describe('OpenAiLlmClient', () => {
     await expect(stream.result).rejects.toThrow(/HTTP 401/);
     await expect(stream.result).rejects.not.toThrow(/SECRET/);
   });
+
+  it("passes the caller's signal to the SDK's request and rejects with its reason", async () => {
+    const sent: AbortSignal[] = [];
+    const api = {
+      chat: {
+        completions: {
+          // A provider that never answers: only the request's signal ends the call.
+          create: (_params: unknown, options: { signal: AbortSignal }) => {
+            sent.push(options.signal);
+            return new Promise((_resolve, reject) =>
+              options.signal.addEventListener('abort', () => reject(new Error('aborted'))),
+            );
+          },
+        },
+      },
+    } as unknown as ChatCompletionsApi;
+    const caller = new AbortController();
+    const client = new OpenAiLlmClient({ apiKey: KEY, model: 'gpt-x', timeoutMs: 60_000 }, api);
+    const call = client.complete({ ...req, signal: caller.signal }).catch((e: unknown) => e);
+    const reason = new Error('the execution was cancelled');
+
+    caller.abort(reason);
+
+    expect(await call).toBe(reason);
+    expect(sent).toHaveLength(1);
+    expect(sent[0].aborted).toBe(true);
+  });
+
+  it('sends nothing for a signal that has already aborted', async () => {
+    const { api, calls } = fakeApi(async () => {
+      throw new Error('not to be called');
+    });
+    const reason = new Error('cancelled before the call');
+    const client = new OpenAiLlmClient({ apiKey: KEY, model: 'gpt-x' }, api);
+
+    const error = await client
+      .stream({ ...req, signal: AbortSignal.abort(reason) })
+      .result.catch((e: unknown) => e);
+
+    expect(error).toBe(reason);
+    expect(calls).toHaveLength(0);
+  });
 });
 
 describe('createLlmClient', () => {

@@ -79,13 +79,17 @@ export class OpenAiLlmClient implements LlmClient {
     return this.options.maxRetries ?? DEFAULT_RETRIES;
   }
 
-  /** The clock of one call: its start within timeoutMs × attempts + pauses, then silence. */
-  private watch(): CallWatch {
+  /**
+   * The clock of one call: its start within timeoutMs × attempts + pauses, then silence; and
+   * the caller's signal. Its signal is the SDK's `signal` request option.
+   */
+  private watch(cancel?: AbortSignal): CallWatch {
     const pauses = Math.min(BACKOFF_ALLOWANCE_MS, this.timeoutMs);
     return new CallWatch(
       this.timeoutMs * (this.retries + 1) + pauses,
       this.timeoutMs,
       ANSWER_MAX_MS,
+      cancel,
     );
   }
 
@@ -103,14 +107,18 @@ export class OpenAiLlmClient implements LlmClient {
     return createDeltaStream((emit) => this.run(req, emit));
   }
 
-  /** Provider errors become LlmError without the key; an unfinished answer is one too. */
+  /**
+   * Provider errors become LlmError without the key; an unfinished answer is one too. A call
+   * whose `req.signal` aborted rejects with its reason, whatever the SDK made of the abort.
+   */
   private async run(req: LlmRequest, emit: (delta: string) => void): Promise<LlmResult> {
     let text = '';
     let model = this.options.model;
     let wireUsage: WireUsage | null | undefined;
     let finish: string | null = null;
-    const watch = this.watch();
+    const watch = this.watch(req.signal);
     try {
+      req.signal?.throwIfAborted();
       const chunks = await withRetries(
         () => this.openStream(req, watch),
         this.retries,
@@ -137,6 +145,7 @@ export class OpenAiLlmClient implements LlmClient {
       if (!finish) throw withUsage(brokeOff(req.purpose), result.usage);
       return finished(req.purpose, finish, result);
     } catch (error) {
+      if (req.signal?.aborted) throw req.signal.reason;
       throw this.failure(req, error, watch.stopped);
     } finally {
       watch.end();
