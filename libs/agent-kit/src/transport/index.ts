@@ -2,6 +2,7 @@ export { RedisStreamsClient } from './redis-streams.client';
 export { RedisStreamsContext } from './redis-streams.context';
 export {
   CONSUMER_GROUP,
+  HandlerCancelled,
   REDIS_STREAMS_TRANSPORT,
   deadLetterStreamKey,
   replyStreamKey,

@@ -6,6 +6,7 @@ import Redis from 'ioredis';
 import { lastValueFrom } from 'rxjs';
 import {
   CONSUMER_GROUP,
+  HandlerCancelled,
   RedisStreamsClient,
   RedisStreamsClientOptions,
   RedisStreamsContext,
@@ -513,6 +514,55 @@ describe('Redis Streams transport', () => {
       });
       expect(await repliesAdded(client.replyKey)).toBeGreaterThan(3); // it did report progress
       await waitFor('the reports to stop', () => addedStops(client.replyKey, 500));
+    });
+
+    it("aborts a handler's signal at the request's deadline, and answers what it then throws", async () => {
+      const reasons: unknown[] = [];
+      behavior = (_data, ctx) =>
+        new Promise((_resolve, reject) =>
+          ctx.getSignal().addEventListener('abort', () => {
+            reasons.push(ctx.getSignal().reason);
+            reject(new RpcException({ code: 'TIMEOUT', message: 'cancelled', limit: 'total' }));
+          }),
+        );
+      await startServer('A');
+      const client = await startClient({ timeoutMs: 400, maxExecutionMs: 1500 });
+
+      await expect(call(client, { forever: true })).rejects.toEqual({
+        code: 'TIMEOUT',
+        message: expect.any(String),
+        limit: 'total',
+      });
+      await waitFor('the handler to be told', () => reasons.length === 1);
+      expect(reasons[0]).toBeInstanceOf(HandlerCancelled);
+      expect((reasons[0] as HandlerCancelled).why).toBe('deadline');
+      // What it threw was its answer: the entry is acked, not left for another instance.
+      await waitFor('the entry to be acked', async () => (await pendingCount()) === 0);
+      expect(await redis.xlen(requestKey())).toBe(0);
+    });
+
+    it("aborts a running handler's signal once a closing server's drain is over; its reply is dropped", async () => {
+      const reasons: unknown[] = [];
+      behavior = (_data, ctx) =>
+        new Promise((_resolve, reject) =>
+          ctx.getSignal().addEventListener('abort', () => {
+            reasons.push(ctx.getSignal().reason);
+            reject(new RpcException({ code: 'UNAVAILABLE', message: 'stopping' }));
+          }),
+        );
+      const a = await startServer('A', { claimIdleMs: 400 }); // a drain of 200 ms
+      const client = await startClient({ timeoutMs: 60_000 });
+      const reply = call(client, { job: 'cut off' }).catch((e: unknown) => e);
+      await waitFor('A to start the handler', () => calls.length === 1);
+
+      await a.close();
+
+      expect(reasons).toHaveLength(1);
+      expect((reasons[0] as HandlerCancelled).why).toBe('closing');
+      // Nothing was answered: the request stays pending, for another instance.
+      expect(await pendingCount()).toBe(1);
+      await client.close();
+      expect(await reply).toEqual({ code: 'UNAVAILABLE', message: 'The client was closed' });
     });
 
     it('stops waiting after the silence bound for a handler whose server stopped', async () => {

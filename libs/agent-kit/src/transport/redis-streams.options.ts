@@ -48,6 +48,19 @@ export interface RedisStreamsError {
   limit?: 'silence' | 'total';
 }
 
+/**
+ * Why the server stopped waiting for a handler, the reason its context's signal aborts with:
+ * `deadline`, its caller gave up on the request (the deadline passed, or it was dead-lettered
+ * or skipped); `closing`, the server is stopping and its drain is over (the request stays
+ * pending: another instance takes it over, and this handler's reply is dropped).
+ */
+export class HandlerCancelled extends Error {
+  constructor(readonly why: 'deadline' | 'closing') {
+    super(why === 'deadline' ? "the request's caller stopped waiting" : 'the server is stopping');
+    this.name = 'HandlerCancelled';
+  }
+}
+
 export const REDIS_STREAMS_TRANSPORT = Symbol('REDIS_STREAMS');
 export const CONSUMER_GROUP = 'workers';
 export const REPLY_MAXLEN = 10000;

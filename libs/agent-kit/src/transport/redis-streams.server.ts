@@ -27,6 +27,7 @@ import {
 import {
   DEFAULTS,
   REDIS_STREAMS_TRANSPORT,
+  HandlerCancelled,
   RedisStreamsOptions,
   WITHHELD_CODE,
   deadLetterStreamKey,
@@ -53,12 +54,15 @@ interface InFlight {
   abandoned: boolean;
   /** Reports progress to the caller while the handler runs (callers that ask for it). */
   beat?: ProgressBeat;
+  /** Aborts the handler's signal (its context's `getSignal()`) when the server gives up on it. */
+  cancel: AbortController;
 }
 
-/** Nothing more is sent for this entry: no reply, no progress. */
+/** Nothing more is sent for this entry: no reply, no progress; its handler is told to stop. */
 function abandon(flight: InFlight): void {
   flight.abandoned = true;
   flight.beat?.stop();
+  flight.cancel.abort(new HandlerCancelled('deadline'));
 }
 
 const RETRY_DELAY_MS = 500;
@@ -89,6 +93,8 @@ export class RedisStreamsServer
   private groupsReady = false;
   private stop = new AbortController();
   private closed = false;
+  /** Set once close() is past its drain: replies are dropped, entries left pending for others. */
+  private answering = true;
   /** Set once close() stopped waiting for the loops: what they bring in later is left pending. */
   private loopsAbandoned = false;
   private loops: Promise<void>[] = [];
@@ -108,6 +114,7 @@ export class RedisStreamsServer
   listen(callback: (...optionalParams: unknown[]) => any): void {
     this.stop = new AbortController();
     this.closed = false;
+    this.answering = true;
     this.loopsAbandoned = false;
     const { keyPrefix } = this.options;
     const patterns = [...this.messageHandlers.keys()];
@@ -125,7 +132,9 @@ export class RedisStreamsServer
 
   /**
    * Stops reading, lets running handlers finish for up to min(claimIdleMs / 2, 10 s), then
-   * closes the connections. Requests still unanswered stay pending and are reclaimed by others.
+   * aborts the signals of those still running and gives them up to 2 s more to wind down (say
+   * what they were doing, let go of what they hold) before it closes the connections. Requests
+   * still unanswered stay pending and are reclaimed by others; their late replies are dropped.
    */
   async close(): Promise<void> {
     this.stop.abort();
@@ -137,6 +146,12 @@ export class RedisStreamsServer
     await within(Promise.allSettled(this.loops), CLOSE_STEP_MS);
     this.loopsAbandoned = true;
     await this.slots.drain(Math.min(this.claimIdleMs / 2, 10000));
+    // Those still running are told to stop, and given a moment to let go of what they hold
+    // (their progress goes on meanwhile: they are alive). What they answer is dropped.
+    this.answering = false;
+    const running = [...this.inFlight.values()];
+    running.forEach((flight) => flight.cancel.abort(new HandlerCancelled('closing')));
+    if (running.length) await this.slots.drain(CLOSE_STEP_MS);
     this.closed = true;
     // Late finishers drop their replies, and report no progress: their entries stay pending,
     // and their callers give up on them unless another instance takes them over.
@@ -250,17 +265,19 @@ export class RedisStreamsServer
 
   /**
    * Runs an entry in a slot, held until it ends or its deadline passes (hung handlers: the
-   * caller has given up by then, so they report no more progress either).
+   * caller has given up by then, so they report no more progress either, and their signal
+   * aborts).
    */
   private dispatch(entry: Entry): void {
     if (this.loopsAbandoned) return; // closed: it stays pending, for another instance
     const flightKey = `${entry.key} ${entry.entryId}`;
-    const flight: InFlight = { entry, abandoned: false };
+    const flight: InFlight = { entry, abandoned: false, cancel: new AbortController() };
     this.inFlight.set(flightKey, flight); // heartbeated from now on
     this.slots.run(async (release) => {
       const delay = Math.min(Math.max(0, deadlineOf(entry) - Date.now()), 2 ** 31 - 1);
       const expire = (): void => {
         flight.beat?.stop();
+        flight.cancel.abort(new HandlerCancelled('deadline'));
         release();
       };
       const timer = Number.isFinite(deadlineOf(entry)) ? setTimeout(expire, delay) : undefined;
@@ -283,7 +300,12 @@ export class RedisStreamsServer
     const { entry } = flight;
     const { fields, pattern } = entry;
     if (isStale(entry)) return this.skipExpired(entry);
-    const ctx = new RedisStreamsContext([pattern, entry.entryId, entry.deliveryCount]);
+    const ctx = new RedisStreamsContext([
+      pattern,
+      entry.entryId,
+      entry.deliveryCount,
+      flight.cancel.signal,
+    ]);
     const data = parseJson(fields.data);
     const handler = this.getHandlerByPattern(pattern);
     if (!fields.replyTo || handler?.isEventHandler) {
@@ -291,7 +313,7 @@ export class RedisStreamsServer
       return execOrThrow(appendFinish(this.cmd!.multi(), entry));
     }
     const write = (packet: WritePacket, last: boolean): Promise<void> =>
-      flight.abandoned || this.closed || withheld(packet)
+      flight.abandoned || !this.answering || this.closed || withheld(packet)
         ? Promise.resolve()
         : execOrThrow(appendReply(this.cmd!.multi(), entry, packet, last));
     if (!handler) return write({ err: NO_MESSAGE_HANDLER, isDisposed: true }, true);

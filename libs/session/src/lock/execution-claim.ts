@@ -79,11 +79,15 @@ export class ExecutionClaims {
     private readonly opts: ExecutionClaimOptions = { ttlMs: 15_000, pollMs: 200 },
   ) {}
 
-  /** Waits until the claim is ours; TIMEOUT at `deadline` (epoch ms), UNAVAILABLE without Redis. */
+  /**
+   * Waits until the claim is ours; TIMEOUT at `deadline` (epoch ms), UNAVAILABLE without Redis,
+   * and the signal's reason once `signal` aborts (the execution was cancelled while it waited).
+   */
   async acquire(
     conversationId: string,
     agentSessionId: string,
     deadline: number,
+    signal?: AbortSignal,
   ): Promise<ExecutionClaim> {
     assertId(conversationId, 'conversation id');
     assertId(agentSessionId, 'agent session id');
@@ -95,6 +99,7 @@ export class ExecutionClaims {
     // A Redis blip (reconnecting after a restart or pause) is waited out briefly, then UNAVAILABLE.
     const giveUpOnRedis = Math.min(deadline, Date.now() + REDIS_PATIENCE_MS);
     for (;;) {
+      signal?.throwIfAborted();
       const taken = await this.tryTake(keys, token, lastTtlMs).catch((err: unknown) => {
         if (Date.now() + this.opts.pollMs > giveUpOnRedis) throw err;
         return false;
