@@ -128,6 +128,9 @@ export class ${pascal}Handler implements AgentHandler {
     const statutes = ctx.getSharedData<unknown[]>('research.statutes') ?? [];
 
     // The default answer: the model, given all of the above (offline, a template that quotes it).
+    // tools.signal aborts when the execution is cancelled (past AGENT_MAX_EXECUTION_MS, or the
+    // agent stopping): tools.llm's calls end with it; pass it to anything else the handler
+    // awaits, e.g. fetch(url, { signal: tools.signal }).
     const { answer, usage } = await answerFromContext(ctx, tools, ${upper}_ROLE[tools.language]);
 
     // A key of its own in the task-shared data (ctx.remember keeps private notes instead); every

@@ -1,10 +1,11 @@
-import { Controller, Type, UseInterceptors, UsePipes, ValidationPipe } from '@nestjs/common';
-import { MessagePattern, Payload, RpcException } from '@nestjs/microservices';
+import { Controller, Type, UseInterceptors, ValidationPipe } from '@nestjs/common';
+import { BaseRpcContext, Ctx, MessagePattern, Payload, RpcException } from '@nestjs/microservices';
 import {
   agentExecutePattern,
   ExecuteAgentRequest,
   ExecuteAgentResult,
 } from '../contracts/agent-messages';
+import { RedisStreamsContext } from '../transport/redis-streams.context';
 import { AgentRunner } from './agent-runner';
 import { AgentContextInterceptor, AssignmentPipe } from './assignment.interceptor';
 
@@ -35,11 +36,16 @@ export function createAgentController(agentType: string): Type<unknown> {
   class AgentExecuteController {
     constructor(private readonly runner: AgentRunner) {}
 
+    // The pipes check the payload only: the context is the transport's, not the caller's.
     @MessagePattern(agentExecutePattern(agentType))
     @UseInterceptors(AgentContextInterceptor)
-    @UsePipes(rpcValidationPipe, AssignmentPipe)
-    execute(@Payload() req: ExecuteAgentRequest): Promise<ExecuteAgentResult> {
-      return this.runner.execute(req);
+    execute(
+      @Payload(rpcValidationPipe, AssignmentPipe) req: ExecuteAgentRequest,
+      @Ctx() ctx: BaseRpcContext,
+    ): Promise<ExecuteAgentResult> {
+      // The Redis Streams transport says when it stops waiting; Nest's TCP transport does not.
+      const transport = ctx instanceof RedisStreamsContext ? ctx.getSignal() : undefined;
+      return this.runner.execute(req, transport);
     }
 
     @MessagePattern(`agent.${agentType}.health`)

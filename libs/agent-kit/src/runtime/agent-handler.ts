@@ -5,10 +5,20 @@ import type { LlmClient } from '../llm/llm.types';
 
 /** What the kit hands a handler besides its SessionContext. */
 export interface AgentTools {
+  /** The model; its calls carry `signal`, so they end when the execution is cancelled. */
   llm: LlmClient;
   language: 'zh' | 'en';
   /** Set when the user is streaming the reply: call it with each piece of text as it is produced. */
   onDelta?: (text: string) => void;
+  /**
+   * Aborts when the execution is cancelled: it ran AGENT_MAX_EXECUTION_MS on this agent, its
+   * caller's deadline passed, or the agent is stopping past its drain. Pass it on to whatever
+   * the handler awaits (`fetch(url, { signal })`, a driver's call) and stop when it aborts:
+   * the execution then fails with `signal.reason`, a typed error, whatever the handler returns,
+   * and a handler still running a second after it is no longer waited for (nothing it writes
+   * after that is kept).
+   */
+  signal: AbortSignal;
 }
 
 /** The one thing an agent app writes: how it answers, given its SessionContext. */

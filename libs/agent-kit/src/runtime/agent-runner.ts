@@ -21,11 +21,14 @@ import {
 } from '@loom/session';
 import { AssignmentSigner } from '@loom/security';
 import { LoomClsStore } from '@loom/observability';
+import { LoomEnv } from '../config/loom-env';
+import { LOOM_ENV } from '../config/session-options.factory';
 import { AgentRegistration } from '../contracts/agent-descriptor';
 import { ExecuteAgentRequest, ExecuteAgentResult } from '../contracts/agent-messages';
 import { LLM_CLIENT, LlmClient, LlmError, withCost } from '../llm/llm.types';
 import { DeltaChannel } from '../streaming/delta-channel';
 import { AGENT_DESCRIPTOR, AGENT_HANDLER, AgentHandler } from './agent-handler';
+import { cancellableLlm, ExecutionCancellation, unlessCancelled } from './execution-cancellation';
 
 export const INSTANCE_ID = Symbol('INSTANCE_ID');
 
@@ -33,7 +36,8 @@ export const INSTANCE_ID = Symbol('INSTANCE_ID');
  * Runs one execution for the agent app: verifies the signed assignment, restores the
  * correlation fields into CLS, claims the execution (one delivery at a time), returns the
  * stored result for a redelivery of finished work (idempotent by agentSessionId), else builds
- * the SessionContext and calls the handler.
+ * the SessionContext and calls the handler with the execution's AbortSignal. A cancelled
+ * execution (see ExecutionCancellation) fails with its typed error, recorded and answered.
  */
 @Injectable()
 export class AgentRunner {
@@ -52,24 +56,32 @@ export class AgentRunner {
     private readonly signer: AssignmentSigner,
     private readonly cls: ClsService<LoomClsStore>,
     @Inject(SESSION_INFRA) infra: SessionInfra,
+    @Inject(LOOM_ENV) private readonly env: LoomEnv,
   ) {
     this.claims = new ExecutionClaims(infra.redis, infra.keys);
     this.deltas = new DeltaChannel(infra.redis, infra.keys.prefix);
   }
 
-  execute(req: ExecuteAgentRequest): Promise<ExecuteAgentResult> {
+  /**
+   * `transport`: the transport's signal for this request, when it has one (it aborts when the
+   * caller's deadline passes or the agent stops past its drain).
+   */
+  execute(req: ExecuteAgentRequest, transport?: AbortSignal): Promise<ExecuteAgentResult> {
     return this.cls.run(async () => {
       this.cls.set('correlationId', req.meta.correlationId);
       this.cls.set('agentType', this.descriptor.agentType);
       this.cls.set('agentId', this.instanceId);
+      const cancellation = new ExecutionCancellation(this.env.AGENT_MAX_EXECUTION_MS, transport);
       try {
         const claims = this.signer.verify(req.assignment, this.descriptor.agentType);
         this.cls.set('tenantId', claims.tenantId);
         this.cls.set('conversationId', claims.conversationId);
         this.cls.set('taskId', claims.taskId);
-        return await this.run(req, claims);
+        return await this.run(req, claims, cancellation.signal);
       } catch (err) {
         throw toRpc(err, this.log);
+      } finally {
+        cancellation.end();
       }
     });
   }
@@ -77,14 +89,16 @@ export class AgentRunner {
   private async run(
     req: ExecuteAgentRequest,
     claims: ReturnType<AssignmentSigner['verify']>,
+    signal: AbortSignal,
   ): Promise<ExecuteAgentResult> {
     const owner = { tenantId: claims.tenantId, userId: claims.userId };
-    // Two deliveries of one execution never run side by side: the second waits for the first,
-    // then finds its result stored.
+    // Two deliveries of one execution never run side by side: the second waits for the first
+    // (a cancelled one included, until it has wound down), then finds its result stored.
     const claim = await this.claims.acquire(
       claims.conversationId,
       claims.agentSessionId,
       claims.expiresAt,
+      signal,
     );
     try {
       const session = await this.tasks.agentSession(
@@ -96,7 +110,7 @@ export class AgentRunner {
       const stored = await this.storedResult(owner, claims, session);
       return 'replayed' in stored
         ? stored
-        : await this.work(req, claims, session, claim, stored.task);
+        : await this.work(req, claims, session, claim, stored.task, signal);
     } finally {
       await claim.release();
     }
@@ -155,6 +169,7 @@ export class AgentRunner {
     existing: AgentSession | null,
     claim: ExecutionClaim,
     task: TaskSession,
+    signal: AbortSignal,
   ): Promise<ExecuteAgentResult> {
     const owner = { tenantId: claims.tenantId, userId: claims.userId };
     // Written once, when the execution ends: a crash before that leaves nothing to clean up, and
@@ -179,13 +194,19 @@ export class AgentRunner {
     this.log.log(`executing with ${ctx.history.length} history messages`);
     const language = req.language ?? 'en';
     try {
+      // A cancelled execution streams nothing more, whatever its handler still does.
       const onDelta = req.stream
         ? (text: string) =>
+            signal.aborted ||
             void this.deltas
               .publish(claims.conversationId, claims.agentSessionId, text)
               .catch((err) => this.log.warn(`delta not published: ${err.message}`))
         : undefined;
-      const out = await this.handler.handle(ctx, { llm: this.llm, language, onDelta });
+      const llm = cancellableLlm(this.llm, signal);
+      const out = await unlessCancelled(
+        this.handler.handle(ctx, { llm, language, onDelta, signal }),
+        signal,
+      );
       const result: ExecuteAgentResult = {
         agentSessionId: claims.agentSessionId,
         agentType: this.descriptor.agentType,
@@ -215,6 +236,10 @@ export class AgentRunner {
       // A delivery that lost its claim (whatever the handler made of that) leaves the agent
       // session and the answer to the one that took it over.
       if (LoomError.is(err, LoomErrorCode.SUPERSEDED)) throw err;
+      if (signal.aborted) {
+        const reason = signal.reason as LoomError;
+        this.log.warn({ msg: 'execution cancelled', code: reason.code, reason: reason.message });
+      }
       const held = await claim.confirm().then(
         () => true,
         (lost: unknown) => {
@@ -257,7 +282,13 @@ export class AgentRunner {
 /** Anything thrown in an agent leaves it as RpcException({ code, message }), never a stack. */
 export function toRpc(err: unknown, log: Logger): RpcException {
   if (err instanceof RpcException) return err;
-  if (LoomError.is(err)) return new RpcException({ code: err.code, message: err.message });
+  // `limit: 'total'`: a cancelled execution's time limit, which the orchestrator names as such.
+  if (LoomError.is(err))
+    return new RpcException({
+      code: err.code,
+      message: err.message,
+      ...(err.details?.limit ? { limit: err.details.limit } : {}),
+    });
   if (err instanceof LlmError) {
     log.warn(err.message);
     const usage = err.usage ? withCost(err.usage) : undefined;
