@@ -121,3 +121,67 @@ describe('system: an agent execution past AGENT_MAX_EXECUTION_MS is cancelled', 
     await sys.kill(patient, 'SIGTERM');
   });
 });
+
+/**
+ * An agent stopped (SIGTERM) while its model hangs: past its drain it cancels the execution,
+ * lets go of its claim and answers nothing, so another instance takes the request over at once
+ * and the turn is answered.
+ */
+describe('system: an agent stopping past its drain cancels what still runs', () => {
+  let sys: RunningSystem;
+  let redis: Redis;
+
+  beforeAll(async () => {
+    sys = await startSystem({
+      // A drain of 1 s; a turn that waits out the hand-over to another instance.
+      env: { AGENT_CLAIM_IDLE_MS: '2000', AGENT_TIMEOUT_MS: '30000' },
+      appEnv: { 'labor-law-agent': { LLM_OFFLINE_DELAY_MS: '600000' } },
+    });
+    redis = new Redis(TEST_REDIS_URL);
+  });
+  afterAll(async () => {
+    debugLogs(sys);
+    redis?.disconnect();
+    await sys?.stop();
+  });
+
+  it('records it failed (UNAVAILABLE), releases its claim and leaves the request to another instance', async () => {
+    const alice = client(sys.base, sys.token('tenant-s', 'alice'));
+    const [stopping] = sys.processes('labor-law-agent');
+    const conversationId = (await alice('POST', '/v1/conversations', {})).body.conversationId;
+    const turn = alice('POST', `/v1/conversations/${conversationId}/messages`, {
+      content: '我跟公司签的劳动合同有问题',
+    });
+    await waitFor(
+      () => logLines(sys, 'labor-law-agent', 'executing', { conversationId }).length > 0,
+      { what: 'the labor-law agent to start', intervalMs: 20 },
+    );
+    const [user] = await storedMessages(sys.env.MYSQL_URL, conversationId);
+    const task = (await alice('GET', `/v1/tasks/${user.taskId}`)).body;
+    const { agentSessionId } = task.executions.find(
+      (e: { agentType: string }) => e.agentType === 'labor-law',
+    );
+    const key = `${sys.env.LOOM_KEY_PREFIX}s:{${conversationId}}:claim:${agentSessionId}`;
+    expect(await redis.exists(key)).toBe(1);
+
+    await sys.kill(stopping, 'SIGTERM');
+
+    expect(logLines(sys, 'labor-law-agent', 'execution cancelled', { conversationId })).toEqual([
+      expect.objectContaining({
+        code: 'UNAVAILABLE',
+        reason: 'the agent stopped before the execution finished, and cancelled it',
+      }),
+    ]);
+    expect(await redis.exists(key)).toBe(0); // let go before it exited, not left to its TTL
+    const stream = `${sys.env.LOOM_KEY_PREFIX}rpc:{agent.labor-law.execute}`;
+    expect(((await redis.xpending(stream, 'workers')) as unknown[])[0]).toBe(1);
+
+    sys.start('labor-law-agent', { LLM_OFFLINE_DELAY_MS: '0' });
+    const res = await turn;
+
+    expect(res.status).toBe(201);
+    expect(res.body.reply.agentType).toBe('labor-law');
+    const done = (await alice('GET', `/v1/tasks/${user.taskId}`)).body;
+    expect(done.status).toBe('COMPLETED');
+  });
+});
