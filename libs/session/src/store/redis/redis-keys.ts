@@ -10,6 +10,7 @@
  *   <prefix>s:{<sid>}:_fence            string   fencing-token counter
  *   <prefix>s:{<sid>}:lock              string   conversation lock (token), PX
  *   <prefix>lockholder:<holderId>       string   a lock-holding process's liveness, PX
+ *   <prefix>s:{<sid>}:_gone             string   tombstone of a deletion (cache mode): refills refused, PX
  *   <prefix>idx:{<tenant>}:<stateKey>[:u:<user>]  zset  session ids by updatedAt (standalone backend only)
  */
 export class RedisKeys {
@@ -32,6 +33,9 @@ export class RedisKeys {
   }
   fence(sid: string): string {
     return `${this.session(sid)}:_fence`;
+  }
+  gone(sid: string): string {
+    return `${this.session(sid)}:_gone`;
   }
   lock(sid: string): string {
     return `${this.session(sid)}:lock`;

@@ -1,7 +1,8 @@
 /**
  * Lua scripts of the Redis backend. Every key a script touches carries the session's hash tag,
  * so each runs on one Redis Cluster slot. Common KEYS: [1] _meta hash (tenant, user, u:<key> =
- * updatedAt ms), [2] _keys set, [3] the state key, [4] _fence counter.
+ * updatedAt ms), [2] _keys set, [3] the state key, [4] _fence counter; refills also [5] the
+ * `_gone` tombstone a deletion leaves.
  * Return codes below 0: -1 another tenant owns the session, -2 stale fence, -3 index taken.
  */
 const PRELUDE = `
@@ -42,12 +43,21 @@ ${BOOKKEEPING_TTL}
 return 0`;
 
 /**
+ * Refused by a refill while it exists (KEYS[5], the session's `_gone` tombstone): the session was
+ * deleted after the refill's durable read may have been made, so what it carries may be gone.
+ */
+const NOT_DELETED = `
+if redis.call('EXISTS', KEYS[5]) == 1 then return 0 end
+`;
+
+/**
  * A cache refill from the durable store: sets only where Redis holds nothing for the key (1 set,
  * 0 not). A value there was written after the durable read the refill carries (a writer updates
- * MySQL, then Redis) and must not be replaced by it.
+ * MySQL, then Redis) and must not be replaced by it; nor is a session deleted meanwhile refilled.
  */
 export const FILL = `${PRELUDE}
 if owner and owner ~= ARGV[1] then return -1 end
+${NOT_DELETED}
 if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
 ${WRITE_GUARD}
 redis.call('SET', KEYS[3], ARGV[3])
@@ -84,16 +94,17 @@ redis.call('ZADD', KEYS[3], idx, idx .. '|' .. ARGV[3])
 ${BOOKKEEPING_TTL}
 return idx`;
 
-/** Refills a whole list from the durable store: ARGV[3..] are members, marked complete. */
+/** Refills a whole list from the durable store: ARGV[5..] are members, marked complete (1; 0 refused). */
 export const FILL_LIST = `${PRELUDE}
 if owner and owner ~= ARGV[1] then return -1 end
+${NOT_DELETED}
 if not owner then redis.call('HSET', KEYS[1], 'tenant', ARGV[1], 'fresh', '1') end
 redis.call('SADD', KEYS[2], ARGV[2])
 local ttl = tonumber(ARGV[4])
 redis.call('ZADD', KEYS[3], 0, '!')
 for i = 5, #ARGV, 2 do redis.call('ZADD', KEYS[3], tonumber(ARGV[i]), ARGV[i + 1]) end
 ${BOOKKEEPING_TTL}
-return 0`;
+return 1`;
 
 /** Value of one key for its owner; ARGV[2] sliding ttl ms (0: none). Returns false when absent/foreign. */
 export const GET = `${PRELUDE}

@@ -78,7 +78,7 @@ export class RedisSessionStore implements SessionStore {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
     const res = await this.run.FILL(
-      this.writeKeys(sid, this.keys.value(sid, key)),
+      [...this.writeKeys(sid, this.keys.value(sid, key)), this.keys.gone(sid)],
       this.writeArgs(scope, key, encodeValue(value), { ttlSeconds }),
     );
     fail(res);
@@ -211,19 +211,34 @@ export class RedisSessionStore implements SessionStore {
     });
   }
 
-  /** Replaces the cached list by the durable one and marks it complete. */
+  /** Replaces the cached list by the durable one and marks it complete; false when refused. */
   async fillList(
     scope: StoreScope,
     sid: string,
     key: string,
     items: ListItem[],
     ttlSeconds = 0,
-  ): Promise<void> {
+  ): Promise<boolean> {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
     const args: Array<string | number> = [scope.tenantId, key, '', ttlSeconds * 1000];
     for (const item of items) args.push(item.index, `${item.index}|${encodeValue(item.value)}`);
-    fail(await this.run.FILL_LIST(this.writeKeys(sid, this.keys.list(sid, key)), args));
+    const res = await this.run.FILL_LIST(
+      [...this.writeKeys(sid, this.keys.list(sid, key)), this.keys.gone(sid)],
+      args,
+    );
+    fail(res);
+    return res === 1;
+  }
+
+  /**
+   * Leaves a tombstone of the session's deletion for `ttlMs`: until it expires, refills (`fill`,
+   * `fillList`) of the session are refused, so a read that read the durable store before the
+   * deletion cannot put what it read back. Writes (`save`, `append`) are not affected.
+   */
+  async markDeleted(sid: string, ttlMs: number): Promise<void> {
+    assertId(sid, 'session id');
+    await this.redis.set(this.keys.gone(sid), '1', 'PX', Math.max(1, Math.floor(ttlMs)));
   }
 
   async listLength(scope: StoreScope, sid: string, key: string): Promise<number> {

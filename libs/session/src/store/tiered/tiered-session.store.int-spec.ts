@@ -165,6 +165,72 @@ describe('tiered store: keys MySQL does not hold', () => {
   });
 });
 
+describe('tiered store: a read racing a delete', () => {
+  const alice = { tenantId: 'tenant-a' };
+  let redis: Redis;
+  let store: TieredSessionStore;
+  let durable: MysqlSessionStore;
+  let cleanup: () => Promise<void>;
+
+  beforeAll(async () => {
+    const tiered = await tieredOnRealServers();
+    [store, durable] = [tiered.store, tiered.durable];
+    redis = new Redis(TEST_REDIS_URL);
+    cleanup = async () => {
+      redis.disconnect();
+      await tiered.cleanup();
+    };
+  });
+  afterAll(() => cleanup());
+  afterEach(() => jest.restoreAllMocks());
+
+  /** A conversation whose hot copies are gone (expired, or never read), so a read refills. */
+  async function coldConversation(): Promise<string> {
+    const sid = newId('c');
+    await store.save(alice, sid, 'conversation', { title: 'x' });
+    await store.append(alice, sid, 'messages', { content: 'hi' });
+    await store.invalidate(sid);
+    return sid;
+  }
+
+  it('a value read from MySQL before a DELETE is not refilled after it', async () => {
+    const sid = await coldConversation();
+    const read = durable.get.bind(durable);
+    jest.spyOn(durable, 'get').mockImplementationOnce(async (...args) => {
+      const old = await read(...args);
+      await store.delete(alice, sid); // DELETE /v1/conversations/:id lands here
+      return old;
+    });
+    expect(await store.get(alice, sid, 'conversation')).toEqual({ title: 'x' });
+    expect(await redis.exists(store.hot.keys.value(sid, 'conversation'))).toBe(0);
+    expect(await redis.exists(store.hot.keys.meta(sid))).toBe(0);
+    expect(await store.get(alice, sid, 'conversation')).toBeNull();
+  });
+
+  it('a message list read from MySQL before a DELETE is not refilled after it', async () => {
+    const sid = await coldConversation();
+    const read = durable.getList.bind(durable);
+    jest.spyOn(durable, 'getList').mockImplementationOnce(async (...args) => {
+      const old = await read(...args);
+      await store.delete(alice, sid);
+      return old;
+    });
+    expect(await store.getList(alice, sid, 'messages')).toEqual([
+      { index: 1, value: { content: 'hi' } },
+    ]);
+    expect(await redis.exists(store.hot.keys.list(sid, 'messages'))).toBe(0);
+    expect(await store.getList(alice, sid, 'messages')).toEqual([]);
+  });
+
+  it('a session written again after its DELETE is cached as usual', async () => {
+    const sid = await coldConversation();
+    await store.delete(alice, sid);
+    await store.save(alice, sid, 'conversation', { title: 'again' });
+    expect(await store.hot.get(alice, sid, 'conversation')).toEqual({ title: 'again' });
+    expect(await store.get(alice, sid, 'conversation')).toEqual({ title: 'again' });
+  });
+});
+
 describe('tiered store: more missed Redis writes than it can list', () => {
   it('drops every cached session once Redis answers again, so no stale copy is read', async () => {
     const db = await createTestDatabase();

@@ -37,11 +37,18 @@ export interface TieredOptions {
    * many, every cached session is dropped instead (a whole-cache purge, in bounded steps).
    */
   maxPendingInvalidations?: number;
+  /**
+   * How long a deleted session refuses refills (ms): longer than a read takes from its Redis miss
+   * to its refill (a MySQL statement is abandoned after DB_QUERY_TIMEOUT_MS, 10 s).
+   */
+  deleteTombstoneMs?: number;
   onHotError?: (err: unknown) => void;
 }
 
 /** How long Redis may answer "absent" for a key without asking MySQL again. */
 const ABSENT_TTL_SECONDS = 3600;
+/** Default of `deleteTombstoneMs`. */
+const DELETE_TOMBSTONE_MS = 60_000;
 
 interface Pending {
   scope: StoreScope;
@@ -150,13 +157,15 @@ export class TieredSessionStore implements SessionStore {
     }
     const value = await this.durable.get<T>(scope, sid, key);
     if (value !== null) {
-      this.remember(key, lruKey, structuredClone(value));
-      // Only where Redis still holds nothing: a writer may have replaced the value since it
-      // was read (MySQL, then Redis), and its copy is the newer one.
+      // Only where Redis still holds nothing and the session was not deleted meanwhile: a writer
+      // may have replaced the value since it was read (MySQL, then Redis), and its copy is the
+      // newer one. A refused refill is not kept in the LRU either.
+      let filled = true;
       if (hot.ok)
-        await this.hotWrite(scope, sid, key, () =>
-          this.hot.fill(scope, sid, key, value, rule.ttlSeconds),
-        );
+        await this.hotWrite(scope, sid, key, async () => {
+          filled = await this.hot.fill(scope, sid, key, value, rule.ttlSeconds);
+        });
+      if (filled) this.remember(key, lruKey, structuredClone(value));
     } else if (hot.ok && hot.value === null) {
       // Keys read before they are ever written (a summary not folded yet) stop costing a MySQL
       // read each time. Best effort: a marker that could not be set changes nothing.
@@ -243,7 +252,12 @@ export class TieredSessionStore implements SessionStore {
     await this.durable.delete(scope, sid);
     for (const k of this.lru.keys())
       if (k.startsWith(this.lruKey(scope, sid, ''))) this.lru.delete(k);
-    await this.hotWrite(scope, sid, '*', () => this.hot.delete(scope, sid));
+    // The tombstone first: a read that read MySQL before the delete and refills after it (even
+    // after the keys below are gone) is refused, rather than bringing the session back.
+    await this.hotWrite(scope, sid, '*', async () => {
+      await this.hot.markDeleted(sid, this.opts.deleteTombstoneMs ?? DELETE_TOMBSTONE_MS);
+      await this.hot.delete(scope, sid);
+    });
   }
 
   listSessions(
