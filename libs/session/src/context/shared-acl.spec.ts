@@ -40,4 +40,27 @@ describe('SharedContextAcl.check', () => {
     expect(() => acl.check('other', 'protected.x', 'decision', null)).toThrow('may not write');
     expect(acl.check('other', 'free', 'a', 'a')).toEqual({ overwrites: null, protected: false });
   });
+
+  it.each(['constructor', 'toString', '__proto__', 'hasOwnProperty', 'valueOf'])(
+    'treats a key or task type named %s as any other name',
+    (name) => {
+      expect(acl.check('research', name, 'a', null)).toEqual({
+        overwrites: null,
+        protected: false,
+      });
+      expect(acl.check(name, 'free', 'a', null)).toEqual({ overwrites: null, protected: false });
+      expect(() => acl.check(name, 'final_decision', 'a', null)).toThrow('may not write');
+    },
+  );
+
+  it('keeps rules for keys and task types named like Object members', () => {
+    const rules = parseSharedAclRules(
+      '{"__proto__": {"constructor": ["a-b"]}, "*": {"toString": ["c-d"]}}',
+    );
+    const named = new SharedContextAcl(rules);
+    expect(named.check('__proto__', 'constructor', 'a-b', null).protected).toBe(true);
+    expect(() => named.check('__proto__', 'constructor', 'c-d', null)).toThrow('may not write');
+    expect(() => named.check('other', 'toString', 'a-b', null)).toThrow('may not write');
+    expect(named.check('other', 'constructor', 'c-d', null).protected).toBe(false);
+  });
 });

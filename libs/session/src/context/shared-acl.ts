@@ -20,11 +20,12 @@ export function parseSharedAclRules(input: unknown): SharedAclRules {
   const isObject = (v: unknown): v is Record<string, unknown> =>
     typeof v === 'object' && v !== null && !Array.isArray(v);
   if (!isObject(raw)) throw new Error('must be a JSON object of task types');
-  const rules: SharedAclRules = {};
+  // Null-prototype objects: a task type or key named `__proto__` is a rule like any other.
+  const rules: SharedAclRules = Object.create(null) as SharedAclRules;
   for (const [taskType, keys] of Object.entries(raw)) {
     if (!NAME.test(taskType)) throw new Error(`bad task type ${JSON.stringify(taskType)}`);
     if (!isObject(keys)) throw new Error(`${taskType} must map keys to writer lists`);
-    rules[taskType] = {};
+    rules[taskType] = Object.create(null) as Record<string, string[]>;
     for (const [key, writers] of Object.entries(keys)) {
       if (!NAME.test(key)) throw new Error(`bad key ${JSON.stringify(key)}`);
       if (
@@ -119,8 +120,9 @@ export class SharedContextAcl {
     return this.opts.redactValue ? this.opts.redactValue(value) : value;
   }
 
+  /** Own properties only: an agent's key may be named like an Object method (`constructor`). */
   private writersOf(taskType: string, key: string): string[] | undefined {
-    return this.rules[taskType]?.[key] ?? this.rules['*']?.[key];
+    return ownRule(ownRule(this.rules, taskType), key) ?? ownRule(ownRule(this.rules, '*'), key);
   }
 
   private async audit(a: SharedWriteAttempt, decision: AuditDecision): Promise<void> {
@@ -143,4 +145,8 @@ export class SharedContextAcl {
       });
     }
   }
+}
+
+function ownRule<T>(table: Record<string, T> | undefined, name: string): T | undefined {
+  return table && Object.hasOwn(table, name) ? table[name] : undefined;
 }

@@ -28,6 +28,19 @@ describe('parseLegacySession', () => {
     expect(parsed.state).toEqual({ agent: { name: 'Assistant', iteration: 5 } });
   });
 
+  it('skips roles named like Object members instead of importing them', () => {
+    const roles = ['constructor', 'toString', '__proto__', 'hasOwnProperty'];
+    const doc = { memory: { messages: roles.map((role) => ({ role, content: 'x' })) } };
+    const parsed = parseLegacySession(JSON.stringify(doc));
+    expect(parsed.messages).toEqual([]);
+    expect(parsed.skipped).toEqual(
+      roles.map((role, index) => ({
+        index,
+        reason: `role ${JSON.stringify(role)} is not user or assistant`,
+      })),
+    );
+  });
+
   it('rejects what is not the old format', () => {
     expect(() => parseLegacySession('{')).toThrow('not valid JSON');
     expect(() => parseLegacySession('[]')).toThrow('not a JSON object');

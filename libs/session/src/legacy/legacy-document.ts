@@ -14,7 +14,10 @@ export interface ParsedLegacySession {
   state: Record<string, unknown>;
 }
 
-const ROLES: Record<string, MessageRole> = { user: 'user', assistant: 'assistant' };
+const ROLES = new Map<string, MessageRole>([
+  ['user', 'user'],
+  ['assistant', 'assistant'],
+]);
 
 /**
  * Parses seed 003's old format — one JSON file per session, `{ "memory": { "messages": [...] }, ... }`,
@@ -36,7 +39,7 @@ export function parseLegacySession(text: string): ParsedLegacySession {
   const skipped: ParsedLegacySession['skipped'] = [];
   list.forEach((raw, index) => {
     const m = raw as { role?: unknown; content?: unknown };
-    const role = typeof m?.role === 'string' ? ROLES[m.role.toLowerCase()] : undefined;
+    const role = typeof m?.role === 'string' ? ROLES.get(m.role.toLowerCase()) : undefined;
     const content = textOf(m?.content);
     if (!role)
       skipped.push({ index, reason: `role ${JSON.stringify(m?.role)} is not user or assistant` });
