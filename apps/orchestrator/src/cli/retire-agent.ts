@@ -29,7 +29,7 @@ async function main(args: string[]): Promise<number> {
       (await system.value<Record<string, unknown>>(SystemSessions.catalog, 'agents')) ?? {};
     const retired =
       (await system.value<Record<string, number>>(SystemSessions.catalog, RETIRED_KEY)) ?? {};
-    const unknown = types.filter((t) => !(t in known));
+    const unknown = types.filter((t) => !Object.hasOwn(known, t));
     if (unknown.length && !force) {
       process.stderr.write(
         `agents:retire: not in the catalog: ${unknown.join(', ')} (known: ${Object.keys(known).sort().join(', ') || 'none'}); nothing retired. --force records them anyway\n`,

@@ -35,4 +35,12 @@ describe('AgentCatalog', () => {
     await registry.remove('tax-law', 'tax-2');
     expect(await planned()).toEqual(['tax-law']); // seen again after it was retired
   });
+
+  it('keeps a stopped agent type named like an Object member (`constructor`)', async () => {
+    const named = { ...tax, agentType: 'constructor', intents: ['constructor'] };
+    await registry.heartbeat(named, 'c-1');
+    expect(await planned()).toContain('constructor');
+    await registry.remove('constructor', 'c-1');
+    expect(await planned()).toContain('constructor');
+  });
 });

@@ -55,7 +55,7 @@ export class AgentCatalog {
       .filter(
         ([type, e]) =>
           live.has(type) ||
-          (now - e.lastSeenAt < RETENTION_MS && e.lastSeenAt > (this.retired[type] ?? -Infinity)),
+          (now - e.lastSeenAt < RETENTION_MS && e.lastSeenAt > retiredAt(this.retired, type)),
       )
       .map(([, e]) => e.descriptor);
     return { agents, live };
@@ -74,21 +74,23 @@ export class AgentCatalog {
       this.retired = retired ?? {};
       const merged: Catalog = { ...stored };
       for (const [type, entry] of Object.entries(this.catalog ?? {}))
-        if (!merged[type] || merged[type].lastSeenAt < entry.lastSeenAt) merged[type] = entry;
+        if (!Object.hasOwn(merged, type) || merged[type].lastSeenAt < entry.lastSeenAt)
+          merged[type] = entry;
       this.catalog = merged;
       this.loadedAt = now;
     }
     let changed = false;
     for (const { descriptor } of running) {
-      const known = this.catalog[descriptor.agentType];
+      const type = descriptor.agentType;
+      const known = Object.hasOwn(this.catalog, type) ? this.catalog[type] : undefined;
       if (
         known &&
         now - known.lastSeenAt < REFRESH_MS &&
-        known.lastSeenAt > (this.retired[descriptor.agentType] ?? -Infinity) &&
+        known.lastSeenAt > retiredAt(this.retired, type) &&
         JSON.stringify(known.descriptor) === JSON.stringify(descriptor)
       )
         continue;
-      this.catalog[descriptor.agentType] = { descriptor, lastSeenAt: now };
+      this.catalog[type] = { descriptor, lastSeenAt: now };
       changed = true;
     }
     if (changed)
@@ -97,4 +99,9 @@ export class AgentCatalog {
         .catch((err) => this.log.warn(`agent catalog not saved: ${err.message}`));
     return this.catalog;
   }
+}
+
+/** When `type` was retired (own entries only: an agent type may be named `constructor`). */
+function retiredAt(retired: Record<string, number>, type: string): number {
+  return Object.hasOwn(retired, type) ? retired[type] : -Infinity;
 }

@@ -20,6 +20,14 @@ describe('redactDeep', () => {
     expect(input).toEqual(copy);
   });
 
+  it('keeps a `__proto__` key that JSON gave as data, redacted like any other', () => {
+    const out = redactDeep(JSON.parse('{"__proto__": {"email": "a@b.com"}, "k": 1}')) as object;
+    expect(Object.keys(out)).toEqual(['__proto__', 'k']);
+    expect(JSON.parse(JSON.stringify(out))).toEqual(
+      JSON.parse('{"__proto__": {"email": "[REDACTED_EMAIL]"}, "k": 1}'),
+    );
+  });
+
   it('replaces values under secret-looking keys whole', () => {
     expect(
       redactDeep({

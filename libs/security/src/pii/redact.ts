@@ -131,15 +131,15 @@ function walk(
       try {
         item = (value as Record<string, unknown>)[key];
       } catch {
-        out[key] = '[Unreadable]';
+        setOwn(out, key, '[Unreadable]');
         continue;
       }
       const keyType = sensitiveKeyType(key);
       const keyed = keyType && (!opts.types || opts.types.includes(keyType));
       if (keyed && (typeof item === 'string' || typeof item === 'number') && item !== '') {
-        out[key] = placeholder(keyType);
+        setOwn(out, key, placeholder(keyType));
       } else {
-        out[key] = walk(item, depth + 1, ancestors, opts);
+        setOwn(out, key, walk(item, depth + 1, ancestors, opts));
       }
     }
     return out;
@@ -162,4 +162,9 @@ export function redactDeep<T>(value: T, opts: RedactDeepOptions = {}): T {
   } catch {
     return '[Unreadable]' as unknown as T;
   }
+}
+
+/** `out[key] = value` as an own property, also for `__proto__` (a key JSON.parse gives as data). */
+function setOwn(out: Record<string, unknown>, key: string, value: unknown): void {
+  Object.defineProperty(out, key, { value, writable: true, enumerable: true, configurable: true });
 }

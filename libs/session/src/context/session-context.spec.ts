@@ -166,6 +166,25 @@ describe('SessionContext: the assignment bounds what an agent touches', () => {
     });
   });
 
+  it('treats shared keys and memory keys named like Object members as any other key', async () => {
+    const research = await build('legal-research');
+    expect(research.getSharedData('constructor')).toBeUndefined();
+    await research.putSharedData('constructor', 'c');
+    await research.putSharedData('toString', 't');
+    await research.putSharedData('__proto__', { v: 'p' });
+    const labor = await build('labor-law');
+    expect(labor.getSharedData('constructor')).toBe('c');
+    expect(labor.getSharedData('__proto__')).toEqual({ v: 'p' });
+    expect(labor.getSharedData('valueOf')).toBeUndefined();
+    const shared = await tasks.shared(owner, convId, t.taskId);
+    expect(Object.keys(shared)).toEqual(
+      expect.arrayContaining(['constructor', 'toString', '__proto__']),
+    );
+    expect(shared['__proto__' as string]).toMatchObject({ value: { v: 'p' } });
+    labor.remember('__proto__', { secret: 1 });
+    expect(Object.keys(labor.getAgentMemory())).toContain('__proto__');
+  });
+
   it('refuses a task of another conversation, an agent type outside the plan and a mismatched agent session', async () => {
     const other = (await conversations.create(owner)).meta.conversationId;
     const otherTask = task(other);

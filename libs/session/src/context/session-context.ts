@@ -124,7 +124,7 @@ export class SessionContext {
   }
 
   getSharedData<T = unknown>(key: string): T | undefined {
-    return this.sharedView[key]?.value as T | undefined;
+    return ownEntry(this.sharedView, key)?.value as T | undefined;
   }
 
   get shared(): Readonly<Record<string, SharedEntry>> {
@@ -141,7 +141,7 @@ export class SessionContext {
     const a = this.assignment;
     await this.deps.beforeWrite?.(); // before the ACL audits a write that would not happen
     const latest = await this.deps.tasks.shared(a.owner, a.conversationId, a.taskId);
-    const previousWriter = latest[key]?.writer ?? null;
+    const previousWriter = ownEntry(latest, key)?.writer ?? null;
     const decision = await this.deps.acl.authorize({
       owner: a.owner,
       conversationId: a.conversationId,
@@ -181,7 +181,12 @@ export class SessionContext {
 
   /** Private working memory of this agent session only. */
   remember(key: string, value: unknown): void {
-    this.agent.localMemory[key] = value;
+    Object.defineProperty(this.agent.localMemory, key, {
+      value,
+      writable: true,
+      enumerable: true,
+      configurable: true,
+    });
   }
 
   /** This agent session's private memory; another agent session's is ACCESS_DENIED. */
@@ -241,4 +246,9 @@ const log = new Logger('SessionContext');
 
 function outside(what: string): LoomError {
   return new LoomError(LoomErrorCode.ACCESS_DENIED, `the assignment does not cover that ${what}`);
+}
+
+/** Own properties only: a shared key may be named like an Object member (`constructor`). */
+function ownEntry<T>(table: Readonly<Record<string, T>>, key: string): T | undefined {
+  return Object.hasOwn(table, key) ? table[key] : undefined;
 }

@@ -113,10 +113,13 @@ export class TaskRepository {
       conversationId,
       StateKeys.shared(taskId),
     );
-    const view: Record<string, SharedEntry> = {};
-    for (const { value: w } of writes)
-      view[w.key] = { value: w.value, writer: w.writer, updatedAt: w.updatedAt };
-    return view;
+    // Object.fromEntries defines own properties: a key named `__proto__` is a key like any other.
+    return Object.fromEntries(
+      writes.map(({ value: w }) => [
+        w.key,
+        { value: w.value, writer: w.writer, updatedAt: w.updatedAt },
+      ]),
+    );
   }
 
   async agentSession(
