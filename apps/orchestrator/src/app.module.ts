@@ -14,7 +14,7 @@ import {
   LoomEnv,
   Planner,
   sessionOptionsFrom,
-  EMBEDDED_AGENT_SECRET,
+  requiredAgentSecret,
 } from '@loom/agent-kit';
 import { SESSION_INFRA, SessionInfra, SessionModule, SystemRepository } from '@loom/session';
 import { AssignmentSigner } from '@loom/security';
@@ -88,7 +88,7 @@ export class AppModule {
         { provide: AGENT_REGISTRY, useFactory: () => createRegistry(env) },
         {
           provide: AssignmentSigner,
-          useFactory: () => new AssignmentSigner(env.LOOM_AGENT_SECRET ?? EMBEDDED_AGENT_SECRET),
+          useFactory: () => new AssignmentSigner(requiredAgentSecret(env)),
         },
         Planner,
         AgentDispatcher,

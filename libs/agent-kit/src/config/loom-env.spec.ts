@@ -59,6 +59,21 @@ describe('parseEnv', () => {
     expect(() => parseEnv({ LOOM_PROFILE: 'embedded' })).not.toThrow();
   });
 
+  it('gives the embedded profile a random assignment secret of its own process, not one in the source', () => {
+    const embedded = parseEnv({ LOOM_PROFILE: 'embedded' });
+    expect(embedded.LOOM_AGENT_SECRET).toMatch(/^[0-9a-f]{64}$/);
+    // Orchestrator and agents of that profile share this one process, and so the secret.
+    expect(parseEnv({ LOOM_PROFILE: 'embedded' }, 'agent').LOOM_AGENT_SECRET).toBe(
+      embedded.LOOM_AGENT_SECRET,
+    );
+    expect(embedded.LOOM_AGENT_SECRET).not.toBe('embedded-profile-only-agent-secret');
+    const configured = parseEnv({ LOOM_PROFILE: 'embedded', LOOM_AGENT_SECRET: 'z'.repeat(32) });
+    expect(configured.LOOM_AGENT_SECRET).toBe('z'.repeat(32));
+    expect(parseEnv({ LOOM_PROFILE: 'distributed', ...secrets }).LOOM_AGENT_SECRET).toBe(
+      secrets.LOOM_AGENT_SECRET,
+    );
+  });
+
   it('does not ask an agent for the API token secret, only for the assignment secret', () => {
     const env = parseEnv({ LOOM_AGENT_SECRET: 'y'.repeat(32) }, 'agent');
     expect(env.LOOM_JWT_SECRET).toBeUndefined();

@@ -1,4 +1,5 @@
 import { plainToInstance, Transform } from 'class-transformer';
+import { randomBytes } from 'crypto';
 import {
   IsBoolean,
   IsIn,
@@ -133,6 +134,13 @@ export class ConfigError extends Error {}
  */
 export type LoomRole = 'orchestrator' | 'agent' | 'tool';
 
+/**
+ * The embedded profile's assignment secret when none is configured: random, drawn once per
+ * process. Every part of that profile (orchestrator and agents) runs in this one process, and a
+ * secret in the source would let any local user forge assignments to the agents' TCP ports.
+ */
+const EMBEDDED_AGENT_SECRET = randomBytes(32).toString('hex');
+
 /** Parses and validates an environment; throws ConfigError naming every bad variable. */
 export function parseEnv(
   raw: Record<string, string | undefined>,
@@ -157,6 +165,7 @@ export function parseEnv(
   } catch (err) {
     throw new ConfigError(`invalid configuration: ${(err as Error).message}`);
   }
+  if (env.LOOM_PROFILE === 'embedded') env.LOOM_AGENT_SECRET ??= EMBEDDED_AGENT_SECRET;
   // A limit on the whole execution below the silence bound would make that bound meaningless.
   if (env.AGENT_MAX_EXECUTION_MS !== undefined && env.AGENT_MAX_EXECUTION_MS < env.AGENT_TIMEOUT_MS)
     throw new ConfigError(

@@ -44,8 +44,7 @@ export class LoomAgentModule {
         },
         {
           provide: AssignmentSigner,
-          useFactory: () =>
-            new AssignmentSigner(opts.env.LOOM_AGENT_SECRET ?? EMBEDDED_AGENT_SECRET),
+          useFactory: () => new AssignmentSigner(requiredAgentSecret(opts.env)),
         },
         { provide: AGENT_REGISTRY, useFactory: () => createRegistry(opts.env) },
         AgentRunner,
@@ -56,5 +55,8 @@ export class LoomAgentModule {
   }
 }
 
-/** The embedded profile runs in one process with no secrets configured; never used when distributed. */
-export const EMBEDDED_AGENT_SECRET = 'embedded-profile-only-agent-secret';
+/** LOOM_AGENT_SECRET as parseEnv left it (the embedded profile draws one when none is set). */
+export function requiredAgentSecret(env: LoomEnv): string {
+  if (!env.LOOM_AGENT_SECRET) throw new Error('LOOM_AGENT_SECRET: required (16+ characters)');
+  return env.LOOM_AGENT_SECRET;
+}
