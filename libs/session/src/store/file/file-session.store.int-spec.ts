@@ -6,6 +6,7 @@ import { LoomErrorCode } from '../../errors/session-error';
 import { isValidId, newId } from '../../ids';
 import { runSessionStoreContract } from '../session-store.contract';
 import { FileSessionStore } from './file-session.store';
+import { readAllMetas, readMeta } from './session-files';
 
 const SESSION_FILE = /^(_meta\.json|[A-Za-z0-9_.:-]+\.jsonl?)$/;
 
@@ -125,6 +126,36 @@ describe('FileSessionStore on disk', () => {
     expect(await store.append(scope, sid, 'log', 'c')).toBe(3);
     expect((await store.getList(scope, sid, 'log')).map((i) => i.value)).toEqual(['a', 'b', 'c']);
     expect((await readFile(file, 'utf8')).split('\n')).toHaveLength(4);
+  });
+
+  it('lists many sessions reading at most 16 metas at once (no EMFILE)', async () => {
+    const root = await mkdtemp(join(tmpdir(), 'loom-file-list-'));
+    try {
+      const store = new FileSessionStore(root);
+      const sids = Array.from({ length: 300 }, () => newId('c'));
+      for (const sid of sids) await store.save(scope, sid, 'conversation', { sid });
+      expect(
+        (await store.listSessions(scope, 'conversation', { limit: 1000 }))
+          .map((s) => s.sessionId)
+          .sort(),
+      ).toEqual([...sids].sort());
+      // What listSessions reads them with, counting the reads in flight.
+      let open = 0;
+      let most = 0;
+      const metas = await readAllMetas(root, async (dir) => {
+        most = Math.max(most, ++open);
+        try {
+          return await readMeta(dir);
+        } finally {
+          open--;
+        }
+      });
+      expect(metas.map((m) => m.sessionId).sort()).toEqual([...sids].sort());
+      expect(most).toBe(16);
+      await store.close();
+    } finally {
+      await rm(root, { recursive: true, force: true });
+    }
   });
 
   it('shares one write chain between two stores on the same directory', async () => {

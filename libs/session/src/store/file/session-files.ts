@@ -131,9 +131,13 @@ export async function claimMeta(
   return fresh;
 }
 
-/** The metas of every session directory under `base` (unreadable ones skipped). */
+/** How many session metas a listing reads at once (far below a process's open-file limit). */
+export const LIST_READ_CONCURRENCY = 16;
+
+/** The metas of every session directory under `base` (unreadable ones skipped); `read`: tests. */
 export async function readAllMetas(
   base: string,
+  read: (dir: string) => Promise<SessionMeta | null> = readMeta,
 ): Promise<Array<{ sessionId: string; meta: SessionMeta }>> {
   const entries = await readdir(base, { withFileTypes: true }).catch(
     (err: NodeJS.ErrnoException) => {
@@ -142,6 +146,18 @@ export async function readAllMetas(
     },
   );
   const ids = entries.filter((e) => e.isDirectory() && isValidId(e.name)).map((e) => e.name);
-  const metas = await Promise.all(ids.map((id) => readMeta(childPath(base, id)).catch(() => null)));
-  return ids.flatMap((sessionId, i) => (metas[i] ? [{ sessionId, meta: metas[i] }] : []));
+  // A few readers at a time, not one open file per session at once (EMFILE past ~1,000).
+  const metas: Array<SessionMeta | null> = new Array(ids.length).fill(null);
+  let next = 0;
+  const reader = async (): Promise<void> => {
+    while (next < ids.length) {
+      const i = next++;
+      metas[i] = await read(childPath(base, ids[i])).catch(() => null);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(LIST_READ_CONCURRENCY, ids.length) }, reader));
+  return ids.flatMap((sessionId, i) => {
+    const meta = metas[i];
+    return meta ? [{ sessionId, meta }] : [];
+  });
 }
