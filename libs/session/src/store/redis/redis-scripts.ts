@@ -94,14 +94,18 @@ redis.call('ZADD', KEYS[3], idx, idx .. '|' .. ARGV[3])
 ${BOOKKEEPING_TTL}
 return idx`;
 
-/** Refills a whole list from the durable store: ARGV[5..] are members, marked complete (1; 0 refused). */
+/**
+ * Refills a list from the durable store, a page per call: ARGV[5..] are index/member pairs;
+ * ARGV[3] '1' on the last page marks the list complete (the sentinel '!'), so a list whose fill
+ * stopped midway stays a miss. 1 done, 0 refused (the session was deleted).
+ */
 export const FILL_LIST = `${PRELUDE}
 if owner and owner ~= ARGV[1] then return -1 end
 ${NOT_DELETED}
 if not owner then redis.call('HSET', KEYS[1], 'tenant', ARGV[1], 'fresh', '1') end
 redis.call('SADD', KEYS[2], ARGV[2])
 local ttl = tonumber(ARGV[4])
-redis.call('ZADD', KEYS[3], 0, '!')
+if ARGV[3] == '1' then redis.call('ZADD', KEYS[3], 0, '!') end
 for i = 5, #ARGV, 2 do redis.call('ZADD', KEYS[3], tonumber(ARGV[i]), ARGV[i + 1]) end
 ${BOOKKEEPING_TTL}
 return 1`;

@@ -15,6 +15,9 @@ import {
 import { RedisKeys } from './redis-keys';
 import * as scripts from './redis-scripts';
 
+/** The most member text one list-refill call carries (a page of long messages is split further). */
+const FILL_CALL_CHARS = 1_000_000;
+
 /** What a cache keeps for a key the durable store does not hold: not JSON, so never a value. */
 const ABSENT_MARKER = '\u0000absent';
 export const ABSENT = Symbol('absent');
@@ -211,24 +214,40 @@ export class RedisSessionStore implements SessionStore {
     });
   }
 
-  /** Replaces the cached list by the durable one and marks it complete; false when refused. */
+  /**
+   * Copies durable list items into the cached list, in calls of at most about 1 MB of members;
+   * `complete` (the last page of a refill) then marks the list complete. False when refused (the
+   * session was deleted meanwhile): the caller stops filling.
+   */
   async fillList(
     scope: StoreScope,
     sid: string,
     key: string,
     items: ListItem[],
     ttlSeconds = 0,
+    complete = true,
   ): Promise<boolean> {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
-    const args: Array<string | number> = [scope.tenantId, key, '', ttlSeconds * 1000];
-    for (const item of items) args.push(item.index, `${item.index}|${encodeValue(item.value)}`);
-    const res = await this.run.FILL_LIST(
-      [...this.writeKeys(sid, this.keys.list(sid, key)), this.keys.gone(sid)],
-      args,
-    );
-    fail(res);
-    return res === 1;
+    const keys = [...this.writeKeys(sid, this.keys.list(sid, key)), this.keys.gone(sid)];
+    const call = async (members: Array<string | number>, last: boolean): Promise<boolean> => {
+      const head = [scope.tenantId, key, last ? '1' : '', ttlSeconds * 1000];
+      const res = await this.run.FILL_LIST(keys, [...head, ...members]);
+      fail(res);
+      return res === 1;
+    };
+    let members: Array<string | number> = [];
+    let chars = 0;
+    for (const item of items) {
+      const member = `${item.index}|${encodeValue(item.value)}`;
+      if (members.length > 0 && chars + member.length > FILL_CALL_CHARS) {
+        if (!(await call(members, false))) return false;
+        [members, chars] = [[], 0];
+      }
+      members.push(item.index, member);
+      chars += member.length;
+    }
+    return members.length > 0 || complete ? call(members, complete) : true;
   }
 
   /**

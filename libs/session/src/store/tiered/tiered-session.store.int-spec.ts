@@ -355,3 +355,65 @@ describe('tiered store: hot lifetimes of lists (seed 000 layered TTLs)', () => {
     expect(await redis.pttl(keys.list(sid, 'task:t_abcdefgh:shared'))).toBeLessThanOrEqual(60_000);
   });
 });
+
+describe('tiered store: a cold read of a long list', () => {
+  const alice = { tenantId: 'tenant-a' };
+  let redis: Redis;
+  let store: TieredSessionStore;
+  let hot: RedisSessionStore;
+  let cleanup: () => Promise<void>;
+
+  beforeAll(async () => {
+    const tiered = await tieredOnRealServers();
+    [store, hot] = [tiered.store, tiered.hot];
+    redis = new Redis(TEST_REDIS_URL);
+    cleanup = async () => {
+      redis.disconnect();
+      await tiered.cleanup();
+    };
+  });
+  afterAll(() => cleanup());
+  afterEach(() => jest.restoreAllMocks());
+
+  it('answers a range and refills Redis 200 items a call, marking it complete with the last', async () => {
+    const sid = newId('c');
+    await store.save(alice, sid, 'conversation', { title: 'x' });
+    for (let n = 1; n <= 450; n++) await store.durable.append(alice, sid, 'messages', { n });
+    const fills = jest.spyOn(hot, 'fillList');
+    const newest = await store.getList<{ n: number }>(alice, sid, 'messages', { last: 50 });
+    expect(newest.map((i) => i.index)).toEqual(Array.from({ length: 50 }, (_, k) => 401 + k));
+    expect(fills.mock.calls.map(([, , , items, , complete]) => [items.length, complete])).toEqual([
+      [200, false],
+      [200, false],
+      [50, true],
+    ]);
+    const cached = await hot.getListIfComplete(alice, sid, 'messages');
+    expect(cached?.map((i) => i.index)).toEqual(Array.from({ length: 450 }, (_, k) => k + 1));
+  });
+
+  it('splits a page of long items into Redis calls of about 1 MB; a fill cut off midway stays a miss', async () => {
+    const sid = newId('c');
+    await store.save(alice, sid, 'conversation', { title: 'x' });
+    const items = Array.from({ length: 5 }, (_, k) => ({
+      index: k + 1,
+      value: 'x'.repeat(400_000),
+    }));
+    const lua = jest.spyOn(hotClient(hot), 'loomFILL_LIST');
+    expect(await hot.fillList(alice, sid, 'messages', items.slice(0, 4), 60, false)).toBe(true);
+    expect(await hot.getListIfComplete(alice, sid, 'messages')).toBeNull();
+    expect(await hot.fillList(alice, sid, 'messages', items.slice(4), 60, true)).toBe(true);
+    // [1, 2] and [3, 4] (800 KB each), then [5] with the sentinel.
+    // Arguments: numkeys, 5 keys, tenant, key, complete flag, ttl, then index/member pairs.
+    expect(lua.mock.calls.map((c) => [(c.length - 10) / 2, c[8]])).toEqual([
+      [2, ''],
+      [2, ''],
+      [1, '1'],
+    ]);
+    expect((await hot.getListIfComplete(alice, sid, 'messages'))?.length).toBe(5);
+  });
+});
+
+/** The ioredis client behind a store (its Lua commands are defined on it). */
+function hotClient(store: RedisSessionStore): Record<string, (...a: unknown[]) => unknown> {
+  return (store as unknown as { redis: Record<string, (...a: unknown[]) => unknown> }).redis;
+}

@@ -47,6 +47,8 @@ export interface TieredOptions {
 
 /** How long Redis may answer "absent" for a key without asking MySQL again. */
 const ABSENT_TTL_SECONDS = 3600;
+/** Items per MySQL read (and at most per Redis call) of a list refill. */
+const FILL_PAGE_ITEMS = 200;
 /** Default of `deleteTombstoneMs`. */
 const DELETE_TOMBSTONE_MS = 60_000;
 
@@ -210,13 +212,51 @@ export class TieredSessionStore implements SessionStore {
     );
     if (hot.ok && hot.value !== null) return hot.value;
     if (!hot.ok) return this.durable.getList<T>(scope, sid, key, range);
-    const all = await this.durable.getList<T>(scope, sid, key);
-    if (all.length > 0 || (await this.durable.exists(scope, sid))) {
-      await this.hotWrite(scope, sid, key, () =>
-        this.hot.fillList(scope, sid, key, all, rule.ttlSeconds),
-      );
+    const whole =
+      range.afterIndex === undefined && range.last === undefined && range.limit === undefined;
+    if (whole) return this.refillList<T>(scope, sid, key, rule.ttlSeconds, true);
+    // A range (the newest 50 of a long log) is one bounded MySQL read; the refill pages beside it.
+    const [items] = await Promise.all([
+      this.durable.getList<T>(scope, sid, key, range),
+      this.refillList<T>(scope, sid, key, rule.ttlSeconds, false),
+    ]);
+    return items;
+  }
+
+  /**
+   * Copies a durable list into Redis a page at a time (FILL_PAGE_ITEMS rows per MySQL read, at
+   * most about 1 MB per Redis call); only the last page marks it complete, so a refill cut off
+   * midway leaves a miss. Returns every item when `keep` (a read of the whole list), else none.
+   */
+  private async refillList<T>(
+    scope: StoreScope,
+    sid: string,
+    key: string,
+    ttlSeconds: number,
+    keep: boolean,
+  ): Promise<ListItem<T>[]> {
+    const kept: ListItem<T>[] = [];
+    let filling = true;
+    for (let after = 0; ;) {
+      const page = await this.durable.getList<T>(scope, sid, key, {
+        afterIndex: after,
+        limit: FILL_PAGE_ITEMS,
+      });
+      if (keep) kept.push(...page);
+      const last = page.length < FILL_PAGE_ITEMS;
+      // An empty list is cached only in a session that exists (a refill never claims an id).
+      if (after === 0 && page.length === 0 && !(await this.durable.exists(scope, sid)))
+        filling = false;
+      if (filling) {
+        let filled = false;
+        await this.hotWrite(scope, sid, key, async () => {
+          filled = await this.hot.fillList(scope, sid, key, page, ttlSeconds, last);
+        });
+        filling = filled;
+      }
+      if (last || (!filling && !keep)) return kept;
+      after = page[page.length - 1].index;
     }
-    return applyRange(all, range);
   }
 
   /** `consistent`: the durable count, as for `get` (a killed writer may have left Redis short). */
@@ -371,11 +411,4 @@ export class TieredSessionStore implements SessionStore {
 function sameValue(hot: { value: unknown } | typeof ABSENT, durable: unknown): boolean {
   if (hot === ABSENT) return durable === null;
   return durable !== null && JSON.stringify(hot.value) === JSON.stringify(durable);
-}
-
-function applyRange<T>(items: ListItem<T>[], range: ListRange): ListItem<T>[] {
-  let out = items.filter((i) => i.index > (range.afterIndex ?? 0));
-  if (range.last !== undefined) out = out.slice(Math.max(out.length - range.last, 0));
-  if (range.limit !== undefined) out = out.slice(0, Math.max(range.limit, 0));
-  return out;
 }
