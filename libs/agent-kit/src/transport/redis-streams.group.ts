@@ -25,8 +25,14 @@ end
 return removed
 `;
 
-/** The consumer-group commands of the server, one function per round trip. */
+/** The most XAUTOCLAIM calls of one claimIdle (each looks at up to 10 × count pending entries). */
+const CLAIM_STEPS = 10;
+
+/** The consumer-group commands of the server. */
 export class ConsumerGroup {
+  /** Per stream: where the next XAUTOCLAIM scan of the pending list starts. */
+  private readonly claimCursors = new Map<string, string>();
+
   constructor(
     private readonly consumer: string,
     /** stream key -> pattern */
@@ -58,13 +64,24 @@ export class ConsumerGroup {
 
   /**
    * `XAUTOCLAIM` of entries idle at least `minIdleMs` in one stream, with their delivery
-   * counts (XPENDING; XAUTOCLAIM has just incremented them).
+   * counts (XPENDING; XAUTOCLAIM has just incremented them). One XAUTOCLAIM looks at no more
+   * than 10 × `count` pending entries, so this follows its cursor (up to CLAIM_STEPS calls) and
+   * carries it over to the next call: an idle entry behind many busy ones is reached too.
    */
   async claimIdle(cmd: Redis, key: string, minIdleMs: number, count: number): Promise<Entry[]> {
-    const [, claimed] = (await cmd.call(
-      ...['XAUTOCLAIM', key, CONSUMER_GROUP, this.consumer, minIdleMs, '0-0', 'COUNT', count],
-    )) as [string, ([string, unknown] | null)[]];
-    const entries = claimed.filter((e): e is [string, unknown] => Array.isArray(e));
+    const entries: [string, unknown][] = [];
+    let cursor = this.claimCursors.get(key) ?? '0-0';
+    for (let step = 0; step < CLAIM_STEPS && entries.length < count; step++) {
+      const [next, claimed] = (await cmd.call(
+        ...['XAUTOCLAIM', key, CONSUMER_GROUP, this.consumer, minIdleMs, cursor],
+        ...['COUNT', count - entries.length],
+      )) as [string, ([string, unknown] | null)[]];
+      entries.push(...claimed.filter((e): e is [string, unknown] => Array.isArray(e)));
+      const wrapped = next === '0-0';
+      cursor = next;
+      if (wrapped) break; // the whole list was looked at: start over next time
+    }
+    this.claimCursors.set(key, cursor);
     if (entries.length === 0) return [];
     const pipeline = cmd.pipeline();
     for (const [id] of entries) pipeline.call('XPENDING', key, CONSUMER_GROUP, id, id, 1);

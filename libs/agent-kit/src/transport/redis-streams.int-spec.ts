@@ -217,6 +217,25 @@ describe('Redis Streams transport', () => {
     expect(await pendingCount()).toBe(0);
   });
 
+  it('reclaims an idle entry that sits behind more than 10 × count busy ones', async () => {
+    const key = requestKey();
+    const streams = new Map([[key, PATTERN]]);
+    await new ConsumerGroup('dead', streams).create(redis);
+    for (let n = 1; n <= 31; n++) await redis.xadd(key, '*', 'data', String(n));
+    const delivered = (await redis.call(
+      ...['XREADGROUP', 'GROUP', CONSUMER_GROUP, 'dead', 'COUNT', 31, 'STREAMS', key, '>'],
+    )) as [string, [string, unknown][]][];
+    const ids = delivered[0][1].map(([id]) => id);
+    await sleep(1100);
+    // The 30 oldest are taken over by live instances (and so not idle); the newest stays idle.
+    await redis.call('XCLAIM', key, CONSUMER_GROUP, 'live', 0, ...ids.slice(0, 30), 'JUSTID');
+    const reclaimer = new ConsumerGroup('reclaimer', streams);
+    const claimed = await reclaimer.claimIdle(redis, key, 1000, 1);
+    expect(claimed.map((e) => [e.entryId, e.fields.data, e.deliveryCount])).toEqual([
+      [ids[30], '31', 2],
+    ]);
+  });
+
   it('leaves no consumer behind: one that stops leaves the group unless it holds work, gone ones are forgotten', async () => {
     const consumers = async () =>
       ((await redis.xinfo('CONSUMERS', requestKey(), CONSUMER_GROUP)) as unknown[][]).map(
