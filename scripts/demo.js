@@ -77,7 +77,7 @@ async function main() {
           LOOM_DATA_DIR: dataDir,
           PORT: String(port),
           LOG_LEVEL: 'warn',
-          LOOM_JWT_SECRET: 'embedded-profile-only-jwt-secret',
+          LOOM_JWT_SECRET: jwtSecret,
         },
         { silent: false },
       ),
@@ -86,7 +86,7 @@ async function main() {
   const base = `http://127.0.0.1:${port}`;
   const token = signJwt(
     { sub: 'demo-user', tid: 'demo-tenant' },
-    distributed ? jwtSecret : 'embedded-profile-only-jwt-secret',
+    jwtSecret,
   );
   // Everything the demo made goes, also when it is interrupted (Ctrl-C, SIGTERM).
   let tornDown;

@@ -1,18 +1,30 @@
 #!/usr/bin/env node
 // npm run token -- <user> <tenant> [hours]: an API token (HS256, claims sub and tid) signed with
-// LOOM_JWT_SECRET, for curl and scripts. The embedded profile without LOOM_JWT_SECRET uses its
-// built-in local secret; say LOOM_PROFILE=embedded to get a token for it.
+// LOOM_JWT_SECRET, for curl and scripts. The embedded profile without LOOM_JWT_SECRET uses the
+// random secret it keeps in LOOM_DATA_DIR (default .loom-data) as `token-secret`; say
+// LOOM_PROFILE=embedded to get a token for it (apps/orchestrator/src/security/local-token-secret.ts).
+const fs = require('fs');
+const path = require('path');
 const { JwtService } = require('@nestjs/jwt');
 
-const EMBEDDED_JWT_SECRET = 'embedded-profile-only-jwt-secret'; // apps/orchestrator/src/app.module.ts
 const [sub, tid, hours = '1'] = process.argv.slice(2);
 if (!sub || !tid || !/^\d+(\.\d+)?$/.test(hours)) {
   console.error('usage: npm run token -- <user id> <tenant id> [hours, default 1]');
   process.exit(2);
 }
+/** The embedded profile's own secret, or undefined when it has not started in that directory yet. */
+function embeddedSecret() {
+  const file = path.join(process.env.LOOM_DATA_DIR || '.loom-data', 'token-secret');
+  try {
+    return fs.readFileSync(file, 'utf8').trim();
+  } catch {
+    console.error(`token: no ${file}: start the embedded profile once first (same LOOM_DATA_DIR)`);
+    process.exit(2);
+  }
+}
 const secret =
   process.env.LOOM_JWT_SECRET ||
-  (process.env.LOOM_PROFILE === 'embedded' ? EMBEDDED_JWT_SECRET : undefined);
+  (process.env.LOOM_PROFILE === 'embedded' ? embeddedSecret() : undefined);
 if (!secret) {
   console.error('token: set LOOM_JWT_SECRET (the orchestrator\'s), or LOOM_PROFILE=embedded');
   process.exit(2);

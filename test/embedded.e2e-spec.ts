@@ -1,8 +1,10 @@
+import { execFileSync } from 'child_process';
 import { randomBytes } from 'crypto';
-import { mkdtempSync, rmSync } from 'fs';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'fs';
 import { tmpdir } from 'os';
 import { join } from 'path';
-import { AppProcess, client, startEmbedded } from './system';
+import { EMBEDDED_JWT_SECRET } from '../apps/orchestrator/src/app.module';
+import { AppProcess, client, startEmbedded, startEmbeddedApp } from './system';
 const { stopAll, waitFor, signJwt } = require('../scripts/lib/processes');
 
 /**
@@ -86,5 +88,38 @@ describe('system: the embedded profile (only Node)', () => {
     const body = (await res.json()) as { status: string; details: Record<string, unknown> };
     expect(body.status).toBe('ok');
     expect(Object.keys(body.details)).toEqual(['file']);
+  });
+});
+
+describe('system: the embedded profile without LOOM_JWT_SECRET', () => {
+  let dataDir: string;
+  const children: AppProcess[] = [];
+
+  beforeAll(() => (dataDir = mkdtempSync(join(tmpdir(), 'loom-embedded-secret-'))));
+  afterAll(async () => {
+    await stopAll(children);
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('accepts tokens of its own random secret (npm run token), not of one in the source', async () => {
+    const started = await startEmbeddedApp('embedded', dataDir, { LOG_LEVEL: 'warn' });
+    children.push(started.child);
+    await waitFor(async () => (await fetch(`${started.base}/health`)).status === 200, {
+      what: 'the embedded orchestrator',
+      timeoutMs: 60_000,
+    });
+    const secretFile = join(dataDir, 'token-secret');
+    expect(readFileSync(secretFile, 'utf8')).toMatch(/^[0-9a-f]{64}$/);
+    expect(statSync(secretFile).mode & 0o077).toBe(0);
+
+    const forged = signJwt({ sub: 'mallory', tid: 'tenant-e' }, EMBEDDED_JWT_SECRET);
+    expect((await client(started.base, forged)('GET', '/v1/conversations')).status).toBe(401);
+
+    const token = execFileSync(process.execPath, ['scripts/token.js', 'alice', 'tenant-e'], {
+      env: { PATH: process.env.PATH, LOOM_PROFILE: 'embedded', LOOM_DATA_DIR: dataDir },
+      encoding: 'utf8',
+    }).trim();
+    const listed = await client(started.base, token)('GET', '/v1/conversations');
+    expect([listed.status, listed.body]).toEqual([200, { items: [], nextCursor: null }]);
   });
 });

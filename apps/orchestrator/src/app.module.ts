@@ -40,8 +40,12 @@ import { TaskResumer } from './turn/task-resumer';
 import { TaskRetry } from './turn/task-retry';
 import { orchestratorIdProvider, TaskLeases } from './turn/task-run';
 import { TurnService } from './turn/turn.service';
+import { localTokenSecret } from './security/local-token-secret';
 
-/** Used only by the embedded profile, where no secret is configured; the demo signs with it. */
+/**
+ * The embedded profile's built-in token secret of earlier versions, published in the source: no
+ * longer used, and never taken for a secret of one's own (main.ts keeps to loopback with it).
+ */
 export const EMBEDDED_JWT_SECRET = 'embedded-profile-only-jwt-secret';
 
 const CORRELATION_ID = /^[A-Za-z0-9_.:-]{1,128}$/;
@@ -71,7 +75,7 @@ export class AppModule {
         JwtModule.register({
           // A KeyObject made once: given a string, jsonwebtoken first tries (and fails) to parse
           // it as a public key on every request, which cost more than the rest of verification.
-          secretOrKeyProvider: jwtKey(env.LOOM_JWT_SECRET ?? EMBEDDED_JWT_SECRET),
+          secretOrKeyProvider: jwtKey(env.LOOM_JWT_SECRET ?? localTokenSecret(env.LOOM_DATA_DIR)),
           verifyOptions: { algorithms: ['HS256'] },
         }),
         TerminusModule,

@@ -1,0 +1,25 @@
+import { randomBytes } from 'crypto';
+import { mkdirSync, readFileSync, writeFileSync } from 'fs';
+import { join } from 'path';
+
+/** The file, in the embedded profile's data directory, that holds its API token secret. */
+export const LOCAL_TOKEN_SECRET_FILE = 'token-secret';
+
+/**
+ * The embedded profile's API token secret when LOOM_JWT_SECRET is not set: random, drawn at the
+ * first start and kept in `<dataDir>/token-secret` (mode 0600, like the conversations beside it),
+ * where `npm run token` finds it. Whoever may read it may read the conversations themselves; a
+ * secret in the source would let any local user mint tokens for any tenant.
+ */
+export function localTokenSecret(dataDir: string): string {
+  const file = join(dataDir, LOCAL_TOKEN_SECRET_FILE);
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  try {
+    writeFileSync(file, randomBytes(32).toString('hex'), { flag: 'wx', mode: 0o600 });
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+  const secret = readFileSync(file, 'utf8').trim();
+  if (secret.length < 16) throw new Error(`${file}: not a token secret (remove it to draw anew)`);
+  return secret;
+}
