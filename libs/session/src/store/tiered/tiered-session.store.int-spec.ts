@@ -391,6 +391,19 @@ describe('tiered store: a cold read of a long list', () => {
     expect(cached?.map((i) => i.index)).toEqual(Array.from({ length: 450 }, (_, k) => k + 1));
   });
 
+  it('runs one refill of a list at a time: readers that miss meanwhile read MySQL alone', async () => {
+    const sid = newId('c');
+    await store.save(alice, sid, 'conversation', { title: 'x' });
+    for (let n = 1; n <= 450; n++) await store.durable.append(alice, sid, 'messages', { n });
+    const fills = jest.spyOn(hot, 'fillList');
+    const reads = await Promise.all(
+      Array.from({ length: 5 }, () => store.getList(alice, sid, 'messages', { last: 2 })),
+    );
+    expect(reads.map((r) => r.map((i) => i.index))).toEqual(Array(5).fill([449, 450]));
+    expect(fills.mock.calls.map(([, , , items]) => items.length)).toEqual([200, 200, 50]);
+    expect((await hot.getListIfComplete(alice, sid, 'messages'))?.length).toBe(450);
+  });
+
   it('splits a page of long items into Redis calls of about 1 MB; a fill cut off midway stays a miss', async () => {
     const sid = newId('c');
     await store.save(alice, sid, 'conversation', { title: 'x' });

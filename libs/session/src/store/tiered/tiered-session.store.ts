@@ -68,6 +68,8 @@ export class TieredSessionStore implements SessionStore {
   readonly guard: HotTierGuard;
   private readonly lru: LRUCache<string, { value: unknown }>;
   private readonly pending = new Map<string, Pending>();
+  /** List refills under way in this process (lruKey → the refill). */
+  private readonly listFills = new Map<string, Promise<unknown>>();
   /** Set when more writes missed Redis than `pending` holds: the SCAN cursor of the purge. */
   private purgeCursor: string | null = null;
   /** Bumped whenever the purge starts (over): a step of an earlier run does not move the cursor. */
@@ -211,16 +213,23 @@ export class TieredSessionStore implements SessionStore {
       this.hot.getListIfComplete<T>(scope, sid, key, range, rule.sliding ? rule.ttlSeconds : 0),
     );
     if (hot.ok && hot.value !== null) return hot.value;
-    if (!hot.ok) return this.durable.getList<T>(scope, sid, key, range);
+    // One refill of a list at a time in this process: the other readers that miss meanwhile
+    // (a popular conversation gone cold) read MySQL alone.
+    const fillId = this.lruKey(scope, sid, key);
+    if (!hot.ok || this.listFills.has(fillId))
+      return this.durable.getList<T>(scope, sid, key, range);
     const whole =
       range.afterIndex === undefined && range.last === undefined && range.limit === undefined;
-    if (whole) return this.refillList<T>(scope, sid, key, rule.ttlSeconds, true);
-    // A range (the newest 50 of a long log) is one bounded MySQL read; the refill pages beside it.
-    const [items] = await Promise.all([
-      this.durable.getList<T>(scope, sid, key, range),
-      this.refillList<T>(scope, sid, key, rule.ttlSeconds, false),
-    ]);
-    return items;
+    const refill = this.refillList<T>(scope, sid, key, rule.ttlSeconds, whole);
+    this.listFills.set(fillId, refill);
+    try {
+      if (whole) return await refill;
+      // A range (the newest 50 of a long log) is one bounded MySQL read; the refill pages beside it.
+      const [items] = await Promise.all([this.durable.getList<T>(scope, sid, key, range), refill]);
+      return items;
+    } finally {
+      if (this.listFills.get(fillId) === refill) this.listFills.delete(fillId);
+    }
   }
 
   /**
