@@ -272,6 +272,33 @@ describe('recovery support (MySQL + Redis)', () => {
     await next.release();
   });
 
+  it('takes a holder for gone only when two looks LIVENESS_CONFIRM_MS apart find its key absent, however slow the lease check between', async () => {
+    const { meta } = await conversations.create(alice);
+    const id = meta.conversationId;
+    // A holder process, as Redis sees it: its lock value names it, and its liveness key has
+    // lapsed (it missed its beats: stalled under load, or its Redis writes timed out).
+    const holderId = 'h0lderProc01';
+    const holderKey = infra.keys.lockHolder(holderId);
+    await infra.redis!.set(infra.keys.lock(id), `${holderId}.${'0'.repeat(32)}`, 'PX', 30_000);
+    await infra.redis!.del(holderKey);
+    const waiter = new ConversationLock(infra.redis, infra.keys, infra.store, {
+      ttlMs: 30_000,
+      waitMs: LIVENESS_CONFIRM_MS + 1500,
+    });
+    // The lease rule's check (MySQL, under load) takes longer than LIVENESS_CONFIRM_MS, and
+    // meanwhile the holder beats again: it is alive, and is waited for.
+    const staleHolder = async () => {
+      await infra.redis!.set(holderKey, '1', 'PX', 30_000);
+      await new Promise((r) => setTimeout(r, LIVENESS_CONFIRM_MS + 100));
+      return false;
+    };
+    await expect(waiter.acquire(alice, id, undefined, { staleHolder })).rejects.toMatchObject({
+      code: LoomErrorCode.LOCK_TIMEOUT,
+    });
+    expect(await infra.redis!.get(infra.keys.lock(id))).toBe(`${holderId}.${'0'.repeat(32)}`);
+    await infra.redis!.del(infra.keys.lock(id), holderKey);
+  });
+
   it('keeps a lock for as long as its holder works, and lets it lapse once taken over', async () => {
     const { meta } = await conversations.create(alice);
     const id = meta.conversationId;

@@ -95,6 +95,9 @@ export class ConversationLock {
         if (Date.now() >= nextStaleCheck) {
           nextStaleCheck = Date.now() + staleCheckMs;
           const holder = await this.redis!.get(key);
+          // Gone only when found absent by two looks LIVENESS_CONFIRM_MS apart: from the end of
+          // the first to the start of this one, not to whenever the checks below return.
+          const lookedAt = Date.now();
           if (holder && (await this.liveness!.gone(holder))) {
             if (absent?.holder !== holder) absent = { holder, since: Date.now() };
           } else absent = undefined;
@@ -102,7 +105,7 @@ export class ConversationLock {
           // A check that fails (the database away) only means: go on waiting.
           const isStale =
             !!holder && !!stale.staleHolder && (await stale.staleHolder(holder).catch(() => false));
-          holderGone = !isStale && !!absent && Date.now() - absent.since >= LIVENESS_CONFIRM_MS;
+          holderGone = !isStale && !!absent && lookedAt - absent.since >= LIVENESS_CONFIRM_MS;
           if (holder && (isStale || holderGone)) {
             const taken = await this.redis!.eval(TAKE_OVER, 1, key, holder, token, this.opts.ttlMs);
             if (taken === 1) {
