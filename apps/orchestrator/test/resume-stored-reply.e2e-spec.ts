@@ -139,4 +139,104 @@ describe('resuming a task whose reply was stored before the crash (in-process, r
       error: null,
     });
   });
+
+  it('counts into the conversation only what a retried task spent since its retry', async () => {
+    const owner = { tenantId: 'acme', userId: 'alice' };
+    const conversations = app.get(ConversationRepository, { strict: false });
+    const tasks = app.get(TaskRepository, { strict: false });
+    const { meta } = await conversations.create(owner);
+    const id = meta.conversationId;
+    const question = 'Can my employer change my salary?';
+    const taskId = 't_retriedreply001';
+    const user = await conversations.appendMessage(owner, id, {
+      role: 'user',
+      content: question,
+      agentType: null,
+      taskId,
+      createdAt: new Date().toISOString(),
+      tokens: 0,
+    });
+    await tasks.rememberIdempotent(owner, id, sha('key-2'), {
+      taskId,
+      requestHash: sha(question),
+      userSeq: user.seq,
+    });
+    const spent = { promptTokens: 100, completionTokens: 20, costUsd: 0.5 };
+    const execution = {
+      agentType: 'ghost-law',
+      startedAt: new Date().toISOString(),
+      context: { historyMessages: 0, summaryIncluded: false, sharedKeys: [] },
+      output: null,
+    };
+    // Its first attempt failed 503 (planner and specialist counted then); a retry reopened it,
+    // stored the reply of the step run again and died before it closed the task.
+    const task: TaskSession = {
+      taskId,
+      conversationId: id,
+      tenantId: owner.tenantId,
+      userId: owner.userId,
+      taskType: 'consultation',
+      userIntent: question,
+      intent: 'ghost-law',
+      plan: [{ agentType: 'ghost-law', required: true, dependsOn: [] }],
+      status: TaskStatus.RUNNING,
+      planUsage: { promptTokens: 7, completionTokens: 3, costUsd: 0.01 },
+      countedExecutions: 1,
+      executions: [
+        {
+          ...execution,
+          agentSessionId: 'a_retriedfirst001',
+          status: ExecutionStatus.FAILED,
+          attempts: 1,
+          completedAt: new Date().toISOString(),
+          error: { code: 'UNAVAILABLE', message: 'the model endpoint is busy' },
+          usage: spent,
+        },
+        {
+          ...execution,
+          agentSessionId: 'a_retriedagain001',
+          status: ExecutionStatus.RUNNING,
+          attempts: 1,
+          completedAt: null,
+          error: null,
+          usage: { promptTokens: 0, completionTokens: 0, costUsd: 0 },
+        },
+      ],
+      userSeq: user.seq,
+      replySeq: null,
+      idempotencyKey: sha('key-2'),
+      lease: { owner: 'orchestrator-dead', expiresAt: new Date(Date.now() - 1000).toISOString() },
+      createdAt: new Date().toISOString(),
+      completedAt: null,
+      error: null,
+    };
+    await tasks.create(owner, task);
+    const counted = { promptTokens: 107, completionTokens: 23, costUsd: 0.51 };
+    await conversations.save(owner, {
+      ...meta,
+      title: 'Salary',
+      usage: counted,
+      activeTaskIds: [taskId],
+    });
+    await conversations.appendMessage(owner, id, {
+      role: 'assistant',
+      content: 'Not without your consent.',
+      agentType: 'ghost-law',
+      taskId,
+      createdAt: new Date().toISOString(),
+      tokens: 0,
+    });
+
+    const res = await request(app.getHttpServer())
+      .post(`/v1/conversations/${id}/messages`)
+      .set('authorization', `Bearer ${signJwt({ sub: 'alice', tid: 'acme' }, env.LOOM_JWT_SECRET)}`)
+      .set('idempotency-key', 'key-2')
+      .send({ content: question });
+    expect(res.status).toBe(201);
+    expect(res.body.reply).toMatchObject({ seq: 2, content: 'Not without your consent.' });
+    const after = await conversations.get(owner, id, true);
+    expect(after.activeTaskIds).toEqual([]);
+    // The step asked again reported nothing: the first attempt's cost is not counted twice.
+    expect(after.usage).toEqual(counted);
+  });
 });
