@@ -22,6 +22,12 @@ export const conversationWentOn = (): LoomError =>
     'this turn failed and the conversation has gone on since: send the message again under a new Idempotency-Key',
   );
 
+const shuttingDown = (): LoomError =>
+  new LoomError(
+    LoomErrorCode.UNAVAILABLE,
+    'this orchestrator is shutting down: retry with the same Idempotency-Key',
+  );
+
 /** A task that failed for a passing reason (503: TIMEOUT, UNAVAILABLE): its retry runs it again. */
 export const retryable = (task: TaskSession): boolean =>
   task.status === TaskStatus.FAILED && transientFailure(task.error);
@@ -77,11 +83,7 @@ export class TaskRetry {
     if (later) throw conversationWentOn();
     // A run opened now would be handed over at once, leaving the task reopened but not in the
     // run index: nothing is written, and the client retries on another replica.
-    if (this.leases.handingOverNow)
-      throw new LoomError(
-        LoomErrorCode.UNAVAILABLE,
-        'this orchestrator is shutting down: retry with the same Idempotency-Key',
-      );
+    if (this.leases.handingOverNow) throw shuttingDown();
     // Its failure fully written (out of the active tasks, its cost counted) before it reopens.
     await this.completion.tidy(owner, task, lock.fence);
     task.countedExecutions = task.executions.length;
@@ -89,6 +91,10 @@ export class TaskRetry {
     const meta = await this.conversations.get(owner, conversationId, true);
     meta.activeTaskIds = [...meta.activeTaskIds, taskId];
     await this.conversations.save(owner, meta, lock.fence);
+    // A hand-over begun during those writes: the task stays FAILED, in the active tasks (the next
+    // turn or a retry tidies it), as after a crash here. Nothing is awaited from here to the
+    // run's opening, so no later hand-over can find it reopened and not yet indexed.
+    if (this.leases.handingOverNow) throw shuttingDown();
     const reopened = reopenFailedSteps(task);
     this.log.log(`retrying ${taskId} (${task.error?.code}): ${reopened} steps again`);
     task.status = TaskStatus.RUNNING;
