@@ -30,7 +30,14 @@ export class LockHolderLiveness {
   constructor(
     private readonly redis: Redis,
     private readonly keyOf: (holderId: string) => string,
-  ) {}
+  ) {
+    // Beats fail while Redis is away (no offline queue), and a Redis that restarts comes back
+    // without the key: written again at once, before waiters that reconnected sooner take this
+    // live holder for gone, rather than at the next beat, up to a second later.
+    redis.on('ready', () => {
+      if (this.users > 0) void this.mark();
+    });
+  }
 
   /** A new lock value naming this process. */
   token(): string {
