@@ -82,12 +82,16 @@ export class SessionContext {
       agent.agentType !== a.agentType
     )
       throw outside('agent session');
-    // Independent reads, all within the assignment's conversation and tenant: side by side.
-    const [conversation, task, summary, shared] = await Promise.all([
+    // Independent reads, all within the assignment's conversation and tenant: side by side. The
+    // newest messages are read with the summary, not after it: the newest past the summary's
+    // range are the newest of all whose seq is past it (seqs are contiguous), and nobody writes
+    // either meanwhile (the turn's lock is held while its agents work).
+    const [conversation, task, summary, shared, newest] = await Promise.all([
       deps.conversations.get(a.owner, a.conversationId),
       known ?? deps.tasks.get(a.owner, a.conversationId, a.taskId),
       deps.conversations.summary(a.owner, a.conversationId),
       deps.tasks.shared(a.owner, a.conversationId, a.taskId),
+      deps.conversations.messages(a.owner, a.conversationId, { last: budget.maxMessages + 1 }),
     ]);
     if (!task) throw new LoomError(LoomErrorCode.NOT_FOUND, 'task not found');
     if (
@@ -98,11 +102,8 @@ export class SessionContext {
     )
       throw outside('task');
     if (!task.plan.some((s) => s.agentType === a.agentType)) throw outside('task plan');
-    const recent = await deps.conversations.messages(a.owner, a.conversationId, {
-      afterSeq: summary?.toSeq ?? 0,
-      last: budget.maxMessages + 1,
-    });
-    const beforeThisTurn = recent.filter((m) => m.seq < task.userSeq);
+    const summarized = summary?.toSeq ?? 0;
+    const beforeThisTurn = newest.filter((m) => m.seq > summarized && m.seq < task.userSeq);
     const history = withinTokenBudget(
       beforeThisTurn.slice(-budget.maxMessages),
       budget.historyTokens,
@@ -153,7 +154,7 @@ export class SessionContext {
     });
     const value = this.deps.acl.storable(raw);
     const write = { key, value, writer: a.agentType, updatedAt: new Date().toISOString() };
-    await this.deps.tasks.putShared(a.owner, a.conversationId, a.taskId, write);
+    await this.deps.tasks.appendShared(a.owner, a.conversationId, a.taskId, write);
     this.written.add(key);
     if (decision.overwrites) {
       const event = {

@@ -93,13 +93,23 @@ export class TaskRepository {
     write: SharedWrite,
   ): Promise<SharedEntry | null> {
     const previous = (await this.shared(owner, conversationId, taskId))[write.key] ?? null;
+    await this.appendShared(owner, conversationId, taskId, write);
+    return previous;
+  }
+
+  /** The write alone, for a caller that has just read the shared context itself. */
+  async appendShared(
+    owner: Owner,
+    conversationId: string,
+    taskId: string,
+    write: SharedWrite,
+  ): Promise<void> {
     await this.store.append(
       { tenantId: owner.tenantId },
       conversationId,
       StateKeys.shared(taskId),
       write,
     );
-    return previous;
   }
 
   /** The task-shared context as a whole: the last write of each key wins. */
