@@ -212,11 +212,12 @@ export class TurnService {
     else if (this.env.LOOM_REDACT_STORED) content = redactPii(content);
     const language = detectLanguage(content);
     // The history before this turn's message, as the earlier attempt planned with.
-    const recent = await this.conversations.messages(owner, conversationId, {
-      last: orphan ? 11 : 10,
-    });
+    const [recent, catalog] = await Promise.all([
+      this.conversations.messages(owner, conversationId, { last: orphan ? 11 : 10 }),
+      this.catalog.agents(),
+    ]);
     const history = recent.filter((m) => m.seq !== orphan?.seq);
-    const plan = await this.plan(content, history, meta.currentIntent);
+    const plan = await this.plan(content, history, meta.currentIntent, catalog);
     const taskId = orphan?.taskId ?? newId('t');
     this.cls.set('taskId', taskId);
     await this.system.saveRun(this.leases.runEntry(owner, conversationId, taskId, lock));
@@ -297,8 +298,8 @@ export class TurnService {
     content: string,
     history: ConversationMessage[],
     currentIntent: string | null,
+    { agents, live }: Awaited<ReturnType<AgentCatalog['agents']>>,
   ): Promise<Plan> {
-    const { agents, live } = await this.catalog.agents();
     const plan = await this.planner.plan({ message: content, history, currentIntent, agents });
     const steps = plan.steps.filter((s) => s.required || live.has(s.agentType));
     const kept = new Set(steps.map((s) => s.agentType));

@@ -13,6 +13,23 @@ export interface AgentRegistry {
 }
 
 /**
+ * The descriptors (KEYS[1]) with each type's instances heard from since ARGV[1]: type,
+ * descriptor, count, flattened. The instance zsets are `<KEYS[1]>:<type>`, in the same hash slot
+ * (`{registry}`), so the script runs on Redis Cluster too.
+ */
+const LIVE = `
+local all = redis.call('HGETALL', KEYS[1])
+local out = {}
+for i = 1, #all, 2 do
+  out[#out + 1] = all[i]
+  out[#out + 1] = all[i + 1]
+  out[#out + 1] = redis.call('ZCOUNT', KEYS[1] .. ':' .. all[i], ARGV[1], '+inf')
+end
+return out`;
+
+type LiveCommand = (key: string, since: number) => Promise<string[]>;
+
+/**
  * Redis registry: a hash of descriptors and, per agent type, a zset of instances scored by their
  * last heartbeat; an instance silent for `staleMs` no longer counts.
  */
@@ -22,7 +39,10 @@ export class RedisAgentRegistry implements AgentRegistry {
     private readonly prefix: string,
     private readonly staleMs = 15_000,
     private readonly ownsConnection = false,
-  ) {}
+  ) {
+    if (!('loomRegistryLive' in redis))
+      redis.defineCommand('loomRegistryLive', { numberOfKeys: 1, lua: LIVE });
+  }
 
   /**
    * Closes a connection of its own when the app stops (an open socket keeps an in-process app,
@@ -54,20 +74,18 @@ export class RedisAgentRegistry implements AgentRegistry {
     await this.redis.zrem(this.instancesKey(agentType), instanceId);
   }
 
+  /** One round trip (every turn plans with it): the descriptors and their live counts. */
   async live(): Promise<RegisteredAgent[]> {
-    const all = await this.redis.hgetall(this.descriptorsKey());
-    const types = Object.keys(all).sort();
-    if (!types.length) return [];
     const since = Date.now() - this.staleMs;
-    const counts = await this.redis
-      .pipeline(types.map((t) => ['zcount', this.instancesKey(t), since, '+inf']))
-      .exec();
-    return types
-      .map((t, i) => ({
-        descriptor: JSON.parse(all[t]) as AgentRegistration,
-        instances: Number(counts?.[i]?.[1] ?? 0),
-      }))
-      .filter((a) => a.instances > 0);
+    const live = (this.redis as unknown as Record<string, LiveCommand>).loomRegistryLive;
+    const flat = await live.call(this.redis, this.descriptorsKey(), since);
+    const out: RegisteredAgent[] = [];
+    for (let i = 0; i < flat.length; i += 3) {
+      const instances = Number(flat[i + 2]);
+      if (instances > 0)
+        out.push({ descriptor: JSON.parse(flat[i + 1]) as AgentRegistration, instances });
+    }
+    return out.sort((a, b) => (a.descriptor.agentType < b.descriptor.agentType ? -1 : 1));
   }
 
   private descriptorsKey(): string {
