@@ -6,40 +6,54 @@
  * Return codes below 0: -1 another tenant owns the session, -2 stale fence, -3 index taken.
  */
 const PRELUDE = `
-local function extend(k, ttl)
+-- Extends a bookkeeping key to ttl ms, never shortening it; a key without a TTL keeps none,
+-- unless this script created the session (fresh): then it gets the TTL.
+local function extend(k, ttl, fresh)
   if ttl <= 0 then return end
-  local cur = redis.call('PTTL', k)
-  if cur >= 0 and cur < ttl then redis.call('PEXPIRE', k, ttl) end
-  if cur == -1 and redis.call('HGET', KEYS[1], 'fresh') == '1' then redis.call('PEXPIRE', k, ttl) end
+  if fresh then redis.call('PEXPIRE', k, ttl, 'NX') end
+  redis.call('PEXPIRE', k, ttl, 'GT')
 end
 local owner = redis.call('HGET', KEYS[1], 'tenant')
 `;
 
-/** Writes shared by save and append: owner check, fence check, bookkeeping. ARGV[1] tenant, [2] state key, [4] ttl ms, [5] user, [6] now ms, [7] fence. */
+/**
+ * Writes shared by save and append: owner check, fence check, bookkeeping (one HSET). ARGV[1]
+ * tenant, [2] state key, [4] ttl ms, [5] user, [6] now ms, [7] fence. Sets `fresh` when this
+ * write claims the session.
+ */
 const WRITE_GUARD = `
 if owner and owner ~= ARGV[1] then return -1 end
 if ARGV[7] ~= '' and redis.call('GET', KEYS[4]) ~= ARGV[7] then return -2 end
 local ttl = tonumber(ARGV[4])
-if not owner then
-  redis.call('HSET', KEYS[1], 'tenant', ARGV[1], 'fresh', '1')
-end
-if ARGV[5] ~= '' then redis.call('HSET', KEYS[1], 'user', ARGV[5]) end
-redis.call('HSET', KEYS[1], 'u:' .. ARGV[2], ARGV[6])
+local fresh = not owner
+local fields = {'u:' .. ARGV[2], ARGV[6]}
+if fresh then fields[#fields + 1] = 'tenant'; fields[#fields + 1] = ARGV[1] end
+if ARGV[5] ~= '' then fields[#fields + 1] = 'user'; fields[#fields + 1] = ARGV[5] end
+redis.call('HSET', KEYS[1], unpack(fields))
 redis.call('SADD', KEYS[2], ARGV[2])
 `;
 
+/** The session's bookkeeping keys live at least as long as the state key just written. */
 const BOOKKEEPING_TTL = `
 if ttl > 0 then
-  extend(KEYS[1], ttl); extend(KEYS[2], ttl); extend(KEYS[4], ttl)
-  if redis.call('PTTL', KEYS[3]) < ttl then redis.call('PEXPIRE', KEYS[3], ttl) end
+  extend(KEYS[1], ttl, fresh); extend(KEYS[2], ttl, fresh); extend(KEYS[4], ttl, fresh)
 end
-redis.call('HDEL', KEYS[1], 'fresh')
+`;
+
+/** A list (KEYS[3]) written now: at least ttl ms from now. */
+const LIST_TTL = `
+if ttl > 0 then
+  redis.call('PEXPIRE', KEYS[3], ttl, 'NX'); redis.call('PEXPIRE', KEYS[3], ttl, 'GT')
+end
+`;
+
+/** SET of a value (KEYS[3], ARGV[3]) with the ttl, which a SET replaces anyway. */
+const SET_VALUE = `
+if ttl > 0 then redis.call('SET', KEYS[3], ARGV[3], 'PX', ttl) else redis.call('SET', KEYS[3], ARGV[3]) end
 `;
 
 /** ARGV[3] JSON value. */
-export const SAVE = `${PRELUDE}${WRITE_GUARD}
-redis.call('SET', KEYS[3], ARGV[3])
-${BOOKKEEPING_TTL}
+export const SAVE = `${PRELUDE}${WRITE_GUARD}${SET_VALUE}${BOOKKEEPING_TTL}
 return 0`;
 
 /**
@@ -59,9 +73,7 @@ export const FILL = `${PRELUDE}
 if owner and owner ~= ARGV[1] then return -1 end
 ${NOT_DELETED}
 if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
-${WRITE_GUARD}
-redis.call('SET', KEYS[3], ARGV[3])
-${BOOKKEEPING_TTL}
+${WRITE_GUARD}${SET_VALUE}${BOOKKEEPING_TTL}
 return 1`;
 
 /** Sets only when absent anywhere; 1 created, 0 exists (-2 first for the owner's stale fence). */
@@ -70,9 +82,7 @@ if redis.call('EXISTS', KEYS[3]) == 1 then
   if owner == ARGV[1] and ARGV[7] ~= '' and redis.call('GET', KEYS[4]) ~= ARGV[7] then return -2 end
   return 0
 end
-${WRITE_GUARD}
-redis.call('SET', KEYS[3], ARGV[3])
-${BOOKKEEPING_TTL}
+${WRITE_GUARD}${SET_VALUE}${BOOKKEEPING_TTL}
 return 1`;
 
 /**
@@ -91,7 +101,7 @@ else
 end
 if ARGV[9] == '1' and redis.call('EXISTS', KEYS[3]) == 0 then redis.call('ZADD', KEYS[3], 0, '!') end
 redis.call('ZADD', KEYS[3], idx, idx .. '|' .. ARGV[3])
-${BOOKKEEPING_TTL}
+${LIST_TTL}${BOOKKEEPING_TTL}
 return idx`;
 
 /**
@@ -102,12 +112,13 @@ return idx`;
 export const FILL_LIST = `${PRELUDE}
 if owner and owner ~= ARGV[1] then return -1 end
 ${NOT_DELETED}
-if not owner then redis.call('HSET', KEYS[1], 'tenant', ARGV[1], 'fresh', '1') end
+local fresh = not owner
+if fresh then redis.call('HSET', KEYS[1], 'tenant', ARGV[1]) end
 redis.call('SADD', KEYS[2], ARGV[2])
 local ttl = tonumber(ARGV[4])
 if ARGV[3] == '1' then redis.call('ZADD', KEYS[3], 0, '!') end
 for i = 5, #ARGV, 2 do redis.call('ZADD', KEYS[3], tonumber(ARGV[i]), ARGV[i + 1]) end
-${BOOKKEEPING_TTL}
+${LIST_TTL}${BOOKKEEPING_TTL}
 return 1`;
 
 /** Value of one key for its owner; ARGV[2] sliding ttl ms (0: none). Returns false when absent/foreign. */

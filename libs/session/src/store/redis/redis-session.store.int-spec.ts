@@ -1,5 +1,6 @@
 import Redis from 'ioredis';
 import { createTestPrefix, TEST_REDIS_URL } from '@loom/testing';
+import { newId } from '../../ids';
 import { runSessionStoreContract } from '../session-store.contract';
 import { RedisSessionStore } from './redis-session.store';
 
@@ -13,4 +14,69 @@ runSessionStoreContract('redis', async () => {
       await prefix.cleanup();
     },
   };
+});
+
+describe('redis: TTLs of a session and its bookkeeping keys', () => {
+  const prefix = createTestPrefix();
+  const redis = new Redis(TEST_REDIS_URL);
+  const store = new RedisSessionStore(redis, prefix.prefix, {
+    authoritative: false,
+    ownsConnection: false,
+  });
+  const scope = { tenantId: 'ttl-tenant' };
+  const k = store.keys;
+  /** The key's TTL in whole seconds, rounded up (-1: none, -2: no key). */
+  const ttl = async (key: string) => {
+    const ms = await redis.pttl(key);
+    return ms < 0 ? ms : Math.ceil(ms / 1000);
+  };
+
+  afterAll(async () => {
+    await prefix.cleanup();
+    redis.disconnect();
+  });
+
+  it('a write gives its key its TTL and lengthens, never shortens, the session index and meta', async () => {
+    const sid = newId('c');
+    await store.save(scope, sid, 'conversation', { a: 1 }, { ttlSeconds: 100 });
+    expect(await ttl(k.value(sid, 'conversation'))).toBe(100);
+    expect([await ttl(k.meta(sid)), await ttl(k.keys(sid))]).toEqual([100, 100]);
+
+    await store.save(scope, sid, 'task:t_abcdefgh', { b: 1 }, { ttlSeconds: 10 });
+    expect(await ttl(k.value(sid, 'task:t_abcdefgh'))).toBe(10);
+    expect([await ttl(k.meta(sid)), await ttl(k.keys(sid))]).toEqual([100, 100]);
+
+    await store.append(scope, sid, 'messages', 'one', { ttlSeconds: 200 });
+    expect(await ttl(k.list(sid, 'messages'))).toBe(200);
+    expect([await ttl(k.meta(sid)), await ttl(k.keys(sid))]).toEqual([200, 200]);
+
+    await store.append(scope, sid, 'messages', 'two', { ttlSeconds: 50 });
+    expect(await ttl(k.list(sid, 'messages'))).toBe(200);
+
+    // A save replaces the value and its TTL with the new ones.
+    await store.save(scope, sid, 'conversation', { a: 2 }, { ttlSeconds: 30 });
+    expect(await ttl(k.value(sid, 'conversation'))).toBe(30);
+    expect([await ttl(k.meta(sid)), await ttl(k.keys(sid))]).toEqual([200, 200]);
+  });
+
+  it('a session first written without a TTL keeps none on its index and meta', async () => {
+    const sid = newId('c');
+    await store.save(scope, sid, 'conversation', { a: 1 });
+    await store.save(scope, sid, 'summary', { s: 1 }, { ttlSeconds: 100 });
+    await store.append(scope, sid, 'messages', 'one', { ttlSeconds: 100 });
+    expect(await ttl(k.value(sid, 'conversation'))).toBe(-1);
+    expect(await ttl(k.value(sid, 'summary'))).toBe(100);
+    expect(await ttl(k.list(sid, 'messages'))).toBe(100);
+    expect([await ttl(k.meta(sid)), await ttl(k.keys(sid))]).toEqual([-1, -1]);
+  });
+
+  it('a refilled list gets its TTL, and a session the refill claims gets it on its meta', async () => {
+    const sid = newId('c');
+    await store.fillList(scope, sid, 'messages', [{ index: 1, value: 'one' }], 100);
+    expect(await ttl(k.list(sid, 'messages'))).toBe(100);
+    expect([await ttl(k.meta(sid)), await ttl(k.keys(sid))]).toEqual([100, 100]);
+    expect(await store.getListIfComplete(scope, sid, 'messages')).toEqual([
+      { index: 1, value: 'one' },
+    ]);
+  });
 });
