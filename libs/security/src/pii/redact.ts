@@ -74,8 +74,29 @@ function withoutMarkers(text: string, spans: PiiSpan[]): PiiSpan[] {
   });
 }
 
+/**
+ * Short strings redacted lately with every type, and what they became: a log line repeats the
+ * same ids, service and context fields as the lines before it, and every one of them runs every
+ * detector. The answer depends on the text alone, so a remembered one is the same answer.
+ */
+const recent = new Map<string, string>();
+const RECENT_MAX = 2_000;
+const RECENT_MAX_CHARS = 200;
+
 /** Replaces every detected span by `[REDACTED_<TYPE>]`; text without PII comes back unchanged. */
 export function redactPii(text: string, opts: RedactOptions = {}): string {
+  if (opts.types || typeof text !== 'string' || text.length > RECENT_MAX_CHARS)
+    return redactNow(text, opts);
+  let out = recent.get(text);
+  if (out === undefined) {
+    out = redactNow(text, opts);
+    if (recent.size >= RECENT_MAX) recent.clear();
+    recent.set(text, out);
+  }
+  return out;
+}
+
+function redactNow(text: string, opts: RedactOptions): string {
   const spans = detectPii(text, opts);
   if (spans.length === 0) return text;
   let out = '';
