@@ -10,7 +10,6 @@ import {
   ExecutionStatus,
   LoomError,
   LoomErrorCode,
-  Owner,
   SESSION_INFRA,
   SessionContext,
   SessionInfra,
@@ -101,13 +100,13 @@ export class AgentRunner {
       signal,
     );
     try {
-      const session = await this.tasks.agentSession(
+      const { session, task } = await this.tasks.executionState(
         owner,
         claims.conversationId,
+        claims.taskId,
         claims.agentSessionId,
-        true,
       );
-      const stored = await this.storedResult(owner, claims, session);
+      const stored = this.storedResult(claims, session, task);
       return 'replayed' in stored
         ? stored
         : await this.work(req, claims, session, claim, stored.task, signal);
@@ -120,19 +119,18 @@ export class AgentRunner {
    * Finished work is never done again and nothing is written: the agent session's result, else
    * (its task closed and dropped the session) the task's execution record; an execution of a
    * closed task that never finished, or one its task recorded as failed, is refused. Else the
-   * task as just read, for the context.
+   * task (read with the session), for the context.
    */
-  private async storedResult(
-    owner: Owner,
+  private storedResult(
     claims: ReturnType<AssignmentSigner['verify']>,
     session: AgentSession | null,
-  ): Promise<ExecuteAgentResult | { task: TaskSession }> {
-    const { conversationId, taskId, agentSessionId } = claims;
+    task: TaskSession | null,
+  ): ExecuteAgentResult | { task: TaskSession } {
+    const { agentSessionId } = claims;
     if (session?.status === ExecutionStatus.COMPLETED && session.output) {
       this.log.log('redelivery of finished work: returning the stored result');
       return { ...(session.output as ExecuteAgentResult), replayed: true };
     }
-    const task = await this.tasks.get(owner, conversationId, taskId, true);
     if (!task) throw new LoomError(LoomErrorCode.NOT_FOUND, 'task not found');
     const record = task.executions.find(
       (e) => e.agentSessionId === agentSessionId && e.status === ExecutionStatus.COMPLETED,

@@ -148,6 +148,39 @@ export class TaskRepository {
   }
 
   /**
+   * What an agent delivery decides on: its agent session and its task, both from the durable
+   * store, as they stood at one moment where the store can (one statement in MySQL), else the
+   * session first (a task closes before it drops its agent sessions).
+   */
+  async executionState(
+    owner: Owner,
+    conversationId: string,
+    taskId: string,
+    agentSessionId: string,
+  ): Promise<{ session: AgentSession | null; task: TaskSession | null }> {
+    assertId(taskId, 'taskId');
+    assertId(agentSessionId, 'agentSessionId');
+    const store = this.store as SessionStore & {
+      getConsistent?: <T>(s: unknown, id: string, keys: string[]) => Promise<Array<T | null>>;
+    };
+    if (!store.getConsistent)
+      return {
+        session: await this.agentSession(owner, conversationId, agentSessionId, true),
+        task: await this.get(owner, conversationId, taskId, true),
+      };
+    const [session, task] = await store.getConsistent<unknown>(
+      { tenantId: owner.tenantId },
+      conversationId,
+      [StateKeys.agent(agentSessionId), StateKeys.task(taskId)],
+    );
+    const t = task as TaskSession | null;
+    return {
+      session: session as AgentSession | null,
+      task: t && t.tenantId === owner.tenantId && t.userId === owner.userId ? t : null,
+    };
+  }
+
+  /**
    * Agent sessions are removed when their task closes; the durable expiry catches those a late
    * or orphaned execution wrote after that (the sweeper removes them).
    */

@@ -100,6 +100,26 @@ export class MysqlSessionStore implements SessionStore {
     return rows.length ? decodeValue<T>(rows[0].state_data) : null;
   }
 
+  /**
+   * Several single values of one session, in the order of `keys` (null where absent), read by
+   * one statement: as they all stood at one moment.
+   */
+  async getMany<T>(scope: StoreScope, sessionId: string, keys: string[]): Promise<Array<T | null>> {
+    assertPrincipal(scope.tenantId, 'tenant id');
+    keys.forEach((k) => this.check(sessionId, k));
+    if (keys.length === 0) return [];
+    const rows: Array<{ state_key: string; state_data: string }> = await this.query(
+      `SELECT state_key, state_data FROM ${TABLE} WHERE session_id = ? AND state_key IN ` +
+        `(${keys.map(() => '?').join(', ')}) AND item_index = 0 AND tenant_id = ?`,
+      [sessionId, ...keys, scope.tenantId],
+    );
+    const found = new Map(rows.map((r) => [r.state_key, r.state_data]));
+    return keys.map((k) => {
+      const data = found.get(k);
+      return data === undefined ? null : decodeValue<T>(data);
+    });
+  }
+
   async append(
     scope: StoreScope,
     sessionId: string,

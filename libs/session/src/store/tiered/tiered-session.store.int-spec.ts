@@ -165,6 +165,47 @@ describe('tiered store: keys MySQL does not hold', () => {
   });
 });
 
+describe('tiered store: consistent reads of several values', () => {
+  let redis: Redis;
+  let store: TieredSessionStore;
+  let durable: MysqlSessionStore;
+  let cleanup: () => Promise<void>;
+  const alice = { tenantId: 'tenant-a' };
+  const bob = { tenantId: 'tenant-b' };
+
+  beforeAll(async () => {
+    const tiered = await tieredOnRealServers();
+    [store, durable] = [tiered.store, tiered.durable];
+    redis = new Redis(TEST_REDIS_URL);
+    cleanup = async () => {
+      redis.disconnect();
+      await tiered.cleanup();
+    };
+  });
+  afterAll(() => cleanup());
+
+  it('answers from MySQL in one statement, in the order asked, and drops Redis copies that disagree', async () => {
+    const sid = newId('c');
+    await store.save(alice, sid, 'task:t_abcdefgh', { status: 'RUNNING' });
+    await store.save(alice, sid, 'conversation', { title: 'x' });
+    // Another process committed to MySQL and died before its Redis write.
+    await durable.save(alice, sid, 'task:t_abcdefgh', { status: 'COMPLETED' });
+    const query = jest.spyOn((durable as unknown as { db: { query: () => unknown } }).db, 'query');
+    expect(
+      await store.getConsistent(alice, sid, [
+        'agent:a_abcdefgh',
+        'task:t_abcdefgh',
+        'conversation',
+      ]),
+    ).toEqual([null, { status: 'COMPLETED' }, { title: 'x' }]);
+    expect(query).toHaveBeenCalledTimes(1);
+    query.mockRestore();
+    expect(await redis.exists(store.hot.keys.value(sid, 'task:t_abcdefgh'))).toBe(0);
+    expect(await redis.exists(store.hot.keys.value(sid, 'conversation'))).toBe(1);
+    expect(await store.getConsistent(bob, sid, ['task:t_abcdefgh'])).toEqual([null]);
+  });
+});
+
 describe('tiered store: a read racing a delete', () => {
   const alice = { tenantId: 'tenant-a' };
   let redis: Redis;

@@ -180,6 +180,33 @@ export class TieredSessionStore implements SessionStore {
     return value;
   }
 
+  /**
+   * Consistent reads (see `get`) of several single values of one session: from MySQL in one
+   * statement when it can (all as they stood at one moment), Redis asked alongside.
+   */
+  async getConsistent<T>(scope: StoreScope, sid: string, keys: string[]): Promise<Array<T | null>> {
+    assertId(sid, 'session id');
+    keys.forEach((k) => assertStateKey(k));
+    const durable = this.durable as SessionStore & {
+      getMany?: (s: StoreScope, id: string, k: string[]) => Promise<Array<T | null>>;
+    };
+    const [values, hots] = await Promise.all([
+      durable.getMany
+        ? durable.getMany(scope, sid, keys)
+        : Promise.all(keys.map((k) => this.durable.get<T>(scope, sid, k))),
+      Promise.all(keys.map((k) => this.hotRead(() => this.hot.probe<T>(scope, sid, k, 0)))),
+    ]);
+    await Promise.all(
+      keys.map(async (key, i) => {
+        const hot = hots[i];
+        if (!hot.ok || hot.value === null || sameValue(hot.value, values[i])) return;
+        this.lru.delete(this.lruKey(scope, sid, key));
+        await this.hotWrite(scope, sid, key, () => this.hot.deleteKey(scope, sid, key));
+      }),
+    );
+    return values;
+  }
+
   async append(
     scope: StoreScope,
     sid: string,
