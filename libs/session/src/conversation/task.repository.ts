@@ -211,9 +211,12 @@ export class TaskRepository {
     agentSessionIds: string[],
   ): Promise<void> {
     const scope = { tenantId: owner.tenantId };
-    await Promise.all(
-      agentSessionIds.map((id) => this.store.deleteKey(scope, conversationId, StateKeys.agent(id))),
-    );
+    const keys = agentSessionIds.map((id) => StateKeys.agent(id));
+    const store = this.store as SessionStore & {
+      deleteKeys?: (s: typeof scope, id: string, k: string[]) => Promise<void>;
+    };
+    if (store.deleteKeys) await store.deleteKeys(scope, conversationId, keys);
+    else await Promise.all(keys.map((k) => this.store.deleteKey(scope, conversationId, k)));
   }
 
   private read<T>(

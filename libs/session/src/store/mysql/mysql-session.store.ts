@@ -222,6 +222,18 @@ export class MysqlSessionStore implements SessionStore {
     );
   }
 
+  /** Removes several state keys of one session in one statement. */
+  async deleteKeys(scope: StoreScope, sessionId: string, keys: string[]): Promise<void> {
+    assertPrincipal(scope.tenantId, 'tenant id');
+    keys.forEach((k) => this.check(sessionId, k));
+    if (keys.length === 0) return;
+    await this.query(
+      `DELETE FROM ${TABLE} WHERE session_id = ? AND state_key IN ` +
+        `(${keys.map(() => '?').join(', ')}) AND tenant_id = ?`,
+      [sessionId, ...keys, scope.tenantId],
+    );
+  }
+
   async delete(scope: StoreScope, sessionId: string): Promise<void> {
     assertPrincipal(scope.tenantId, 'tenant id');
     assertId(sessionId, 'session id');

@@ -206,6 +206,38 @@ describe('tiered store: consistent reads of several values', () => {
   });
 });
 
+describe('tiered store: removing several keys', () => {
+  it('removes them from MySQL in one statement and from Redis, and nothing of another tenant', async () => {
+    const { store, durable, cleanup } = await tieredOnRealServers();
+    const redis = new Redis(TEST_REDIS_URL);
+    try {
+      const alice = { tenantId: 'tenant-a' };
+      const sid = newId('c');
+      for (const key of ['agent:a_one12345', 'agent:a_two12345', 'conversation'])
+        await store.save(alice, sid, key, { key });
+      await store.deleteKeys({ tenantId: 'tenant-b' }, sid, ['agent:a_one12345']);
+      expect(await durable.get(alice, sid, 'agent:a_one12345')).toEqual({
+        key: 'agent:a_one12345',
+      });
+      const query = jest.spyOn(
+        (durable as unknown as { db: { query: () => unknown } }).db,
+        'query',
+      );
+      await store.deleteKeys(alice, sid, ['agent:a_one12345', 'agent:a_two12345']);
+      expect(query).toHaveBeenCalledTimes(1);
+      query.mockRestore();
+      expect(await durable.listSessionKeys(alice, sid)).toEqual(['conversation']);
+      expect(await redis.exists(store.hot.keys.value(sid, 'agent:a_one12345'))).toBe(0);
+      expect(await redis.exists(store.hot.keys.value(sid, 'agent:a_two12345'))).toBe(0);
+      expect(await store.get(alice, sid, 'agent:a_two12345')).toBeNull();
+      expect(await store.get(alice, sid, 'conversation')).toEqual({ key: 'conversation' });
+    } finally {
+      redis.disconnect();
+      await cleanup();
+    }
+  });
+});
+
 describe('tiered store: a read racing a delete', () => {
   const alice = { tenantId: 'tenant-a' };
   let redis: Redis;

@@ -324,6 +324,23 @@ export class TieredSessionStore implements SessionStore {
     await this.hotWrite(scope, sid, key, () => this.hot.deleteKey(scope, sid, key));
   }
 
+  /** Removes several state keys of one session: one statement in MySQL when it can. */
+  async deleteKeys(scope: StoreScope, sid: string, keys: string[]): Promise<void> {
+    assertId(sid, 'session id');
+    keys.forEach((k) => assertStateKey(k));
+    const durable = this.durable as SessionStore & {
+      deleteKeys?: (s: StoreScope, id: string, k: string[]) => Promise<void>;
+    };
+    if (durable.deleteKeys) await durable.deleteKeys(scope, sid, keys);
+    else for (const key of keys) await this.durable.deleteKey(scope, sid, key);
+    await Promise.all(
+      keys.map((key) => {
+        this.lru.delete(this.lruKey(scope, sid, key));
+        return this.hotWrite(scope, sid, key, () => this.hot.deleteKey(scope, sid, key));
+      }),
+    );
+  }
+
   async delete(scope: StoreScope, sid: string): Promise<void> {
     await this.durable.delete(scope, sid);
     for (const k of this.lru.keys())
