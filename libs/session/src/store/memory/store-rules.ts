@@ -1,3 +1,4 @@
+import { EncodedValue } from '../codec';
 import { LoomError, LoomErrorCode } from '../../errors/session-error';
 import { assertId, assertPrincipal, assertStateKey } from '../../ids';
 import type {
@@ -73,6 +74,7 @@ export function checkFence(current: number, fence: number | undefined): void {
 
 /** JSON text of a value; VALIDATION_FAILED for what JSON cannot hold (undefined, functions, BigInt). */
 export function toJson(value: unknown): string {
+  if (value instanceof EncodedValue) return value.json;
   let text: string | undefined;
   try {
     text = JSON.stringify(value);

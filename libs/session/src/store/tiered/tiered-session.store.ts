@@ -12,7 +12,8 @@ import {
   WriteOptions,
 } from '../session-store';
 import { DEFAULT_GUARD, HotTierGuard, HotTierGuardOptions } from './hot-tier-guard';
-import { assertRange, jsonCopy } from '../memory/store-rules';
+import { assertRange, toJson } from '../memory/store-rules';
+import { EncodedValue } from '../codec';
 
 export interface TtlRule {
   ttlSeconds: number;
@@ -94,12 +95,13 @@ export class TieredSessionStore implements SessionStore {
   ): Promise<void> {
     // One copy, taken now, goes to every tier: the caller may change its object (a task's
     // executions while a wave runs) before the Redis write, which must not get a version MySQL
-    // never had. A JSON copy: what the LRU answers is what MySQL and Redis would.
-    const snapshot = jsonCopy(value);
-    await this.durable.save(scope, sid, key, snapshot, opts);
-    this.remember(key, this.lruKey(scope, sid, key), snapshot);
+    // never had. Its JSON text, made once for every tier: what the LRU answers (parsed from it)
+    // is what MySQL and Redis would.
+    const encoded = new EncodedValue(toJson(value));
+    await this.durable.save(scope, sid, key, encoded, opts);
+    this.remember(key, this.lruKey(scope, sid, key), JSON.parse(encoded.json));
     await this.hotWrite(scope, sid, key, () =>
-      this.hot.save(scope, sid, key, snapshot, {
+      this.hot.save(scope, sid, key, encoded, {
         userId: opts.userId,
         ttlSeconds: this.opts.ttlFor(key).ttlSeconds,
       }),
@@ -214,10 +216,11 @@ export class TieredSessionStore implements SessionStore {
     item: unknown,
     opts: AppendOptions = {},
   ): Promise<number> {
-    const index = await this.durable.append(scope, sid, key, item, opts);
+    const encoded = new EncodedValue(toJson(item));
+    const index = await this.durable.append(scope, sid, key, encoded, opts);
     await this.hotWrite(scope, sid, key, () =>
       this.hot
-        .append(scope, sid, key, item, { index, ttlSeconds: this.opts.ttlFor(key).ttlSeconds })
+        .append(scope, sid, key, encoded, { index, ttlSeconds: this.opts.ttlFor(key).ttlSeconds })
         .catch((err) => {
           if (!LoomError.is(err, LoomErrorCode.CONFLICT)) throw err; // already cached by a refill
           return index;
