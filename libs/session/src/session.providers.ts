@@ -66,6 +66,15 @@ export async function createSessionInfra(
   const redis = createRedis(opts.redisUrl, 'loom-session');
   redis.on('error', (err) => onHotError?.(err));
   await connected(redis, 3000);
+  const tooOld =
+    redis.status === 'ready'
+      ? redisVersionProblem(await redis.info('server').catch(() => ''))
+      : null;
+  if (tooOld) {
+    redis.disconnect();
+    void dataSource.destroy().catch(() => undefined);
+    throw new Error(tooOld);
+  }
   const store = new TieredSessionStore(
     durable,
     new RedisSessionStore(redis, opts.keyPrefix, { authoritative: false, ownsConnection: false }),
@@ -87,6 +96,17 @@ export async function createSessionInfra(
       redis.disconnect();
     },
   };
+}
+
+/**
+ * Why the Redis whose `INFO server` this is cannot serve Loom, or null. Its scripts use PEXPIRE
+ * NX/GT (Redis 7.0); an older server would refuse every hot write, and the breaker would hide
+ * that by running on MySQL alone. Checked once at start, when Redis answers.
+ */
+export function redisVersionProblem(info: string): string | null {
+  const version = /^redis_version:(\d+)\.(\d+)/m.exec(info);
+  if (!version || Number(version[1]) >= 7) return null;
+  return `the Redis at REDIS_URL is version ${version[1]}.${version[2]}: Loom needs Redis 7.0 or later`;
 }
 
 /**
