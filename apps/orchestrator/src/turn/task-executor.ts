@@ -230,21 +230,30 @@ export function usageToCount(task: TaskSession): Usage {
 }
 
 /**
+ * The executions a retry of a failed task replaces: each step's last one, when it failed for a
+ * passing reason (`transientFailure`).
+ */
+export function replacedExecutions(task: TaskSession): AgentExecutionRecord[] {
+  return task.plan
+    .map((step) => latest(task, step.agentType))
+    .filter(
+      (last): last is AgentExecutionRecord =>
+        last?.status === ExecutionStatus.FAILED && transientFailure(last.error),
+    );
+}
+
+/**
  * A failed task taken up again (its Idempotency-Key retried): every step whose last execution
- * failed for a passing reason (`transientFailure`) gets a new one under a new agentSessionId
- * (an agent refuses to run one its task recorded as failed), RUNNING with no attempt yet: a
- * resume dispatches it as it dispatches an interrupted one. Completed steps stand, and so does
- * an agent's own failure. Returns how many steps get a new execution.
+ * it replaces (`replacedExecutions`) gets a new one under a new agentSessionId (an agent
+ * refuses to run one its task recorded as failed), RUNNING with no attempt yet: a resume
+ * dispatches it as it dispatches an interrupted one. Completed steps stand, and so does an
+ * agent's own failure. Returns how many steps get a new execution.
  */
 export function reopenFailedSteps(task: TaskSession): number {
-  let reopened = 0;
-  for (const step of task.plan) {
-    const last = latest(task, step.agentType);
-    if (last?.status !== ExecutionStatus.FAILED || !transientFailure(last.error)) continue;
-    put(task, { ...dispatchRecord(task, step), attempts: 0 });
-    reopened++;
-  }
-  return reopened;
+  const replaced = new Set(replacedExecutions(task).map((e) => e.agentType));
+  for (const step of task.plan)
+    if (replaced.has(step.agentType)) put(task, { ...dispatchRecord(task, step), attempts: 0 });
+  return replaced.size;
 }
 
 /**

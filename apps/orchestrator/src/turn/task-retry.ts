@@ -1,17 +1,20 @@
-import { Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import {
   ConversationRepository,
+  ExecutionClaims,
   LockHandle,
   LoomError,
   LoomErrorCode,
   Owner,
+  SESSION_INFRA,
+  SessionInfra,
   TaskRepository,
   TaskSession,
   TaskStatus,
 } from '@loom/session';
 import { runWithMdc } from '@loom/observability';
 import { TaskCompletion } from './task-completion';
-import { reopenFailedSteps, transientFailure } from './task-executor';
+import { reopenFailedSteps, replacedExecutions, transientFailure } from './task-executor';
 import { TaskResumer } from './task-resumer';
 import { TaskLeases } from './task-run';
 
@@ -40,6 +43,11 @@ export const retryable = (task: TaskSession): boolean =>
  * conversation has gone on (a later message): the reply would land after later turns, so the
  * key answers 409 and the client sends the message again under a new one.
  *
+ * First the claims of the executions it replaces are revoked: one of them still running (a slow
+ * agent, or one paused and resumed) has its next write refused (SUPERSEDED) rather than writing
+ * the task's shared keys and its agent session beside the new execution. An agent refuses a
+ * delivery of a failed execution only as it starts.
+ *
  * Writes, each finished by someone should the process die after it: the task, still FAILED,
  * marked as counted in the conversation's usage (a later tidy-up counts nothing twice); the task
  * in the conversation's active tasks (the next turn or a retry takes it up again, or tidies it);
@@ -48,6 +56,7 @@ export const retryable = (task: TaskSession): boolean =>
 @Injectable()
 export class TaskRetry {
   private readonly log = new Logger('TaskRetry');
+  private readonly claims: ExecutionClaims;
 
   constructor(
     private readonly conversations: ConversationRepository,
@@ -55,7 +64,10 @@ export class TaskRetry {
     private readonly completion: TaskCompletion,
     private readonly resumer: TaskResumer,
     private readonly leases: TaskLeases,
-  ) {}
+    @Inject(SESSION_INFRA) infra: SessionInfra,
+  ) {
+    this.claims = new ExecutionClaims(infra.redis, infra.keys);
+  }
 
   /** The task as this attempt ends it (COMPLETED, or FAILED again). */
   retry(
@@ -84,6 +96,8 @@ export class TaskRetry {
     // A run opened now would be handed over at once, leaving the task reopened but not in the
     // run index: nothing is written, and the client retries on another replica.
     if (this.leases.handingOverNow) throw shuttingDown();
+    const replaced = replacedExecutions(task).map((e) => e.agentSessionId);
+    await this.claims.revoke(conversationId, replaced);
     // Its failure fully written (out of the active tasks, its cost counted) before it reopens.
     await this.completion.tidy(owner, task, lock.fence);
     task.countedExecutions = task.executions.length;

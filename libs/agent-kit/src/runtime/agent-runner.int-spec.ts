@@ -1,6 +1,12 @@
 import { Injectable } from '@nestjs/common';
 import { AgentHarness } from '@loom/testing';
-import { emptyUsage, ExecutionStatus, SessionContext, StateKeys } from '@loom/session';
+import {
+  emptyUsage,
+  ExecutionClaims,
+  ExecutionStatus,
+  SessionContext,
+  StateKeys,
+} from '@loom/session';
 import { AgentHandler } from './agent-handler';
 
 /** Holds every execution at a gate the test opens, then writes one shared key. */
@@ -8,6 +14,8 @@ let gate: Promise<void> = Promise.resolve();
 let started: () => void = () => undefined;
 /** How the next execution to start meets a failed write: as is, or as its own error. */
 let onWriteError: 'rethrow' | 'wrap' = 'rethrow';
+/** Told how each execution's write ended: null when it was written, else its error. */
+let wrote: (agentSessionId: string, error: unknown) => void = () => undefined;
 
 @Injectable()
 class GatedWriter implements AgentHandler {
@@ -15,9 +23,14 @@ class GatedWriter implements AgentHandler {
     const mode = onWriteError;
     started();
     await gate;
-    await ctx.putSharedData('finding', `written by ${ctx.assignment.agentId}`).catch((err) => {
-      throw mode === 'wrap' ? new Error('the model call failed') : err;
-    });
+    const { agentSessionId } = ctx.assignment;
+    await ctx.putSharedData('finding', `written by ${agentSessionId}`).then(
+      () => wrote(agentSessionId, null),
+      (err) => {
+        wrote(agentSessionId, err);
+        throw mode === 'wrap' ? new Error('the model call failed') : err;
+      },
+    );
     return { answer: 'done', usage: emptyUsage(), sharedKeysWritten: [] };
   }
 }
@@ -142,5 +155,80 @@ describe('agent runner: an execution its task recorded as failed (real Redis Str
     const retried = await agent.execute(agent.request(owner, task));
     expect(retried).toMatchObject({ output: 'done', replayed: false });
     expect(await agent.infra.store.getList(owner, task.conversationId, sharedKey)).toHaveLength(1);
+  });
+});
+
+/**
+ * An execution still working when the orchestrator gave up on it (a slow agent, or one paused
+ * and resumed): once a retry of the task has replaced it with a new execution and revoked its
+ * claim, its writes are refused, whichever comes first.
+ */
+describe('agent runner: an execution a retry replaced while it ran (real Redis Streams, MySQL, Redis)', () => {
+  let agent: AgentHarness;
+  const owner = { tenantId: 'tenant-c', userId: 'carol' };
+
+  beforeAll(async () => {
+    agent = await AgentHarness.start(DESCRIPTOR, GatedWriter);
+  });
+  afterAll(() => agent?.stop());
+
+  it('writes neither shared keys nor its agent session beside the new execution', async () => {
+    onWriteError = 'rethrow';
+    const task = await agent.seed(owner, [], 'question');
+    let open!: () => void;
+    gate = new Promise((r) => (open = r));
+    const running = new Promise<void>((r) => (started = r));
+    const old = agent.request(owner, task);
+    const oldId = agent.signer.verify(old.assignment, DESCRIPTOR.agentType).agentSessionId;
+    void agent.execute(old).catch(() => undefined); // it answers nothing: see below
+    await running;
+
+    // The retry: the old execution recorded FAILED, its claim revoked, a new one run to its end.
+    task.executions = [
+      {
+        agentSessionId: oldId,
+        agentType: DESCRIPTOR.agentType,
+        status: ExecutionStatus.FAILED,
+        attempts: 1,
+        startedAt: new Date().toISOString(),
+        completedAt: new Date().toISOString(),
+        error: { code: 'TIMEOUT', message: 'no answer in time' },
+        context: { historyMessages: 0, summaryIncluded: false, sharedKeys: [] },
+        output: null,
+        usage: emptyUsage(),
+      },
+    ];
+    await agent.tasks.save(owner, task);
+    await new ExecutionClaims(agent.infra.redis, agent.infra.keys).revoke(task.conversationId, [
+      oldId,
+    ]);
+    gate = Promise.resolve();
+    const retried = await agent.execute(agent.request(owner, task));
+    const sharedKey = StateKeys.shared(task.taskId);
+    const rows = await agent.infra.store.getList(owner, task.conversationId, sharedKey);
+    expect(rows).toEqual([
+      {
+        index: 1,
+        value: {
+          key: 'finding',
+          value: `written by ${retried.agentSessionId}`,
+          writer: DESCRIPTOR.agentType,
+          updatedAt: expect.any(String),
+        },
+      },
+    ]);
+
+    // The old execution goes on, and its write is refused.
+    const refused = new Promise<unknown>((r) => (wrote = (id, err) => id === oldId && r(err)));
+    open();
+    expect(await refused).toMatchObject({
+      code: 'SUPERSEDED',
+      message: 'a retry of its task replaced this execution: nothing more is written',
+    });
+    expect(await agent.infra.store.getList(owner, task.conversationId, sharedKey)).toEqual(rows);
+    expect(await agent.tasks.agentSession(owner, task.conversationId, oldId, true)).toBe(null);
+    expect(
+      await agent.tasks.agentSession(owner, task.conversationId, retried.agentSessionId, true),
+    ).toMatchObject({ status: 'COMPLETED', attempts: 1 });
   });
 });

@@ -18,17 +18,31 @@ return 0`;
 /**
  * Ours for another ARGV[2] ms: extended while we hold it, taken back if it lapsed while nobody
  * else took it since we did (a Redis pause or restart); 0 when another delivery holds it or has
- * held it, even one that has let go since (its result stands).
+ * held it, even one that has let go since (its result stands); -1 when it was revoked (REVOKE).
  */
 const HOLD = `
 local holder = redis.call('GET', KEYS[1])
 if holder == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
 local last = redis.call('GET', KEYS[2])
+if not holder and last == 'revoked' then return -1 end
 if not holder and (not last or last == ARGV[1]) then
   redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
   return 1
 end
 return 0`;
+/**
+ * KEYS: pairs of a claim and its last taker. Each claim is let go whoever holds it, and its last
+ * taker becomes nobody's token for at least ARGV[1] ms (its own TTL when longer), so HOLD never
+ * extends nor takes it back for the delivery that held it.
+ */
+const REVOKE = `
+for i = 1, #KEYS, 2 do
+  redis.call('DEL', KEYS[i])
+  local ttl = redis.call('PTTL', KEYS[i + 1])
+  if ttl < tonumber(ARGV[1]) then ttl = ARGV[1] end
+  redis.call('SET', KEYS[i + 1], 'revoked', 'PX', ttl)
+end
+return 1`;
 
 /** A held execution claim; renewed in the background until released. */
 export interface ExecutionClaim {
@@ -51,6 +65,12 @@ export interface ExecutionClaimOptions {
 
 const REDIS_PATIENCE_MS = 3000;
 
+const SUPERSEDED_BECAUSE = {
+  released: 'this execution has ended: nothing more is written',
+  lost: 'another delivery of this execution took it over',
+  revoked: 'a retry of its task replaced this execution: nothing more is written',
+};
+
 /** How long the last taker of a claim is remembered beyond the execution's deadline (ms). */
 const LAST_TAKER_GRACE_MS = 10 * 60 * 1000;
 
@@ -70,7 +90,9 @@ const localClaims = new Map<string, string>();
  * it over runs the execution again. The first one may still be running: `confirm()` before each
  * durable write is what keeps its writes out (it fails closed when it cannot reach Redis). Each
  * take records its taker in `…:claim:<agentSessionId>:last` (until 10 min past the request's
- * deadline), so a lapsed claim is taken back only by the delivery that took it last.
+ * deadline), so a lapsed claim is taken back only by the delivery that took it last. `revoke()`
+ * lets go of the claims of executions a retry replaced and sets their last taker to `revoked`:
+ * a delivery still running one of them then finds its next `confirm()` SUPERSEDED.
  */
 export class ExecutionClaims {
   constructor(
@@ -91,8 +113,7 @@ export class ExecutionClaims {
   ): Promise<ExecutionClaim> {
     assertId(conversationId, 'conversation id');
     assertId(agentSessionId, 'agent session id');
-    const key = `${this.keys.session(conversationId)}:claim:${agentSessionId}`;
-    const keys: ClaimKeys = { claim: key, last: `${key}:last` };
+    const keys = this.keysOf(conversationId, agentSessionId);
     const token = randomBytes(16).toString('hex');
     const untilDeadline = Number.isFinite(deadline) ? Math.ceil(deadline - Date.now()) : 0;
     const lastTtlMs = Math.max(untilDeadline, 0) + LAST_TAKER_GRACE_MS; // PX takes integers only
@@ -123,13 +144,9 @@ export class ExecutionClaims {
         const giveUp = Date.now() + REDIS_PATIENCE_MS;
         for (;;) {
           try {
-            if (!released && (await this.hold(keys, token))) return;
-            throw new LoomError(
-              LoomErrorCode.SUPERSEDED,
-              released
-                ? 'this execution has ended: nothing more is written'
-                : 'another delivery of this execution took it over',
-            );
+            const held = released ? 'released' : await this.hold(keys, token);
+            if (held === 'held') return;
+            throw new LoomError(LoomErrorCode.SUPERSEDED, SUPERSEDED_BECAUSE[held]);
           } catch (err) {
             if (LoomError.is(err, LoomErrorCode.SUPERSEDED) || Date.now() >= giveUp)
               throw LoomError.is(err) ? err : unavailable();
@@ -143,6 +160,32 @@ export class ExecutionClaims {
         await this.give(keys, token);
       },
     };
+  }
+
+  /**
+   * The orchestrator gave these executions up and runs their steps again under new ids (a
+   * retry): whichever delivery still holds one of their claims finds its next `confirm()`
+   * SUPERSEDED, so it writes nothing beside the new execution. One Redis call; UNAVAILABLE
+   * without Redis.
+   */
+  async revoke(conversationId: string, agentSessionIds: string[]): Promise<void> {
+    assertId(conversationId, 'conversation id');
+    agentSessionIds.forEach((id) => assertId(id, 'agent session id'));
+    if (agentSessionIds.length === 0) return;
+    const all = agentSessionIds.map((id) => this.keysOf(conversationId, id));
+    if (!this.redis) {
+      for (const keys of all) localClaims.delete(keys.claim);
+      return;
+    }
+    const flat = all.flatMap((k) => [k.claim, k.last]);
+    await this.redis.eval(REVOKE, flat.length, ...flat, LAST_TAKER_GRACE_MS).catch(() => {
+      throw unavailable();
+    });
+  }
+
+  private keysOf(conversationId: string, agentSessionId: string): ClaimKeys {
+    const claim = `${this.keys.session(conversationId)}:claim:${agentSessionId}`;
+    return { claim, last: `${claim}:last` };
   }
 
   private async tryTake(keys: ClaimKeys, token: string, lastTtlMs: number): Promise<boolean> {
@@ -159,11 +202,11 @@ export class ExecutionClaims {
     }
   }
 
-  /** True when the claim is ours for ttlMs from now (see HOLD); throws when Redis fails. */
-  private async hold(keys: ClaimKeys, token: string): Promise<boolean> {
-    if (!this.redis) return localClaims.get(keys.claim) === token;
+  /** 'held' when the claim is ours for ttlMs from now (see HOLD); throws when Redis fails. */
+  private async hold(keys: ClaimKeys, token: string): Promise<'held' | 'lost' | 'revoked'> {
+    if (!this.redis) return localClaims.get(keys.claim) === token ? 'held' : 'lost';
     const held = await this.redis.eval(HOLD, 2, keys.claim, keys.last, token, this.opts.ttlMs);
-    return Number(held) === 1;
+    return Number(held) === 1 ? 'held' : Number(held) === -1 ? 'revoked' : 'lost';
   }
 
   private async give(keys: ClaimKeys, token: string): Promise<void> {
