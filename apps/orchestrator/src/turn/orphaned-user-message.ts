@@ -5,7 +5,7 @@ import {
   IdempotencyEntry,
   Owner,
 } from '@loom/session';
-import { conversationWentOn } from './task-retry';
+import { conversationWentOn } from './conversation-went-on';
 
 /**
  * The user message of a keyed turn that stopped after storing it and before writing its task

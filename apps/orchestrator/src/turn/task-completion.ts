@@ -178,8 +178,12 @@ export class TaskCompletion {
   }
 }
 
-/** A failed task's error as the caller sees it: TIMEOUT/UNAVAILABLE (503), else AGENT_FAILED. */
+/**
+ * A failed task's error as the caller sees it: TIMEOUT/UNAVAILABLE (503), CONFLICT (409: it was
+ * interrupted and the conversation went on past it, see TaskResumer), else AGENT_FAILED.
+ */
 export function failure(error: { code: string; message: string } | null): LoomError {
-  const code = transientFailure(error) ? error!.code : LoomErrorCode.AGENT_FAILED;
+  const kept = transientFailure(error) || error?.code === LoomErrorCode.CONFLICT;
+  const code = kept ? error!.code : LoomErrorCode.AGENT_FAILED;
   return new LoomError(code as LoomErrorCode, error?.message ?? 'the task failed');
 }

@@ -12,6 +12,7 @@ import {
   TaskStatus,
 } from '@loom/session';
 import { runWithMdc } from '@loom/observability';
+import { conversationWentOn, wentOnSince } from './conversation-went-on';
 import { HistoryMaintenance } from './history-maintenance';
 import { TaskCompletion } from './task-completion';
 import { TaskExecutor, usageToCount } from './task-executor';
@@ -21,7 +22,10 @@ import { TaskLeases } from './task-run';
  * Finishes an interrupted task from its last checkpoint, under the conversation lock the caller
  * holds (a later turn of the same conversation, an Idempotency-Key retry, or the recovery
  * scheduler). Settled steps are not re-run, the reply is appended once, and whatever the
- * crashed worker left half-done is completed or tidied.
+ * crashed worker left half-done is completed or tidied. A task without a reply whose message
+ * is no longer the conversation's newest (its worker died before the task joined the active
+ * tasks, so later turns went ahead) fails with CONFLICT instead: its reply would land after
+ * theirs, and its Idempotency-Key answers 409, as for a failed turn the conversation went on from.
  */
 @Injectable()
 export class TaskResumer {
@@ -76,9 +80,17 @@ export class TaskResumer {
     );
     const reply = await this.conversations.findReply(owner, conversationId, taskId, task.userSeq);
     if (!reply && !meta.activeTaskIds.includes(taskId)) {
-      // Crashed before it joined the conversation's active tasks: join now, before any reply.
+      // Crashed before it joined the conversation's active tasks: join now, before any reply (or
+      // before it fails, below: leaving them counts what it spent).
       meta.activeTaskIds = [...meta.activeTaskIds, taskId];
       await this.conversations.save(owner, meta, lock.fence);
+    }
+    if (!reply && (await wentOnSince(this.conversations, owner, task))) {
+      // Not in the active tasks, it held no later turn back: its reply would land after theirs.
+      this.log.warn(`${taskId} fails: the conversation went on past its message`);
+      const { code, message } = conversationWentOn();
+      await this.completion.fail(this.leases.open(owner, task, lock), { code, message });
+      return task;
     }
     return this.proceed(owner, task, lock, reply);
   }

@@ -13,17 +13,11 @@ import {
   TaskStatus,
 } from '@loom/session';
 import { runWithMdc } from '@loom/observability';
+import { conversationWentOn, wentOnSince } from './conversation-went-on';
 import { TaskCompletion } from './task-completion';
 import { reopenFailedSteps, replacedExecutions, transientFailure } from './task-executor';
 import { TaskResumer } from './task-resumer';
 import { TaskLeases } from './task-run';
-
-/** A key's turn that did not finish, and whose message is no longer the conversation's newest. */
-export const conversationWentOn = (): LoomError =>
-  new LoomError(
-    LoomErrorCode.CONFLICT,
-    'this turn failed and the conversation has gone on since: send the message again under a new Idempotency-Key',
-  );
 
 const shuttingDown = (): LoomError =>
   new LoomError(
@@ -88,11 +82,7 @@ export class TaskRetry {
     const { conversationId, taskId } = task;
     // Whatever a killed process committed to MySQL but not to Redis (a message) must be seen.
     await this.conversations.refresh(conversationId);
-    const [later] = await this.conversations.messages(owner, conversationId, {
-      afterSeq: task.userSeq,
-      limit: 1,
-    });
-    if (later) throw conversationWentOn();
+    if (await wentOnSince(this.conversations, owner, task)) throw conversationWentOn();
     // A run opened now would be handed over at once, leaving the task reopened but not in the
     // run index: nothing is written, and the client retries on another replica.
     if (this.leases.handingOverNow) throw shuttingDown();

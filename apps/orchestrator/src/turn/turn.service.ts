@@ -231,8 +231,9 @@ export class TurnService {
     // The topic in force from now on, whether or not this turn is answered: a follow-up to a
     // failed turn stays with it (completion sets the same).
     meta.currentIntent = plan.intent;
-    // Side by side: the resumer joins a task missing from activeTaskIds and drops an id whose
-    // task was never written, so any crash between the two is recoverable.
+    // Side by side: the resumer joins a task missing from activeTaskIds (or fails it, once later
+    // turns went ahead of it) and drops an id whose task was never written, so any crash between
+    // the two is recoverable.
     await Promise.all([
       this.tasks.create(owner, task, lock.fence),
       this.conversations.save(owner, meta, lock.fence),
