@@ -34,14 +34,17 @@ const utcMysql2 = {
 /**
  * Creates the database named by `url` when it is missing (apps may start on an empty server).
  * The first connection a process opens, so a TLS setting the server does not meet fails here,
- * saying so.
+ * saying so. In UTC like every other connection, though it reads and writes no time.
  */
 export async function ensureDatabase(config: MysqlConnectionConfig): Promise<void> {
   const { database, ...server } = config;
-  const conn = await createConnection({ ...server, connectTimeout: 5000 }).catch((err) => {
-    throw tlsError(config, err) ?? err;
-  });
+  const conn = await createConnection({ ...server, connectTimeout: 5000, timezone: 'Z' }).catch(
+    (err) => {
+      throw tlsError(config, err) ?? err;
+    },
+  );
   try {
+    await conn.query(`SET time_zone = '${LOOM_TIME_ZONE}'`);
     await conn.query(
       `CREATE DATABASE IF NOT EXISTS \`${database}\` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci`,
     );
