@@ -477,6 +477,28 @@ describe('tiered store: a cold read of a long list', () => {
     expect((await hot.getListIfComplete(alice, sid, 'messages'))?.length).toBe(450);
   });
 
+  it('answers a range from its own read when the refill beside it fails midway, and refills later', async () => {
+    const sid = newId('c');
+    await store.save(alice, sid, 'conversation', { title: 'x' });
+    for (let n = 1; n <= 450; n++) await store.durable.append(alice, sid, 'messages', { n });
+    const read = store.durable.getList.bind(store.durable);
+    // The refill's second page meets a MySQL failure (a statement time-out, say).
+    jest.spyOn(store.durable, 'getList').mockImplementation(async (scope, id, key, range) => {
+      if (range?.afterIndex === 200 && range.limit === 200) throw new Error('query timed out');
+      return read(scope, id, key, range);
+    });
+
+    const newest = await store.getList<{ n: number }>(alice, sid, 'messages', { last: 2 });
+
+    expect(newest.map((i) => i.index)).toEqual([449, 450]);
+    expect(await hot.getListIfComplete(alice, sid, 'messages')).toBeNull();
+    jest.restoreAllMocks();
+    expect((await store.getList(alice, sid, 'messages', { last: 2 })).map((i) => i.index)).toEqual([
+      449, 450,
+    ]);
+    expect((await hot.getListIfComplete(alice, sid, 'messages'))?.length).toBe(450);
+  });
+
   it('splits a page of long items into Redis calls of about 1 MB; a fill cut off midway stays a miss', async () => {
     const sid = newId('c');
     await store.save(alice, sid, 'conversation', { title: 'x' });

@@ -255,7 +255,12 @@ export class TieredSessionStore implements SessionStore {
     try {
       if (whole) return await refill;
       // A range (the newest 50 of a long log) is one bounded MySQL read; the refill pages beside it.
-      const [items] = await Promise.all([this.durable.getList<T>(scope, sid, key, range), refill]);
+      // The refill only warms the cache: a page it could not read leaves a miss (a later read
+      // refills), never fails a read that has its answer.
+      const [items] = await Promise.all([
+        this.durable.getList<T>(scope, sid, key, range),
+        refill.catch(() => undefined),
+      ]);
       return items;
     } finally {
       if (this.listFills.get(fillId) === refill) this.listFills.delete(fillId);
