@@ -226,11 +226,11 @@ describe('Redis Streams transport', () => {
       ...['XREADGROUP', 'GROUP', CONSUMER_GROUP, 'dead', 'COUNT', 31, 'STREAMS', key, '>'],
     )) as [string, [string, unknown][]][];
     const ids = delivered[0][1].map(([id]) => id);
-    await sleep(1100);
-    // The 30 oldest are taken over by live instances (and so not idle); the newest stays idle.
-    await redis.call('XCLAIM', key, CONSUMER_GROUP, 'live', 0, ...ids.slice(0, 30), 'JUSTID');
+    // The 30 oldest were just delivered (busy); the newest has been idle a minute (XCLAIM's IDLE
+    // sets that, so no sleep: a loaded machine cannot make the busy ones idle meanwhile).
+    await redis.call('XCLAIM', key, CONSUMER_GROUP, 'dead', 0, ids[30], 'IDLE', 60_000, 'JUSTID');
     const reclaimer = new ConsumerGroup('reclaimer', streams);
-    const claimed = await reclaimer.claimIdle(redis, key, 1000, 1);
+    const claimed = await reclaimer.claimIdle(redis, key, 30_000, 1);
     expect(claimed.map((e) => [e.entryId, e.fields.data, e.deliveryCount])).toEqual([
       [ids[30], '31', 2],
     ]);
