@@ -127,7 +127,7 @@ if owner ~= ARGV[1] then return false end
 local v = redis.call('GET', KEYS[3])
 local slide = tonumber(ARGV[2])
 -- an absent marker (it starts with a NUL byte, which JSON never does) keeps its own short TTL
-if v and slide > 0 and string.byte(v, 1) ~= 0 then redis.call('PEXPIRE', KEYS[3], slide); redis.call('PEXPIRE', KEYS[1], slide); redis.call('PEXPIRE', KEYS[2], slide) end
+if v and slide > 0 and string.byte(v, 1) ~= 0 then redis.call('PEXPIRE', KEYS[3], slide); redis.call('PEXPIRE', KEYS[1], slide, 'GT'); redis.call('PEXPIRE', KEYS[2], slide, 'GT') end
 return v`;
 
 /**
@@ -147,7 +147,7 @@ if redis.call('ZSCORE', KEYS[3], '!') then
 end
 local slide = tonumber(ARGV[6] or '0')
 if complete == 1 and slide > 0 then
-  redis.call('PEXPIRE', KEYS[3], slide); redis.call('PEXPIRE', KEYS[1], slide); redis.call('PEXPIRE', KEYS[2], slide)
+  redis.call('PEXPIRE', KEYS[3], slide); redis.call('PEXPIRE', KEYS[1], slide, 'GT'); redis.call('PEXPIRE', KEYS[2], slide, 'GT')
 end
 local after = '(' .. ARGV[2]
 local items

@@ -70,6 +70,25 @@ describe('redis: TTLs of a session and its bookkeeping keys', () => {
     expect([await ttl(k.meta(sid)), await ttl(k.keys(sid))]).toEqual([-1, -1]);
   });
 
+  it('a sliding read extends what it read and never shortens the session index and meta', async () => {
+    const sid = newId('c');
+    // A task kept longer than the conversation's sliding layer (an operator's TTL rules).
+    await store.save(scope, sid, 'task:t_abcdefgh', { b: 1 }, { ttlSeconds: 300 });
+    await store.save(scope, sid, 'conversation', { a: 1 }, { ttlSeconds: 100 });
+    await store.fillList(scope, sid, 'messages', [{ index: 1, value: 'one' }], 100);
+    await redis.pexpire(k.value(sid, 'conversation'), 10_000);
+    await redis.pexpire(k.list(sid, 'messages'), 10_000);
+
+    expect(await store.get(scope, sid, 'conversation', 60)).toEqual({ a: 1 });
+    expect(await ttl(k.value(sid, 'conversation'))).toBe(60);
+    expect([await ttl(k.meta(sid)), await ttl(k.keys(sid))]).toEqual([300, 300]);
+    expect(await store.getListIfComplete(scope, sid, 'messages', {}, 60)).toEqual([
+      { index: 1, value: 'one' },
+    ]);
+    expect(await ttl(k.list(sid, 'messages'))).toBe(60);
+    expect([await ttl(k.meta(sid)), await ttl(k.keys(sid))]).toEqual([300, 300]);
+  });
+
   it('a refilled list gets its TTL, and a session the refill claims gets it on its meta', async () => {
     const sid = newId('c');
     await store.fillList(scope, sid, 'messages', [{ index: 1, value: 'one' }], 100);
