@@ -1,50 +1,34 @@
-import { INestApplication, INestMicroservice } from '@nestjs/common';
-import { randomBytes } from 'crypto';
+import { INestApplication } from '@nestjs/common';
 import { connect } from 'net';
 import request from 'supertest';
-import { bootstrapAgent, LoomEnv, parseEnv } from '@loom/agent-kit';
+import { bootstrapAgent, LoomEnv } from '@loom/agent-kit';
 import { ConversationLock, ConversationRepository } from '@loom/session';
-import { createTestDatabase, createTestPrefix, TEST_REDIS_URL } from '@loom/testing';
+import { createTestDatabase } from '@loom/testing';
 import { LABOR_LAW_DESCRIPTOR } from '../../labor-law-agent/src/labor-law.descriptor';
 import { LaborLawHandler } from '../../labor-law-agent/src/labor-law.handler';
 import { LEGAL_RESEARCH_DESCRIPTOR } from '../../legal-research-agent/src/legal-research.descriptor';
 import { LegalResearchHandler } from '../../legal-research-agent/src/legal-research.handler';
 import { createOrchestrator } from '../src/bootstrap';
+import { InProcessOrchestrator, startInProcessOrchestrator } from './in-process.support';
 const { signJwt } = require('../../../scripts/lib/processes');
 
 /** The orchestrator in-process (supertest) with two agents over Redis, on real MySQL and Redis. */
 describe('orchestrator (HTTP, in-process)', () => {
   let app: INestApplication;
-  let agents: INestMicroservice[];
   let env: LoomEnv;
-  let cleanup: () => Promise<void>;
-  const token = (tid: string, sub: string) =>
-    `Bearer ${signJwt({ sub, tid }, env.LOOM_JWT_SECRET)}`;
+  let orch: InProcessOrchestrator;
+  const token = (tid: string, sub: string) => orch.auth(sub, tid);
 
   beforeAll(async () => {
-    const db = await createTestDatabase('loom_orch');
-    const prefix = createTestPrefix('loomorch');
-    env = parseEnv({
-      REDIS_URL: TEST_REDIS_URL,
-      MYSQL_URL: db.url,
-      LOOM_KEY_PREFIX: prefix.prefix,
-      LOOM_JWT_SECRET: randomBytes(24).toString('hex'),
-      LOOM_AGENT_SECRET: randomBytes(24).toString('hex'),
-      LOG_LEVEL: 'warn',
+    orch = await startInProcessOrchestrator('orch', {
+      agents: async (env) => [
+        await bootstrapAgent(LEGAL_RESEARCH_DESCRIPTOR, LegalResearchHandler, env),
+        await bootstrapAgent(LABOR_LAW_DESCRIPTOR, LaborLawHandler, env),
+      ],
     });
-    agents = [
-      await bootstrapAgent(LEGAL_RESEARCH_DESCRIPTOR, LegalResearchHandler, env),
-      await bootstrapAgent(LABOR_LAW_DESCRIPTOR, LaborLawHandler, env),
-    ];
-    app = await createOrchestrator(env);
-    await app.init();
-    cleanup = async () => {
-      await app.close();
-      for (const a of agents) await a.close();
-      await Promise.all([db.drop(), prefix.cleanup()]);
-    };
+    ({ app, env } = orch);
   });
-  afterAll(() => cleanup?.());
+  afterAll(() => orch?.close());
 
   it('answers /health and echoes a correlation id', async () => {
     const res = await request(app.getHttpServer())

@@ -1,24 +1,22 @@
-import { INestApplication, INestMicroservice } from '@nestjs/common';
-import { createHash, randomBytes } from 'crypto';
 import request from 'supertest';
-import { bootstrapAgent, LoomEnv, parseEnv } from '@loom/agent-kit';
+import { bootstrapAgent } from '@loom/agent-kit';
 import {
   ConversationRepository,
   ExecutionStatus,
   SystemRepository,
   TaskRepository,
-  TaskSession,
   TaskStatus,
 } from '@loom/session';
-import { createTestDatabase, createTestPrefix, TEST_REDIS_URL } from '@loom/testing';
 import { LABOR_LAW_DESCRIPTOR } from '../../labor-law-agent/src/labor-law.descriptor';
 import { LaborLawHandler } from '../../labor-law-agent/src/labor-law.handler';
-import { createOrchestrator } from '../src/bootstrap';
 import { TaskRecovery } from '../src/recovery/task-recovery.service';
-const { signJwt } = require('../../../scripts/lib/processes');
-
-/** As TurnService hashes an Idempotency-Key and its message. */
-const sha = (text: string) => createHash('sha256').update(text).digest('hex').slice(0, 40);
+import {
+  executionFixture,
+  InProcessOrchestrator,
+  sha,
+  startInProcessOrchestrator,
+  taskFixture,
+} from './in-process.support';
 
 const WENT_ON = {
   code: 'CONFLICT',
@@ -33,39 +31,24 @@ const WENT_ON = {
  * append its reply after that later turn: the task fails, and its key answers 409.
  */
 describe('resuming a task the conversation went on past (in-process, real stores and agent)', () => {
-  let app: INestApplication;
-  let agent: INestMicroservice;
-  let env: LoomEnv;
-  let cleanup: () => Promise<void>;
+  let orch: InProcessOrchestrator;
 
   beforeAll(async () => {
-    const db = await createTestDatabase('loom_wenton');
-    const prefix = createTestPrefix('loomwenton');
-    env = parseEnv({
-      REDIS_URL: TEST_REDIS_URL,
-      MYSQL_URL: db.url,
-      LOOM_KEY_PREFIX: prefix.prefix,
-      LOOM_JWT_SECRET: randomBytes(24).toString('hex'),
-      LOOM_AGENT_SECRET: randomBytes(24).toString('hex'),
-      LOG_LEVEL: 'error',
-      RECOVERY_INTERVAL_MS: '3600000', // the test runs the scan itself
+    orch = await startInProcessOrchestrator('wenton', {
+      env: {
+        LOG_LEVEL: 'error',
+        RECOVERY_INTERVAL_MS: '3600000', // the test runs the scan itself
+      },
+      agents: async (env) => [await bootstrapAgent(LABOR_LAW_DESCRIPTOR, LaborLawHandler, env)],
     });
-    agent = await bootstrapAgent(LABOR_LAW_DESCRIPTOR, LaborLawHandler, env);
-    app = await createOrchestrator(env);
-    await app.init();
-    cleanup = async () => {
-      await app.close();
-      await agent.close();
-      await Promise.all([db.drop(), prefix.cleanup()]);
-    };
   });
-  afterAll(() => cleanup?.());
+  afterAll(() => orch?.close());
 
   it('fails the task instead of replying after the later turn; its key answers 409', async () => {
     const owner = { tenantId: 'acme', userId: 'alice' };
-    const conversations = app.get(ConversationRepository, { strict: false });
-    const tasks = app.get(TaskRepository, { strict: false });
-    const system = app.get(SystemRepository, { strict: false });
+    const conversations = orch.get(ConversationRepository);
+    const tasks = orch.get(TaskRepository);
+    const system = orch.get(SystemRepository);
     const { meta } = await conversations.create(owner);
     const id = meta.conversationId;
     const question = '公司辞退我不给经济补偿';
@@ -95,56 +78,33 @@ describe('resuming a task the conversation went on past (in-process, real stores
       createdAt,
       tokens: 0,
     });
-    const task: TaskSession = {
-      taskId,
-      conversationId: id,
-      tenantId: owner.tenantId,
-      userId: owner.userId,
-      taskType: 'consultation',
-      userIntent: question,
-      intent: 'labor-law',
-      plan: [{ agentType: 'labor-law', required: true, dependsOn: [] }],
+    const turn = { owner, conversationId: id, taskId, question, key: 'key-1', userSeq: 1 };
+    const task = taskFixture(turn, 'labor-law', {
       status: TaskStatus.RUNNING,
       executions: [
-        {
-          agentSessionId: 'a_wentonpast00001',
-          agentType: 'labor-law',
+        executionFixture('a_wentonpast00001', 'labor-law', {
           status: ExecutionStatus.RUNNING,
-          attempts: 1,
           startedAt: createdAt,
-          completedAt: null,
-          error: null,
-          context: { historyMessages: 0, summaryIncluded: false, sharedKeys: [] },
-          output: null,
-          usage: { promptTokens: 0, completionTokens: 0, costUsd: 0 },
-        },
+        }),
       ],
-      userSeq: 1,
-      replySeq: null,
-      idempotencyKey: sha('key-1'),
       // Its lease ran out since: the scan finds it due.
       lease: { owner: 'orchestrator-dead', expiresAt: new Date(Date.now() - 1000).toISOString() },
       createdAt,
-      completedAt: null,
-      error: null,
-    };
+    });
     await tasks.create(owner, task);
 
     // The next turn goes ahead: the task is not among the conversation's active tasks.
     const post = (content: string, key?: string) => {
-      const req = request(app.getHttpServer())
+      const req = request(orch.app.getHttpServer())
         .post(`/v1/conversations/${id}/messages`)
-        .set(
-          'authorization',
-          `Bearer ${signJwt({ sub: 'alice', tid: 'acme' }, env.LOOM_JWT_SECRET)}`,
-        );
+        .set('authorization', orch.auth('alice', 'acme'));
       return (key ? req.set('idempotency-key', key) : req).send({ content });
     };
     const later = await post('试用期可以随时解除劳动合同吗');
     expect(later.status).toBe(201);
     expect([later.body.userMessage.seq, later.body.reply.seq]).toEqual([2, 3]);
 
-    const report = await app.get(TaskRecovery, { strict: false }).scan();
+    const report = await orch.get(TaskRecovery).scan();
 
     expect(report).toEqual({ indexed: 1, due: 1, recovered: 1 });
     expect(await tasks.get(owner, id, taskId, true)).toMatchObject({

@@ -1,20 +1,12 @@
-import { INestApplication } from '@nestjs/common';
-import { createHash, randomBytes } from 'crypto';
 import request from 'supertest';
-import { LoomEnv, parseEnv } from '@loom/agent-kit';
+import { ConversationRepository, ExecutionStatus, TaskRepository, TaskStatus } from '@loom/session';
 import {
-  ConversationRepository,
-  ExecutionStatus,
-  TaskRepository,
-  TaskSession,
-  TaskStatus,
-} from '@loom/session';
-import { createTestDatabase, createTestPrefix, TEST_REDIS_URL } from '@loom/testing';
-import { createOrchestrator } from '../src/bootstrap';
-const { signJwt } = require('../../../scripts/lib/processes');
-
-/** As TurnService hashes an Idempotency-Key and its message. */
-const sha = (text: string) => createHash('sha256').update(text).digest('hex').slice(0, 40);
+  executionFixture,
+  InProcessOrchestrator,
+  startInProcessOrchestrator,
+  storeAcceptedTurn,
+  taskFixture,
+} from './in-process.support';
 
 /**
  * An orchestrator died after it stored a turn's reply and before it closed the task. The retry
@@ -22,87 +14,32 @@ const sha = (text: string) => createHash('sha256').update(text).digest('hex').sl
  * down by now: the turn was answered all the same.
  */
 describe('resuming a task whose reply was stored before the crash (in-process, real stores)', () => {
-  let app: INestApplication;
-  let env: LoomEnv;
-  let cleanup: () => Promise<void>;
+  let orch: InProcessOrchestrator;
 
   beforeAll(async () => {
-    const db = await createTestDatabase('loom_resume');
-    const prefix = createTestPrefix('loomresume');
-    env = parseEnv({
-      REDIS_URL: TEST_REDIS_URL,
-      MYSQL_URL: db.url,
-      LOOM_KEY_PREFIX: prefix.prefix,
-      LOOM_JWT_SECRET: randomBytes(24).toString('hex'),
-      LOOM_AGENT_SECRET: randomBytes(24).toString('hex'),
-      LOG_LEVEL: 'warn',
-      AGENT_TIMEOUT_MS: '1000',
-      AGENT_MAX_EXECUTION_MS: '1000',
-      TASK_LEASE_MS: '1000',
+    orch = await startInProcessOrchestrator('resume', {
+      env: { AGENT_TIMEOUT_MS: '1000', AGENT_MAX_EXECUTION_MS: '1000', TASK_LEASE_MS: '1000' },
     });
-    app = await createOrchestrator(env);
-    await app.init();
-    cleanup = async () => {
-      await app.close();
-      await Promise.all([db.drop(), prefix.cleanup()]);
-    };
   });
-  afterAll(() => cleanup?.());
+  afterAll(() => orch?.close());
 
   it('answers the retry with the stored reply, not the error of a step asked again', async () => {
     const owner = { tenantId: 'acme', userId: 'alice' };
-    const conversations = app.get(ConversationRepository, { strict: false });
-    const tasks = app.get(TaskRepository, { strict: false });
+    const conversations = orch.get(ConversationRepository);
+    const tasks = orch.get(TaskRepository);
     const { meta } = await conversations.create(owner);
     const id = meta.conversationId;
     const question = 'Is my non-compete clause valid?';
     const taskId = 't_storedreply0001';
-    const user = await conversations.appendMessage(owner, id, {
-      role: 'user',
-      content: question,
-      agentType: null,
-      taskId,
-      createdAt: new Date().toISOString(),
-      tokens: 0,
-    });
-    await tasks.rememberIdempotent(owner, id, sha('key-1'), {
-      taskId,
-      requestHash: sha(question),
-      userSeq: user.seq,
-    });
-    const task: TaskSession = {
-      taskId,
-      conversationId: id,
-      tenantId: owner.tenantId,
-      userId: owner.userId,
-      taskType: 'consultation',
-      userIntent: question,
-      intent: 'ghost-law',
-      // A specialist no instance runs now: asked again, it times out.
-      plan: [{ agentType: 'ghost-law', required: true, dependsOn: [] }],
+    const turn = await storeAcceptedTurn(orch, owner, id, { taskId, question, key: 'key-1' });
+    // A specialist no instance runs now: asked again, it times out.
+    const task = taskFixture(turn, 'ghost-law', {
       status: TaskStatus.RUNNING,
       executions: [
-        {
-          agentSessionId: 'a_storedreply0001',
-          agentType: 'ghost-law',
-          status: ExecutionStatus.RUNNING,
-          attempts: 1,
-          startedAt: new Date().toISOString(),
-          completedAt: null,
-          error: null,
-          context: { historyMessages: 0, summaryIncluded: false, sharedKeys: [] },
-          output: null,
-          usage: { promptTokens: 0, completionTokens: 0, costUsd: 0 },
-        },
+        executionFixture('a_storedreply0001', 'ghost-law', { status: ExecutionStatus.RUNNING }),
       ],
-      userSeq: user.seq,
-      replySeq: null,
-      idempotencyKey: sha('key-1'),
       lease: { owner: 'orchestrator-dead', expiresAt: new Date(Date.now() - 1000).toISOString() },
-      createdAt: new Date().toISOString(),
-      completedAt: null,
-      error: null,
-    };
+    });
     await tasks.create(owner, task);
     await conversations.save(owner, { ...meta, activeTaskIds: [taskId] });
     // Its last write: the reply. It died before the conversation update and the completion.
@@ -115,9 +52,9 @@ describe('resuming a task whose reply was stored before the crash (in-process, r
       tokens: 0,
     });
 
-    const res = await request(app.getHttpServer())
+    const res = await request(orch.app.getHttpServer())
       .post(`/v1/conversations/${id}/messages`)
-      .set('authorization', `Bearer ${signJwt({ sub: 'alice', tid: 'acme' }, env.LOOM_JWT_SECRET)}`)
+      .set('authorization', orch.auth('alice', 'acme'))
       .set('idempotency-key', 'key-1')
       .send({ content: question });
     expect(res.status).toBe(201);
@@ -142,74 +79,31 @@ describe('resuming a task whose reply was stored before the crash (in-process, r
 
   it('counts into the conversation only what a retried task spent since its retry', async () => {
     const owner = { tenantId: 'acme', userId: 'alice' };
-    const conversations = app.get(ConversationRepository, { strict: false });
-    const tasks = app.get(TaskRepository, { strict: false });
+    const conversations = orch.get(ConversationRepository);
+    const tasks = orch.get(TaskRepository);
     const { meta } = await conversations.create(owner);
     const id = meta.conversationId;
     const question = 'Can my employer change my salary?';
     const taskId = 't_retriedreply001';
-    const user = await conversations.appendMessage(owner, id, {
-      role: 'user',
-      content: question,
-      agentType: null,
-      taskId,
-      createdAt: new Date().toISOString(),
-      tokens: 0,
-    });
-    await tasks.rememberIdempotent(owner, id, sha('key-2'), {
-      taskId,
-      requestHash: sha(question),
-      userSeq: user.seq,
-    });
+    const turn = await storeAcceptedTurn(orch, owner, id, { taskId, question, key: 'key-2' });
     const spent = { promptTokens: 100, completionTokens: 20, costUsd: 0.5 };
-    const execution = {
-      agentType: 'ghost-law',
-      startedAt: new Date().toISOString(),
-      context: { historyMessages: 0, summaryIncluded: false, sharedKeys: [] },
-      output: null,
-    };
     // Its first attempt failed 503 (planner and specialist counted then); a retry reopened it,
     // stored the reply of the step run again and died before it closed the task.
-    const task: TaskSession = {
-      taskId,
-      conversationId: id,
-      tenantId: owner.tenantId,
-      userId: owner.userId,
-      taskType: 'consultation',
-      userIntent: question,
-      intent: 'ghost-law',
-      plan: [{ agentType: 'ghost-law', required: true, dependsOn: [] }],
+    const task = taskFixture(turn, 'ghost-law', {
       status: TaskStatus.RUNNING,
       planUsage: { promptTokens: 7, completionTokens: 3, costUsd: 0.01 },
       countedExecutions: 1,
       executions: [
-        {
-          ...execution,
-          agentSessionId: 'a_retriedfirst001',
+        executionFixture('a_retriedfirst001', 'ghost-law', {
           status: ExecutionStatus.FAILED,
-          attempts: 1,
           completedAt: new Date().toISOString(),
           error: { code: 'UNAVAILABLE', message: 'the model endpoint is busy' },
           usage: spent,
-        },
-        {
-          ...execution,
-          agentSessionId: 'a_retriedagain001',
-          status: ExecutionStatus.RUNNING,
-          attempts: 1,
-          completedAt: null,
-          error: null,
-          usage: { promptTokens: 0, completionTokens: 0, costUsd: 0 },
-        },
+        }),
+        executionFixture('a_retriedagain001', 'ghost-law', { status: ExecutionStatus.RUNNING }),
       ],
-      userSeq: user.seq,
-      replySeq: null,
-      idempotencyKey: sha('key-2'),
       lease: { owner: 'orchestrator-dead', expiresAt: new Date(Date.now() - 1000).toISOString() },
-      createdAt: new Date().toISOString(),
-      completedAt: null,
-      error: null,
-    };
+    });
     await tasks.create(owner, task);
     const counted = { promptTokens: 107, completionTokens: 23, costUsd: 0.51 };
     await conversations.save(owner, {
@@ -227,9 +121,9 @@ describe('resuming a task whose reply was stored before the crash (in-process, r
       tokens: 0,
     });
 
-    const res = await request(app.getHttpServer())
+    const res = await request(orch.app.getHttpServer())
       .post(`/v1/conversations/${id}/messages`)
-      .set('authorization', `Bearer ${signJwt({ sub: 'alice', tid: 'acme' }, env.LOOM_JWT_SECRET)}`)
+      .set('authorization', orch.auth('alice', 'acme'))
       .set('idempotency-key', 'key-2')
       .send({ content: question });
     expect(res.status).toBe(201);
