@@ -120,6 +120,37 @@ describe('system: a turn takes over the lock of a killed holder, whatever it was
     };
   }
 
+  /**
+   * After a turn killed past its reply (`turn`): the next turn, then that turn's retry, both on
+   * replica 1. Both are answered, the retry with the stored reply, and the killed turn's step ran
+   * once.
+   */
+  async function nextTurnThenRetry(
+    doing: string,
+    turn: { tenant: string; id: string; content: string; key: string },
+  ): Promise<void> {
+    const next = await post(ports[1], turn.tenant, turn.id, FOLLOW_UP);
+    const retry = await post(ports[1], turn.tenant, turn.id, turn.content, turn.key);
+    const c = await after(turn.tenant, turn.id);
+    console.log(`killed while ${doing}: next turn ${next.status} in ${next.ms} ms`);
+    expect([next.status, next.body?.userMessage?.seq, next.body?.reply?.seq]).toEqual([201, 3, 4]);
+    expect([retry.status, retry.body?.reply?.seq]).toEqual([201, 2]);
+    const t1 = retry.body.taskId;
+    const t2 = next.body.taskId;
+    expect(c).toEqual({
+      stored: [
+        [1, 'user', t1],
+        [2, 'assistant', t1],
+        [3, 'user', t2],
+        [4, 'assistant', t2],
+      ],
+      contiguous: true,
+      runIndex: 0,
+      takenOver: 1,
+    });
+    expect(logLines(sys, 'labor-law-agent', 'executing', { taskId: t1 })).toHaveLength(1);
+  }
+
   async function conversation(tenant: string): Promise<string> {
     const api = client(`http://127.0.0.1:${ports[1]}`, sys.token(tenant, 'alice'));
     return (await api('POST', '/v1/conversations', {})).body.conversationId;
@@ -171,36 +202,16 @@ describe('system: a turn takes over the lock of a killed holder, whatever it was
   it('killed while naming the conversation (its task RUNNING, leased): the next turn finishes it first', async () => {
     const tenant = 'tenant-g2';
     const id = await conversation(tenant);
+    const turn = { tenant, id, content: CONTENT, key: 'g2' };
     try {
-      const { before } = await killedWhile('title', { tenant, id, content: CONTENT, key: 'g2' });
+      const { before } = await killedWhile('title', turn);
       expect(before).toEqual({
         lockHeld: true,
         messages: ['user', 'assistant'],
         tasks: ['RUNNING'],
         runIndex: 1,
       });
-      const next = await post(ports[1], tenant, id, FOLLOW_UP);
-      const retry = await post(ports[1], tenant, id, CONTENT, 'g2');
-      const c = await after(tenant, id);
-      console.log(`killed while naming: next turn ${next.status} in ${next.ms} ms`);
-      expect([next.status, next.body?.userMessage?.seq, next.body?.reply?.seq]).toEqual([
-        201, 3, 4,
-      ]);
-      expect([retry.status, retry.body?.reply?.seq]).toEqual([201, 2]);
-      const t1 = retry.body.taskId;
-      const t2 = next.body.taskId;
-      expect(c).toEqual({
-        stored: [
-          [1, 'user', t1],
-          [2, 'assistant', t1],
-          [3, 'user', t2],
-          [4, 'assistant', t2],
-        ],
-        contiguous: true,
-        runIndex: 0,
-        takenOver: 1,
-      });
-      expect(logLines(sys, 'labor-law-agent', 'executing', { taskId: t1 })).toHaveLength(1);
+      await nextTurnThenRetry('naming', turn);
       const api = client(`http://127.0.0.1:${ports[1]}`, sys.token(tenant, 'alice'));
       expect((await api('GET', `/v1/conversations/${id}`)).body.title).not.toBeNull();
     } finally {
@@ -213,36 +224,16 @@ describe('system: a turn takes over the lock of a killed holder, whatever it was
     const id = await conversation(tenant);
     // Longer than the agents' history window: the turn's end folds it into a summary.
     const long = `${CONTENT} ${Array.from({ length: 2500 }, (_, i) => `clause${i}`).join(' ')}`;
+    const turn = { tenant, id, content: long, key: 'g3' };
     try {
-      const { before } = await killedWhile('summary', { tenant, id, content: long, key: 'g3' });
+      const { before } = await killedWhile('summary', turn);
       expect(before).toEqual({
         lockHeld: true,
         messages: ['user', 'assistant'],
         tasks: ['COMPLETED'],
         runIndex: 0,
       });
-      const next = await post(ports[1], tenant, id, FOLLOW_UP);
-      const retry = await post(ports[1], tenant, id, long, 'g3');
-      const c = await after(tenant, id);
-      console.log(`killed while summarizing: next turn ${next.status} in ${next.ms} ms`);
-      expect([next.status, next.body?.userMessage?.seq, next.body?.reply?.seq]).toEqual([
-        201, 3, 4,
-      ]);
-      expect([retry.status, retry.body?.reply?.seq]).toEqual([201, 2]);
-      const t1 = retry.body.taskId;
-      const t2 = next.body.taskId;
-      expect(c).toEqual({
-        stored: [
-          [1, 'user', t1],
-          [2, 'assistant', t1],
-          [3, 'user', t2],
-          [4, 'assistant', t2],
-        ],
-        contiguous: true,
-        runIndex: 0,
-        takenOver: 1,
-      });
-      expect(logLines(sys, 'labor-law-agent', 'executing', { taskId: t1 })).toHaveLength(1);
+      await nextTurnThenRetry('summarizing', turn);
     } finally {
       await startOrchestrator(sys, ports[0]);
     }

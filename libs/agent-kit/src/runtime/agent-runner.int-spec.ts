@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import { AgentHarness } from '@loom/testing';
 import {
+  AgentExecutionRecord,
   emptyUsage,
   ExecutionClaims,
   ExecutionStatus,
@@ -42,6 +43,22 @@ const DESCRIPTOR = {
   intents: ['gated-writer'],
   keywords: [],
 };
+
+/** An execution as the orchestrator records it when it stopped waiting for the answer. */
+function timedOut(agentSessionId: string): AgentExecutionRecord {
+  return {
+    agentSessionId,
+    agentType: DESCRIPTOR.agentType,
+    status: ExecutionStatus.FAILED,
+    attempts: 1,
+    startedAt: new Date().toISOString(),
+    completedAt: new Date().toISOString(),
+    error: { code: 'TIMEOUT', message: 'no answer in time' },
+    context: { historyMessages: 0, summaryIncluded: false, sharedKeys: [] },
+    output: null,
+    usage: emptyUsage(),
+  };
+}
 
 /**
  * A delivery that lost its execution claim (cut off from Redis past the claim's TTL) while
@@ -126,20 +143,7 @@ describe('agent runner: an execution its task recorded as failed (real Redis Str
     const task = await agent.seed(owner, [], 'question');
     const late = agent.request(owner, task);
     const { agentSessionId } = agent.signer.verify(late.assignment, DESCRIPTOR.agentType);
-    task.executions = [
-      {
-        agentSessionId,
-        agentType: DESCRIPTOR.agentType,
-        status: ExecutionStatus.FAILED,
-        attempts: 1,
-        startedAt: new Date().toISOString(),
-        completedAt: new Date().toISOString(),
-        error: { code: 'TIMEOUT', message: 'no answer in time' },
-        context: { historyMessages: 0, summaryIncluded: false, sharedKeys: [] },
-        output: null,
-        usage: emptyUsage(),
-      },
-    ];
+    task.executions = [timedOut(agentSessionId)];
     await agent.tasks.save(owner, task);
 
     await expect(agent.execute(late)).rejects.toMatchObject({
@@ -184,20 +188,7 @@ describe('agent runner: an execution a retry replaced while it ran (real Redis S
     await running;
 
     // The retry: the old execution recorded FAILED, its claim revoked, a new one run to its end.
-    task.executions = [
-      {
-        agentSessionId: oldId,
-        agentType: DESCRIPTOR.agentType,
-        status: ExecutionStatus.FAILED,
-        attempts: 1,
-        startedAt: new Date().toISOString(),
-        completedAt: new Date().toISOString(),
-        error: { code: 'TIMEOUT', message: 'no answer in time' },
-        context: { historyMessages: 0, summaryIncluded: false, sharedKeys: [] },
-        output: null,
-        usage: emptyUsage(),
-      },
-    ];
+    task.executions = [timedOut(oldId)];
     await agent.tasks.save(owner, task);
     await new ExecutionClaims(agent.infra.redis, agent.infra.keys).revoke(task.conversationId, [
       oldId,
