@@ -33,166 +33,167 @@ async function tieredOnRealServers() {
 
 runSessionStoreContract('tiered (LRU → Redis → MySQL)', tieredOnRealServers);
 
-describe('tiered store: keys MySQL does not hold', () => {
-  let redis: Redis;
-  let store: TieredSessionStore;
-  let durable: MysqlSessionStore;
-  let cleanup: () => Promise<void>;
-  const alice = { tenantId: 'tenant-a' };
-  const bob = { tenantId: 'tenant-b' };
-
+/**
+ * A tiered store on real servers for one describe block, with a Redis connection of its own to
+ * look at the hot tier: filled in beforeAll, closed in afterAll.
+ */
+function tieredSuite() {
+  const t = {} as {
+    store: TieredSessionStore;
+    durable: MysqlSessionStore;
+    hot: RedisSessionStore;
+    redis: Redis;
+  };
+  let cleanup = async (): Promise<void> => undefined;
   beforeAll(async () => {
     const tiered = await tieredOnRealServers();
-    [store, durable] = [tiered.store, tiered.durable];
-    redis = new Redis(TEST_REDIS_URL);
+    Object.assign(t, { ...tiered, redis: new Redis(TEST_REDIS_URL) });
     cleanup = async () => {
-      redis.disconnect();
+      t.redis.disconnect();
       await tiered.cleanup();
     };
   });
   afterAll(() => cleanup());
+  return t;
+}
+
+describe('tiered store: keys MySQL does not hold', () => {
+  const alice = { tenantId: 'tenant-a' };
+  const bob = { tenantId: 'tenant-b' };
+
+  const t = tieredSuite();
 
   it('answers later reads from a Redis marker, which the next write replaces', async () => {
     const sid = newId('c');
-    await store.save(alice, sid, 'conversation', { title: 'x' });
-    const reads = jest.spyOn(durable, 'get');
-    expect(await store.get(alice, sid, 'summary')).toBeNull();
-    expect(await store.get(alice, sid, 'summary')).toBeNull();
-    expect(await store.get(alice, sid, 'summary')).toBeNull();
+    await t.store.save(alice, sid, 'conversation', { title: 'x' });
+    const reads = jest.spyOn(t.durable, 'get');
+    expect(await t.store.get(alice, sid, 'summary')).toBeNull();
+    expect(await t.store.get(alice, sid, 'summary')).toBeNull();
+    expect(await t.store.get(alice, sid, 'summary')).toBeNull();
     expect(reads).toHaveBeenCalledTimes(1);
     reads.mockRestore();
-    const raw = store.hot.keys.value(sid, 'summary');
-    expect(await redis.get(raw)).toBe('\u0000absent');
+    const raw = t.store.hot.keys.value(sid, 'summary');
+    expect(await t.redis.get(raw)).toBe('\u0000absent');
     // A sliding key's reads extend values, not markers: the marker keeps its own hour at most.
-    expect(await redis.pttl(raw)).toBeLessThanOrEqual(3_600_000);
+    expect(await t.redis.pttl(raw)).toBeLessThanOrEqual(3_600_000);
 
-    await store.save(alice, sid, 'summary', { text: 'folded', toSeq: 4 });
-    expect(await store.get(alice, sid, 'summary')).toEqual({ text: 'folded', toSeq: 4 });
-    expect(await store.durable.get(alice, sid, 'summary')).toEqual({ text: 'folded', toSeq: 4 });
+    await t.store.save(alice, sid, 'summary', { text: 'folded', toSeq: 4 });
+    expect(await t.store.get(alice, sid, 'summary')).toEqual({ text: 'folded', toSeq: 4 });
+    expect(await t.store.durable.get(alice, sid, 'summary')).toEqual({ text: 'folded', toSeq: 4 });
   });
 
   it('a consistent read does not trust a marker: a writer that died after MySQL committed is seen', async () => {
     const sid = newId('c');
-    await store.save(alice, sid, 'conversation', { title: 'x' });
-    expect(await store.get(alice, sid, 'agent:a_1')).toBeNull();
-    const raw = store.hot.keys.value(sid, 'agent:a_1');
-    expect(await redis.get(raw)).toBe('\u0000absent');
+    await t.store.save(alice, sid, 'conversation', { title: 'x' });
+    expect(await t.store.get(alice, sid, 'agent:a_1')).toBeNull();
+    const raw = t.store.hot.keys.value(sid, 'agent:a_1');
+    expect(await t.redis.get(raw)).toBe('\u0000absent');
     // The agent's final write reached MySQL, then its process died before the Redis write.
-    await store.durable.save(alice, sid, 'agent:a_1', { status: 'COMPLETED' });
-    expect(await store.get(alice, sid, 'agent:a_1', true)).toEqual({ status: 'COMPLETED' });
+    await t.store.durable.save(alice, sid, 'agent:a_1', { status: 'COMPLETED' });
+    expect(await t.store.get(alice, sid, 'agent:a_1', true)).toEqual({ status: 'COMPLETED' });
     // ...and the stale marker is gone, so everyone else's next read finds the value too.
-    expect(await store.get(alice, sid, 'agent:a_1')).toEqual({ status: 'COMPLETED' });
-    expect(await redis.get(raw)).not.toBe('\u0000absent');
+    expect(await t.store.get(alice, sid, 'agent:a_1')).toEqual({ status: 'COMPLETED' });
+    expect(await t.redis.get(raw)).not.toBe('\u0000absent');
   });
 
   it('a consistent read answers from MySQL when Redis holds an older copy, and drops that copy', async () => {
     const sid = newId('c');
-    await store.save(alice, sid, 'conversation', { v: 0, activeTaskIds: [] });
-    const raw = store.hot.keys.value(sid, 'conversation');
-    const cached = await redis.get(raw);
+    await t.store.save(alice, sid, 'conversation', { v: 0, activeTaskIds: [] });
+    const raw = t.store.hot.keys.value(sid, 'conversation');
+    const cached = await t.redis.get(raw);
     // Another process committed v1 to MySQL, and its Redis write failed (or it died first).
-    await store.durable.save(alice, sid, 'conversation', { v: 1, activeTaskIds: ['t1'] });
-    expect(await redis.get(raw)).toBe(cached);
-    expect(await store.get(alice, sid, 'conversation', true)).toEqual({
+    await t.store.durable.save(alice, sid, 'conversation', { v: 1, activeTaskIds: ['t1'] });
+    expect(await t.redis.get(raw)).toBe(cached);
+    expect(await t.store.get(alice, sid, 'conversation', true)).toEqual({
       v: 1,
       activeTaskIds: ['t1'],
     });
-    expect(await redis.exists(raw)).toBe(0);
-    expect(await store.get(alice, sid, 'conversation')).toEqual({ v: 1, activeTaskIds: ['t1'] });
+    expect(await t.redis.exists(raw)).toBe(0);
+    expect(await t.store.get(alice, sid, 'conversation')).toEqual({ v: 1, activeTaskIds: ['t1'] });
   });
 
   it('a refill from MySQL never replaces a newer value another process wrote meanwhile', async () => {
     const sid = newId('c');
-    await store.save(alice, sid, 'conversation', { title: 'x' });
-    await store.save(alice, sid, 'task:t_refill0001', { status: 'RUNNING' });
-    await store.invalidate(sid); // recovery dropped the hot copies (or Redis lost them)
+    await t.store.save(alice, sid, 'conversation', { title: 'x' });
+    await t.store.save(alice, sid, 'task:t_refill0001', { status: 'RUNNING' });
+    await t.store.invalidate(sid); // recovery dropped the hot copies (or Redis lost them)
     // A reader misses Redis and reads MySQL; before its refill lands, the worker completes the
     // task (MySQL, then Redis).
-    const read = durable.get.bind(durable);
-    const spy = jest.spyOn(durable, 'get').mockImplementationOnce(async (...args) => {
+    const read = t.durable.get.bind(t.durable);
+    const spy = jest.spyOn(t.durable, 'get').mockImplementationOnce(async (...args) => {
       const old = await read(...args);
-      await store.save(alice, sid, 'task:t_refill0001', { status: 'COMPLETED' });
+      await t.store.save(alice, sid, 'task:t_refill0001', { status: 'COMPLETED' });
       return old;
     });
-    expect(await store.get(alice, sid, 'task:t_refill0001')).toEqual({ status: 'RUNNING' });
+    expect(await t.store.get(alice, sid, 'task:t_refill0001')).toEqual({ status: 'RUNNING' });
     spy.mockRestore();
     // What every other process reads next (this one's LRU keeps its read for lruTtlMs).
-    expect(await store.hot.get(alice, sid, 'task:t_refill0001')).toEqual({ status: 'COMPLETED' });
+    expect(await t.store.hot.get(alice, sid, 'task:t_refill0001')).toEqual({ status: 'COMPLETED' });
   });
 
   it('writes the value as it was when save was called to every tier', async () => {
     const sid = newId('c');
-    await store.save(alice, sid, 'conversation', { title: 'x' });
+    await t.store.save(alice, sid, 'conversation', { title: 'x' });
     const task = { executions: [] as string[] };
-    const saving = store.save(alice, sid, 'task:t_snapshot01', task);
+    const saving = t.store.save(alice, sid, 'task:t_snapshot01', task);
     task.executions.push('changed while the write was in flight');
     await saving;
-    expect(await store.durable.get(alice, sid, 'task:t_snapshot01')).toEqual({ executions: [] });
-    expect(await store.hot.get(alice, sid, 'task:t_snapshot01')).toEqual({ executions: [] });
-    expect(await store.get(alice, sid, 'task:t_snapshot01')).toEqual({ executions: [] });
+    expect(await t.store.durable.get(alice, sid, 'task:t_snapshot01')).toEqual({ executions: [] });
+    expect(await t.store.hot.get(alice, sid, 'task:t_snapshot01')).toEqual({ executions: [] });
+    expect(await t.store.get(alice, sid, 'task:t_snapshot01')).toEqual({ executions: [] });
   });
 
   it('a consistent read that agrees with Redis leaves the cached copy alone', async () => {
     const sid = newId('c');
-    await store.save(alice, sid, 'conversation', { v: 3 });
-    const raw = store.hot.keys.value(sid, 'conversation');
-    const cached = await redis.get(raw);
-    expect(await store.get(alice, sid, 'conversation', true)).toEqual({ v: 3 });
-    expect(await redis.get(raw)).toBe(cached);
+    await t.store.save(alice, sid, 'conversation', { v: 3 });
+    const raw = t.store.hot.keys.value(sid, 'conversation');
+    const cached = await t.redis.get(raw);
+    expect(await t.store.get(alice, sid, 'conversation', true)).toEqual({ v: 3 });
+    expect(await t.redis.get(raw)).toBe(cached);
   });
 
   it('invalidating a session (recovery) drops its markers with its values', async () => {
     const sid = newId('c');
-    await store.save(alice, sid, 'conversation', { title: 'x' });
-    expect(await store.get(alice, sid, 'summary')).toBeNull();
-    await store.durable.save(alice, sid, 'summary', { text: 'folded', toSeq: 4 });
-    await store.invalidate(sid);
-    expect(await redis.exists(store.hot.keys.value(sid, 'summary'))).toBe(0);
-    expect(await store.get(alice, sid, 'summary')).toEqual({ text: 'folded', toSeq: 4 });
+    await t.store.save(alice, sid, 'conversation', { title: 'x' });
+    expect(await t.store.get(alice, sid, 'summary')).toBeNull();
+    await t.store.durable.save(alice, sid, 'summary', { text: 'folded', toSeq: 4 });
+    await t.store.invalidate(sid);
+    expect(await t.redis.exists(t.store.hot.keys.value(sid, 'summary'))).toBe(0);
+    expect(await t.store.get(alice, sid, 'summary')).toEqual({ text: 'folded', toSeq: 4 });
   });
 
   it('marks nothing in another tenant’s session or in a session Redis does not know', async () => {
     const sid = newId('c');
-    await store.save(alice, sid, 'conversation', { title: 'x' });
-    expect(await store.get(bob, sid, 'summary')).toBeNull();
-    expect(await redis.exists(store.hot.keys.value(sid, 'summary'))).toBe(0);
-    expect(await store.get(alice, sid, 'summary')).toBeNull(); // alice's own read marks it
+    await t.store.save(alice, sid, 'conversation', { title: 'x' });
+    expect(await t.store.get(bob, sid, 'summary')).toBeNull();
+    expect(await t.redis.exists(t.store.hot.keys.value(sid, 'summary'))).toBe(0);
+    expect(await t.store.get(alice, sid, 'summary')).toBeNull(); // alice's own read marks it
 
     const unknown = newId('c');
-    expect(await store.get(bob, unknown, 'conversation')).toBeNull();
-    expect(await redis.exists(store.hot.keys.meta(unknown))).toBe(0);
-    expect(await redis.exists(store.hot.keys.value(unknown, 'conversation'))).toBe(0);
+    expect(await t.store.get(bob, unknown, 'conversation')).toBeNull();
+    expect(await t.redis.exists(t.store.hot.keys.meta(unknown))).toBe(0);
+    expect(await t.redis.exists(t.store.hot.keys.value(unknown, 'conversation'))).toBe(0);
   });
 });
 
 describe('tiered store: consistent reads of several values', () => {
-  let redis: Redis;
-  let store: TieredSessionStore;
-  let durable: MysqlSessionStore;
-  let cleanup: () => Promise<void>;
   const alice = { tenantId: 'tenant-a' };
   const bob = { tenantId: 'tenant-b' };
 
-  beforeAll(async () => {
-    const tiered = await tieredOnRealServers();
-    [store, durable] = [tiered.store, tiered.durable];
-    redis = new Redis(TEST_REDIS_URL);
-    cleanup = async () => {
-      redis.disconnect();
-      await tiered.cleanup();
-    };
-  });
-  afterAll(() => cleanup());
+  const t = tieredSuite();
 
   it('answers from MySQL in one statement, in the order asked, and drops Redis copies that disagree', async () => {
     const sid = newId('c');
-    await store.save(alice, sid, 'task:t_abcdefgh', { status: 'RUNNING' });
-    await store.save(alice, sid, 'conversation', { title: 'x' });
+    await t.store.save(alice, sid, 'task:t_abcdefgh', { status: 'RUNNING' });
+    await t.store.save(alice, sid, 'conversation', { title: 'x' });
     // Another process committed to MySQL and died before its Redis write.
-    await durable.save(alice, sid, 'task:t_abcdefgh', { status: 'COMPLETED' });
-    const query = jest.spyOn((durable as unknown as { db: { query: () => unknown } }).db, 'query');
+    await t.durable.save(alice, sid, 'task:t_abcdefgh', { status: 'COMPLETED' });
+    const query = jest.spyOn(
+      (t.durable as unknown as { db: { query: () => unknown } }).db,
+      'query',
+    );
     expect(
-      await store.getConsistent(alice, sid, [
+      await t.store.getConsistent(alice, sid, [
         'agent:a_abcdefgh',
         'task:t_abcdefgh',
         'conversation',
@@ -200,9 +201,9 @@ describe('tiered store: consistent reads of several values', () => {
     ).toEqual([null, { status: 'COMPLETED' }, { title: 'x' }]);
     expect(query).toHaveBeenCalledTimes(1);
     query.mockRestore();
-    expect(await redis.exists(store.hot.keys.value(sid, 'task:t_abcdefgh'))).toBe(0);
-    expect(await redis.exists(store.hot.keys.value(sid, 'conversation'))).toBe(1);
-    expect(await store.getConsistent(bob, sid, ['task:t_abcdefgh'])).toEqual([null]);
+    expect(await t.redis.exists(t.store.hot.keys.value(sid, 'task:t_abcdefgh'))).toBe(0);
+    expect(await t.redis.exists(t.store.hot.keys.value(sid, 'conversation'))).toBe(1);
+    expect(await t.store.getConsistent(bob, sid, ['task:t_abcdefgh'])).toEqual([null]);
   });
 });
 
@@ -240,67 +241,54 @@ describe('tiered store: removing several keys', () => {
 
 describe('tiered store: a read racing a delete', () => {
   const alice = { tenantId: 'tenant-a' };
-  let redis: Redis;
-  let store: TieredSessionStore;
-  let durable: MysqlSessionStore;
-  let cleanup: () => Promise<void>;
 
-  beforeAll(async () => {
-    const tiered = await tieredOnRealServers();
-    [store, durable] = [tiered.store, tiered.durable];
-    redis = new Redis(TEST_REDIS_URL);
-    cleanup = async () => {
-      redis.disconnect();
-      await tiered.cleanup();
-    };
-  });
-  afterAll(() => cleanup());
+  const t = tieredSuite();
   afterEach(() => jest.restoreAllMocks());
 
   /** A conversation whose hot copies are gone (expired, or never read), so a read refills. */
   async function coldConversation(): Promise<string> {
     const sid = newId('c');
-    await store.save(alice, sid, 'conversation', { title: 'x' });
-    await store.append(alice, sid, 'messages', { content: 'hi' });
-    await store.invalidate(sid);
+    await t.store.save(alice, sid, 'conversation', { title: 'x' });
+    await t.store.append(alice, sid, 'messages', { content: 'hi' });
+    await t.store.invalidate(sid);
     return sid;
   }
 
   it('a value read from MySQL before a DELETE is not refilled after it', async () => {
     const sid = await coldConversation();
-    const read = durable.get.bind(durable);
-    jest.spyOn(durable, 'get').mockImplementationOnce(async (...args) => {
+    const read = t.durable.get.bind(t.durable);
+    jest.spyOn(t.durable, 'get').mockImplementationOnce(async (...args) => {
       const old = await read(...args);
-      await store.delete(alice, sid); // DELETE /v1/conversations/:id lands here
+      await t.store.delete(alice, sid); // DELETE /v1/conversations/:id lands here
       return old;
     });
-    expect(await store.get(alice, sid, 'conversation')).toEqual({ title: 'x' });
-    expect(await redis.exists(store.hot.keys.value(sid, 'conversation'))).toBe(0);
-    expect(await redis.exists(store.hot.keys.meta(sid))).toBe(0);
-    expect(await store.get(alice, sid, 'conversation')).toBeNull();
+    expect(await t.store.get(alice, sid, 'conversation')).toEqual({ title: 'x' });
+    expect(await t.redis.exists(t.store.hot.keys.value(sid, 'conversation'))).toBe(0);
+    expect(await t.redis.exists(t.store.hot.keys.meta(sid))).toBe(0);
+    expect(await t.store.get(alice, sid, 'conversation')).toBeNull();
   });
 
   it('a message list read from MySQL before a DELETE is not refilled after it', async () => {
     const sid = await coldConversation();
-    const read = durable.getList.bind(durable);
-    jest.spyOn(durable, 'getList').mockImplementationOnce(async (...args) => {
+    const read = t.durable.getList.bind(t.durable);
+    jest.spyOn(t.durable, 'getList').mockImplementationOnce(async (...args) => {
       const old = await read(...args);
-      await store.delete(alice, sid);
+      await t.store.delete(alice, sid);
       return old;
     });
-    expect(await store.getList(alice, sid, 'messages')).toEqual([
+    expect(await t.store.getList(alice, sid, 'messages')).toEqual([
       { index: 1, value: { content: 'hi' } },
     ]);
-    expect(await redis.exists(store.hot.keys.list(sid, 'messages'))).toBe(0);
-    expect(await store.getList(alice, sid, 'messages')).toEqual([]);
+    expect(await t.redis.exists(t.store.hot.keys.list(sid, 'messages'))).toBe(0);
+    expect(await t.store.getList(alice, sid, 'messages')).toEqual([]);
   });
 
   it('a session written again after its DELETE is cached as usual', async () => {
     const sid = await coldConversation();
-    await store.delete(alice, sid);
-    await store.save(alice, sid, 'conversation', { title: 'again' });
-    expect(await store.hot.get(alice, sid, 'conversation')).toEqual({ title: 'again' });
-    expect(await store.get(alice, sid, 'conversation')).toEqual({ title: 'again' });
+    await t.store.delete(alice, sid);
+    await t.store.save(alice, sid, 'conversation', { title: 'again' });
+    expect(await t.store.hot.get(alice, sid, 'conversation')).toEqual({ title: 'again' });
+    expect(await t.store.get(alice, sid, 'conversation')).toEqual({ title: 'again' });
   });
 });
 
@@ -392,124 +380,100 @@ describe('tiered store: what a process trusts from its own LRU', () => {
 
 describe('tiered store: hot lifetimes of lists (seed 000 layered TTLs)', () => {
   const alice = { tenantId: 'tenant-a' };
-  let redis: Redis;
-  let store: TieredSessionStore;
-  let keys: RedisSessionStore['keys'];
-  let cleanup: () => Promise<void>;
 
-  beforeAll(async () => {
-    const tiered = await tieredOnRealServers();
-    [store, keys] = [tiered.store, tiered.hot.keys];
-    redis = new Redis(TEST_REDIS_URL);
-    cleanup = async () => {
-      redis.disconnect();
-      await tiered.cleanup();
-    };
-  });
-  afterAll(() => cleanup());
+  const t = tieredSuite();
 
   it('a read of the message log slides its hot TTL like the conversation; a task list does not slide', async () => {
     const sid = newId('c');
     const week = DEFAULT_TTL.conversationSeconds * 1000;
-    await store.save(alice, sid, 'conversation', { title: 'x' });
-    await store.append(alice, sid, 'messages', { content: 'hi' });
-    await store.append(alice, sid, 'task:t_abcdefgh:shared', { key: 'k' });
+    await t.store.save(alice, sid, 'conversation', { title: 'x' });
+    await t.store.append(alice, sid, 'messages', { content: 'hi' });
+    await t.store.append(alice, sid, 'task:t_abcdefgh:shared', { key: 'k' });
     // Read once: the refill marks both lists complete, so the reads below are hot hits.
-    await store.getList(alice, sid, 'messages');
-    await store.getList(alice, sid, 'task:t_abcdefgh:shared');
+    await t.store.getList(alice, sid, 'messages');
+    await t.store.getList(alice, sid, 'task:t_abcdefgh:shared');
     // Six days on, nobody wrote: what is left of each key's hot lifetime.
-    await redis.pexpire(keys.list(sid, 'messages'), 86_400_000);
-    await redis.pexpire(keys.list(sid, 'task:t_abcdefgh:shared'), 60_000);
+    await t.redis.pexpire(t.hot.keys.list(sid, 'messages'), 86_400_000);
+    await t.redis.pexpire(t.hot.keys.list(sid, 'task:t_abcdefgh:shared'), 60_000);
 
-    expect(await store.getList(alice, sid, 'messages')).toHaveLength(1);
-    expect(await store.getList(alice, sid, 'task:t_abcdefgh:shared')).toHaveLength(1);
+    expect(await t.store.getList(alice, sid, 'messages')).toHaveLength(1);
+    expect(await t.store.getList(alice, sid, 'task:t_abcdefgh:shared')).toHaveLength(1);
 
-    expect(await redis.pttl(keys.list(sid, 'messages'))).toBeGreaterThan(week - 60_000);
-    expect(await redis.pttl(keys.list(sid, 'task:t_abcdefgh:shared'))).toBeLessThanOrEqual(60_000);
+    expect(await t.redis.pttl(t.hot.keys.list(sid, 'messages'))).toBeGreaterThan(week - 60_000);
+    expect(await t.redis.pttl(t.hot.keys.list(sid, 'task:t_abcdefgh:shared'))).toBeLessThanOrEqual(
+      60_000,
+    );
   });
 });
 
 describe('tiered store: a cold read of a long list', () => {
   const alice = { tenantId: 'tenant-a' };
-  let redis: Redis;
-  let store: TieredSessionStore;
-  let hot: RedisSessionStore;
-  let cleanup: () => Promise<void>;
 
-  beforeAll(async () => {
-    const tiered = await tieredOnRealServers();
-    [store, hot] = [tiered.store, tiered.hot];
-    redis = new Redis(TEST_REDIS_URL);
-    cleanup = async () => {
-      redis.disconnect();
-      await tiered.cleanup();
-    };
-  });
-  afterAll(() => cleanup());
+  const t = tieredSuite();
   afterEach(() => jest.restoreAllMocks());
 
   it('answers a range and refills Redis 200 items a call, marking it complete with the last', async () => {
     const sid = newId('c');
-    await store.save(alice, sid, 'conversation', { title: 'x' });
-    for (let n = 1; n <= 450; n++) await store.durable.append(alice, sid, 'messages', { n });
-    const fills = jest.spyOn(hot, 'fillList');
-    const newest = await store.getList<{ n: number }>(alice, sid, 'messages', { last: 50 });
+    await t.store.save(alice, sid, 'conversation', { title: 'x' });
+    for (let n = 1; n <= 450; n++) await t.store.durable.append(alice, sid, 'messages', { n });
+    const fills = jest.spyOn(t.hot, 'fillList');
+    const newest = await t.store.getList<{ n: number }>(alice, sid, 'messages', { last: 50 });
     expect(newest.map((i) => i.index)).toEqual(Array.from({ length: 50 }, (_, k) => 401 + k));
     expect(fills.mock.calls.map(([, , , items, , complete]) => [items.length, complete])).toEqual([
       [200, false],
       [200, false],
       [50, true],
     ]);
-    const cached = await hot.getListIfComplete(alice, sid, 'messages');
+    const cached = await t.hot.getListIfComplete(alice, sid, 'messages');
     expect(cached?.map((i) => i.index)).toEqual(Array.from({ length: 450 }, (_, k) => k + 1));
   });
 
   it('runs one refill of a list at a time: readers that miss meanwhile read MySQL alone', async () => {
     const sid = newId('c');
-    await store.save(alice, sid, 'conversation', { title: 'x' });
-    for (let n = 1; n <= 450; n++) await store.durable.append(alice, sid, 'messages', { n });
-    const fills = jest.spyOn(hot, 'fillList');
+    await t.store.save(alice, sid, 'conversation', { title: 'x' });
+    for (let n = 1; n <= 450; n++) await t.store.durable.append(alice, sid, 'messages', { n });
+    const fills = jest.spyOn(t.hot, 'fillList');
     const reads = await Promise.all(
-      Array.from({ length: 5 }, () => store.getList(alice, sid, 'messages', { last: 2 })),
+      Array.from({ length: 5 }, () => t.store.getList(alice, sid, 'messages', { last: 2 })),
     );
     expect(reads.map((r) => r.map((i) => i.index))).toEqual(Array(5).fill([449, 450]));
     expect(fills.mock.calls.map(([, , , items]) => items.length)).toEqual([200, 200, 50]);
-    expect((await hot.getListIfComplete(alice, sid, 'messages'))?.length).toBe(450);
+    expect((await t.hot.getListIfComplete(alice, sid, 'messages'))?.length).toBe(450);
   });
 
   it('answers a range from its own read when the refill beside it fails midway, and refills later', async () => {
     const sid = newId('c');
-    await store.save(alice, sid, 'conversation', { title: 'x' });
-    for (let n = 1; n <= 450; n++) await store.durable.append(alice, sid, 'messages', { n });
-    const read = store.durable.getList.bind(store.durable);
+    await t.store.save(alice, sid, 'conversation', { title: 'x' });
+    for (let n = 1; n <= 450; n++) await t.store.durable.append(alice, sid, 'messages', { n });
+    const read = t.store.durable.getList.bind(t.store.durable);
     // The refill's second page meets a MySQL failure (a statement time-out, say).
-    jest.spyOn(store.durable, 'getList').mockImplementation(async (scope, id, key, range) => {
+    jest.spyOn(t.store.durable, 'getList').mockImplementation(async (scope, id, key, range) => {
       if (range?.afterIndex === 200 && range.limit === 200) throw new Error('query timed out');
       return read(scope, id, key, range);
     });
 
-    const newest = await store.getList<{ n: number }>(alice, sid, 'messages', { last: 2 });
+    const newest = await t.store.getList<{ n: number }>(alice, sid, 'messages', { last: 2 });
 
     expect(newest.map((i) => i.index)).toEqual([449, 450]);
-    expect(await hot.getListIfComplete(alice, sid, 'messages')).toBeNull();
+    expect(await t.hot.getListIfComplete(alice, sid, 'messages')).toBeNull();
     jest.restoreAllMocks();
-    expect((await store.getList(alice, sid, 'messages', { last: 2 })).map((i) => i.index)).toEqual([
-      449, 450,
-    ]);
-    expect((await hot.getListIfComplete(alice, sid, 'messages'))?.length).toBe(450);
+    expect(
+      (await t.store.getList(alice, sid, 'messages', { last: 2 })).map((i) => i.index),
+    ).toEqual([449, 450]);
+    expect((await t.hot.getListIfComplete(alice, sid, 'messages'))?.length).toBe(450);
   });
 
   it('splits a page of long items into Redis calls of about 1 MB; a fill cut off midway stays a miss', async () => {
     const sid = newId('c');
-    await store.save(alice, sid, 'conversation', { title: 'x' });
+    await t.store.save(alice, sid, 'conversation', { title: 'x' });
     const items = Array.from({ length: 5 }, (_, k) => ({
       index: k + 1,
       value: 'x'.repeat(400_000),
     }));
-    const lua = jest.spyOn(hotClient(hot), 'loomFILL_LIST');
-    expect(await hot.fillList(alice, sid, 'messages', items.slice(0, 4), 60, false)).toBe(true);
-    expect(await hot.getListIfComplete(alice, sid, 'messages')).toBeNull();
-    expect(await hot.fillList(alice, sid, 'messages', items.slice(4), 60, true)).toBe(true);
+    const lua = jest.spyOn(hotClient(t.hot), 'loomFILL_LIST');
+    expect(await t.hot.fillList(alice, sid, 'messages', items.slice(0, 4), 60, false)).toBe(true);
+    expect(await t.hot.getListIfComplete(alice, sid, 'messages')).toBeNull();
+    expect(await t.hot.fillList(alice, sid, 'messages', items.slice(4), 60, true)).toBe(true);
     // [1, 2] and [3, 4] (800 KB each), then [5] with the sentinel.
     // Arguments: numkeys, 5 keys, tenant, key, complete flag, ttl, then index/member pairs.
     expect(lua.mock.calls.map((c) => [(c.length - 10) / 2, c[8]])).toEqual([
@@ -517,7 +481,7 @@ describe('tiered store: a cold read of a long list', () => {
       [2, ''],
       [1, '1'],
     ]);
-    expect((await hot.getListIfComplete(alice, sid, 'messages'))?.length).toBe(5);
+    expect((await t.hot.getListIfComplete(alice, sid, 'messages'))?.length).toBe(5);
   });
 });
 
