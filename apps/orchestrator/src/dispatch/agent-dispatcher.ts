@@ -5,6 +5,7 @@ import {
   AGENT_REGISTRY,
   AgentRegistry,
   agentExecutePattern,
+  boundedMessage,
   ExecuteAgentRequest,
   ExecuteAgentResult,
   LOOM_ENV,
@@ -12,6 +13,7 @@ import {
   RedisStreamsClient,
 } from '@loom/agent-kit';
 import { LoomError, LoomErrorCode } from '@loom/session';
+import { checkedResult } from './agent-result';
 
 /**
  * The one way business code reaches agents: a typed call with a time-out. Distributed: the
@@ -49,8 +51,9 @@ export class AgentDispatcher implements OnModuleInit, OnApplicationShutdown {
     const client = await this.clientFor(agentType);
     // The streams client ends every call itself; this is the backstop of a client that does not.
     const limitMs = this.streams ? this.env.AGENT_MAX_EXECUTION_MS : this.env.AGENT_TIMEOUT_MS;
+    let result: unknown;
     try {
-      return await firstValueFrom(
+      result = await firstValueFrom(
         client
           .send<ExecuteAgentResult>(agentExecutePattern(agentType), request)
           .pipe(timeout(limitMs + 1000)),
@@ -58,6 +61,7 @@ export class AgentDispatcher implements OnModuleInit, OnApplicationShutdown {
     } catch (err) {
       throw asLoomError(err, agentType);
     }
+    return checkedResult(result, agentType);
   }
 
   async onApplicationShutdown(): Promise<void> {
@@ -108,5 +112,10 @@ function asLoomError(err: unknown, agentType: string): LoomError {
   const code = Object.values(LoomErrorCode).includes(e?.code as LoomErrorCode)
     ? (e.code as LoomErrorCode)
     : LoomErrorCode.AGENT_FAILED;
-  return new LoomError(code, e?.message ?? `${agentType} failed`, details);
+  // Another program's words: stored with the task and answered to the user, so bounded.
+  const message =
+    typeof e?.message === 'string' && e.message.trim() !== ''
+      ? boundedMessage(e.message)
+      : `${agentType} failed`;
+  return new LoomError(code, message, details);
 }

@@ -58,6 +58,23 @@ export interface ExecuteAgentResult {
   replayed: boolean;
 }
 
+/**
+ * The longest answer an execution may give, in characters (UTF-16 units, as `String.length`):
+ * it is stored three times (the agent session, the task's record, the reply), and every later
+ * turn's history reads it. The agent kit refuses a longer one, and so does the orchestrator.
+ */
+export const MAX_ANSWER_CHARS = 100_000;
+
+/** An agent's error message is cut to this many characters before it is stored or answered. */
+export const MAX_ERROR_MESSAGE_CHARS = 1_000;
+
+/** `message` cut to `max` characters (never inside a surrogate pair), marked when cut. */
+export function boundedMessage(message: string, max = MAX_ERROR_MESSAGE_CHARS): string {
+  if (message.length <= max) return message;
+  const end = /[\uD800-\uDBFF]/.test(message[max - 2] ?? '') ? max - 2 : max - 1;
+  return `${message.slice(0, end)}…`;
+}
+
 /** The body of every RpcException an agent throws. */
 export interface AgentRpcError {
   code: string;

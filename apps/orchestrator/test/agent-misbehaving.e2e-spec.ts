@@ -1,0 +1,85 @@
+import { Injectable } from '@nestjs/common';
+import request from 'supertest';
+import { AgentHandler, bootstrapAgent, MAX_ANSWER_CHARS } from '@loom/agent-kit';
+import { LoomError, LoomErrorCode, SessionContext } from '@loom/session';
+import { InProcessOrchestrator, startInProcessOrchestrator } from './in-process.support';
+
+const usage = { promptTokens: 1, completionTokens: 1, costUsd: 0 };
+
+/** Answers as its question says: the ways an agent written by someone else can go wrong. */
+@Injectable()
+class MisbehavingHandler implements AgentHandler {
+  async handle(ctx: SessionContext): Promise<any> {
+    switch (ctx.question) {
+      case 'a number':
+        return { answer: 42, usage };
+      case 'a blank answer':
+        return { answer: '  ', usage };
+      case 'a huge answer':
+        return { answer: 'z'.repeat(MAX_ANSWER_CHARS + 1), usage };
+      case 'a huge error':
+        throw new LoomError(LoomErrorCode.AGENT_FAILED, 'y'.repeat(5_000_000));
+      default:
+        return { answer: `answered after ${ctx.history.length} messages`, usage };
+    }
+  }
+}
+
+/** Whatever an agent sends back, the turn gets a typed 502 and the conversation goes on. */
+describe('an agent that misbehaves (HTTP, in-process)', () => {
+  let orch: InProcessOrchestrator;
+  beforeAll(async () => {
+    orch = await startInProcessOrchestrator('misbehave', {
+      agents: async (env) => [
+        await bootstrapAgent(
+          {
+            agentType: 'misbehaving',
+            description: 'answers badly on purpose',
+            role: 'specialist',
+            intents: ['misbehaving'],
+            keywords: ['misbehaving'],
+          },
+          MisbehavingHandler,
+          env,
+        ),
+      ],
+    });
+  });
+  afterAll(() => orch?.close());
+
+  const turn = async (conversationId: string, content: string) =>
+    request(orch.app.getHttpServer())
+      .post(`/v1/conversations/${conversationId}/messages`)
+      .set('authorization', orch.auth('mia', 'tenant-misbehave'))
+      .send({ content });
+
+  it.each([
+    ['a number', 'misbehaving sent an answer that is not text (number)'],
+    ['a blank answer', 'misbehaving sent an empty answer'],
+    ['a huge answer', `misbehaving sent an answer over ${MAX_ANSWER_CHARS} characters`],
+  ])('%s: 502 AGENT_FAILED, and the next turn answers', async (question, reason) => {
+    const conv = await request(orch.app.getHttpServer())
+      .post('/v1/conversations')
+      .set('authorization', orch.auth('mia', 'tenant-misbehave'))
+      .send({});
+    const id = conv.body.conversationId;
+    const bad = await turn(id, question);
+    expect(bad.status).toBe(502);
+    expect(bad.body.code).toBe('AGENT_FAILED');
+    expect(bad.body.message).toContain(reason);
+    const next = await turn(id, 'hello again');
+    expect(next.status).toBe(201);
+    expect(next.body.reply.content).toBe('answered after 1 messages');
+  });
+
+  it('cuts an error message of megabytes before it is stored or answered', async () => {
+    const conv = await request(orch.app.getHttpServer())
+      .post('/v1/conversations')
+      .set('authorization', orch.auth('mia', 'tenant-misbehave'))
+      .send({});
+    const bad = await turn(conv.body.conversationId, 'a huge error');
+    expect(bad.status).toBe(502);
+    expect(bad.body.message.length).toBeLessThan(1_100);
+    expect(bad.body.message).toMatch(/^required agent misbehaving failed: y+…$/);
+  });
+});
