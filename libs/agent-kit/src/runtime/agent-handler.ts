@@ -21,7 +21,10 @@ export interface AgentTools {
   signal: AbortSignal;
 }
 
-/** The one thing an agent app writes: how it answers, given its SessionContext. */
+/**
+ * The one thing an agent app writes: how it answers, given its SessionContext. `answer` is
+ * text, not blank, at most MAX_ANSWER_CHARS; anything else fails the execution (AGENT_FAILED).
+ */
 export interface AgentHandler {
   handle(
     ctx: SessionContext,

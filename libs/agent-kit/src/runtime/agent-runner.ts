@@ -23,7 +23,12 @@ import { LoomClsStore } from '@loom/observability';
 import { LoomEnv } from '../config/loom-env';
 import { LOOM_ENV } from '../config/session-options.factory';
 import { AgentRegistration } from '../contracts/agent-descriptor';
-import { ExecuteAgentRequest, ExecuteAgentResult } from '../contracts/agent-messages';
+import {
+  boundedMessage,
+  ExecuteAgentRequest,
+  ExecuteAgentResult,
+  MAX_ANSWER_CHARS,
+} from '../contracts/agent-messages';
 import { LLM_CLIENT, LlmClient, LlmError, withCost } from '../llm/llm.types';
 import { DeltaChannel } from '../streaming/delta-channel';
 import { AGENT_DESCRIPTOR, AGENT_HANDLER, AgentHandler } from './agent-handler';
@@ -201,9 +206,8 @@ export class AgentRunner {
               .catch((err) => this.log.warn(`delta not published: ${err.message}`))
         : undefined;
       const llm = cancellableLlm(this.llm, signal);
-      const out = await unlessCancelled(
-        this.handler.handle(ctx, { llm, language, onDelta, signal }),
-        signal,
+      const out = checkedAnswer(
+        await unlessCancelled(this.handler.handle(ctx, { llm, language, onDelta, signal }), signal),
       );
       const result: ExecuteAgentResult = {
         agentSessionId: claims.agentSessionId,
@@ -250,7 +254,7 @@ export class AgentRunner {
           .saveAgentSession(owner, {
             ...ctx.agent,
             status: ExecutionStatus.FAILED,
-            lastError: err instanceof Error ? err.message : String(err),
+            lastError: boundedMessage(describe(err)),
           })
           .catch(() => undefined);
       throw err;
@@ -284,7 +288,7 @@ export function toRpc(err: unknown, log: Logger): RpcException {
   if (LoomError.is(err))
     return new RpcException({
       code: err.code,
-      message: err.message,
+      message: boundedMessage(err.message),
       ...(err.details?.limit ? { limit: err.details.limit } : {}),
     });
   if (err instanceof LlmError) {
@@ -299,6 +303,41 @@ export function toRpc(err: unknown, log: Logger): RpcException {
       modelSaid: true,
     });
   }
-  log.error(err instanceof Error ? err : String(err));
+  // A handler may throw anything: a string, undefined, an object without a prototype, an Error
+  // whose message is megabytes. The log line says what it was, bounded.
+  log.error(
+    err instanceof Error
+      ? { msg: boundedMessage(err.message), name: err.name, stack: err.stack?.slice(0, 4_000) }
+      : `the handler threw ${boundedMessage(describe(err))}`,
+  );
   return new RpcException({ code: LoomErrorCode.AGENT_FAILED, message: 'the agent failed' });
+}
+
+/** What a handler returned, when it is an answer: text, not blank, at most MAX_ANSWER_CHARS. */
+function checkedAnswer(out: unknown): Awaited<ReturnType<AgentHandler['handle']>> {
+  const refuse = (what: string) =>
+    new LoomError(LoomErrorCode.AGENT_FAILED, `the handler returned ${what}`);
+  if (typeof out !== 'object' || out === null) throw refuse(`${kind(out)}, not { answer, usage }`);
+  const { answer } = out as { answer?: unknown };
+  if (typeof answer !== 'string') throw refuse(`an answer that is not text (${kind(answer)})`);
+  if (answer.trim() === '') throw refuse('an empty answer');
+  if (answer.length > MAX_ANSWER_CHARS)
+    throw refuse(`an answer over ${MAX_ANSWER_CHARS} characters (${answer.length})`);
+  return out as Awaited<ReturnType<AgentHandler['handle']>>;
+}
+
+function kind(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  return typeof value;
+}
+
+/** Any thrown value as text, never throwing itself (`String(Object.create(null))` does). */
+function describe(err: unknown): string {
+  if (err instanceof Error) return err.message;
+  try {
+    return String(err);
+  } catch {
+    return '(a value without a text form)';
+  }
 }

@@ -1,0 +1,64 @@
+import { Injectable } from '@nestjs/common';
+import { AgentHarness } from '@loom/testing';
+import { emptyUsage, ExecutionStatus, newId, SessionContext } from '@loom/session';
+import { MAX_ANSWER_CHARS } from '../contracts/agent-messages';
+import { AgentHandler } from './agent-handler';
+
+/** Answers as its question says: what a handler written by someone else may return or throw. */
+@Injectable()
+class CarelessHandler implements AgentHandler {
+  async handle(ctx: SessionContext): Promise<any> {
+    const usage = emptyUsage();
+    switch (ctx.question) {
+      case 'nothing':
+        return undefined;
+      case 'a number':
+        return { answer: 42, usage };
+      case 'a blank answer':
+        return { answer: ' \n', usage };
+      case 'a huge answer':
+        return { answer: 'z'.repeat(MAX_ANSWER_CHARS + 1), usage };
+      case 'a thrown bare object':
+        throw Object.create(null);
+      default:
+        return { answer: 'fine', usage };
+    }
+  }
+}
+
+/** The kit tells a handler's author what was wrong with what it returned, and records it. */
+describe('AgentRunner and what a handler returns (real Redis Streams, MySQL)', () => {
+  let harness: AgentHarness;
+  const owner = { tenantId: 'tenant-careless', userId: 'carl' };
+
+  beforeAll(async () => {
+    harness = await AgentHarness.start(
+      {
+        agentType: 'careless',
+        description: 'test agent: returns what its question says',
+        role: 'specialist',
+        intents: ['careless'],
+        keywords: [],
+      },
+      CarelessHandler,
+    );
+  });
+  afterAll(() => harness?.stop());
+
+  it.each([
+    ['nothing', 'the handler returned undefined, not { answer, usage }'],
+    ['a number', 'the handler returned an answer that is not text (number)'],
+    ['a blank answer', 'the handler returned an empty answer'],
+    ['a huge answer', `the handler returned an answer over ${MAX_ANSWER_CHARS} characters`],
+    ['a thrown bare object', 'the agent failed'],
+  ])('%s: AGENT_FAILED, recorded on its agent session', async (question, message) => {
+    const task = await harness.seed(owner, [], question);
+    const agentSessionId = newId('a');
+    await expect(
+      harness.execute(harness.request(owner, task, agentSessionId, 'en')),
+    ).rejects.toMatchObject({ code: 'AGENT_FAILED', message: expect.stringContaining(message) });
+    const session = await harness.tasks.agentSession(owner, task.conversationId, agentSessionId);
+    expect(session).toMatchObject({ status: ExecutionStatus.FAILED });
+    expect(session!.lastError!.length).toBeLessThan(200);
+  });
+});
