@@ -17,6 +17,9 @@ class MisbehavingHandler implements AgentHandler {
         return { answer: '  ', usage };
       case 'a huge answer':
         return { answer: 'z'.repeat(MAX_ANSWER_CHARS + 1), usage };
+      case 'a huge shared value':
+        await ctx.putSharedData('big', 'b'.repeat(20_000_000));
+        return { answer: 'never', usage };
       case 'a huge error':
         throw new LoomError(LoomErrorCode.AGENT_FAILED, 'y'.repeat(5_000_000));
       default:
@@ -54,9 +57,10 @@ describe('an agent that misbehaves (HTTP, in-process)', () => {
       .send({ content });
 
   it.each([
-    ['a number', 'misbehaving sent an answer that is not text (number)'],
-    ['a blank answer', 'misbehaving sent an empty answer'],
-    ['a huge answer', `misbehaving sent an answer over ${MAX_ANSWER_CHARS} characters`],
+    ['a number', 'the handler returned an answer that is not text (number)'],
+    ['a blank answer', 'the handler returned an empty answer'],
+    ['a huge answer', `the handler returned an answer over ${MAX_ANSWER_CHARS} characters`],
+    ['a huge shared value', 'the value of shared key "big" is 20000002 characters of JSON'],
   ])('%s: 502 AGENT_FAILED, and the next turn answers', async (question, reason) => {
     const conv = await request(orch.app.getHttpServer())
       .post('/v1/conversations')

@@ -19,6 +19,7 @@ export * from './context/history';
 export * from './context/token-counter';
 export * from './context/shared-acl';
 export * from './context/session-context';
+export * from './context/context-limits';
 export * from './lock/conversation-lock';
 export * from './session.providers';
 export * from './session.module';

@@ -5,6 +5,11 @@ import { newId } from '../ids';
 import { AgentSession } from '../model/agent.model';
 import { ExecutionStatus, TaskSession, TaskStatus } from '../model/task.model';
 import { MemorySessionStore } from '../store/memory/memory-session.store';
+import {
+  MAX_MEMORY_JSON_CHARS,
+  MAX_SHARED_KEYS,
+  MAX_SHARED_VALUE_JSON_CHARS,
+} from './context-limits';
 import { Assignment, SessionContext } from './session-context';
 import { SharedContextAcl, StoreAuditLog } from './shared-acl';
 
@@ -183,6 +188,38 @@ describe('SessionContext: the assignment bounds what an agent touches', () => {
     expect(shared['__proto__' as string]).toMatchObject({ value: { v: 'p' } });
     labor.remember('__proto__', { secret: 1 });
     expect(Object.keys(labor.getAgentMemory())).toContain('__proto__');
+  });
+
+  it('bounds shared writes (key, value, key count) and refuses values JSON cannot hold, writing nothing', async () => {
+    const fresh = task(convId);
+    await tasks.create(owner, fresh);
+    const research = await build('legal-research', { taskId: fresh.taskId });
+    const circular: Record<string, unknown> = {};
+    circular.self = circular;
+    expect(await code(research.putSharedData('', 1))).toBe('VALIDATION_FAILED');
+    expect(await code(research.putSharedData('k'.repeat(257), 1))).toBe('VALIDATION_FAILED');
+    expect(await code(research.putSharedData('big', 'b'.repeat(MAX_SHARED_VALUE_JSON_CHARS)))).toBe(
+      'PAYLOAD_TOO_LARGE',
+    );
+    expect(await code(research.putSharedData('bigint', { n: 1n }))).toBe('VALIDATION_FAILED');
+    expect(await code(research.putSharedData('circular', circular))).toBe('VALIDATION_FAILED');
+    expect(await tasks.shared(owner, convId, fresh.taskId)).toEqual({});
+    for (let i = 0; i < MAX_SHARED_KEYS; i++) await research.putSharedData(`k${i}`, i);
+    expect(await code(research.putSharedData('one-more', 1))).toBe('PAYLOAD_TOO_LARGE');
+    await research.putSharedData('k0', 'rewritten'); // an existing key may still be written
+    expect(Object.keys(await tasks.shared(owner, convId, fresh.taskId))).toHaveLength(
+      MAX_SHARED_KEYS,
+    );
+  });
+
+  it('bounds private memory, keeping the earlier value of a key refused', async () => {
+    const labor = await build('labor-law');
+    labor.remember('note', 'small');
+    expect(await code(() => labor.remember('note', 'm'.repeat(MAX_MEMORY_JSON_CHARS)))).toBe(
+      'PAYLOAD_TOO_LARGE',
+    );
+    expect(await code(() => labor.remember('n', { n: 1n }))).toBe('VALIDATION_FAILED');
+    expect(labor.getAgentMemory()).toEqual({ note: 'small' });
   });
 
   it('refuses a task of another conversation, an agent type outside the plan and a mismatched agent session', async () => {

@@ -11,6 +11,14 @@ import {
   UserProfile,
 } from '../model/conversation.model';
 import { ContextReport, SharedEntry, TaskSession } from '../model/task.model';
+import {
+  jsonChars,
+  MAX_MEMORY_JSON_CHARS,
+  MAX_SHARED_KEY_CHARS,
+  MAX_SHARED_KEYS,
+  MAX_SHARED_VALUE_JSON_CHARS,
+  tooLarge,
+} from './context-limits';
 import { recentTurns, withinTokenBudget } from './history';
 import { SharedContextAcl } from './shared-acl';
 
@@ -136,13 +144,28 @@ export class SessionContext {
    * Writes one task-shared key atomically, with this agent as writer, subject to the ACL:
    * ACCESS_DENIED (audited) for a protected key this agent type may not write; an overwrite of
    * another agent's value is logged with both agents and audited. The value is redacted first
-   * when stored redaction is configured.
+   * when stored redaction is configured. Bounded: a key of 1 to MAX_SHARED_KEY_CHARS
+   * characters, a value of at most MAX_SHARED_VALUE_JSON_CHARS of JSON, at most
+   * MAX_SHARED_KEYS keys a task (VALIDATION_FAILED, PAYLOAD_TOO_LARGE; nothing written).
    */
   async putSharedData(key: string, raw: unknown): Promise<void> {
     const a = this.assignment;
+    if (typeof key !== 'string' || key.length === 0 || key.length > MAX_SHARED_KEY_CHARS)
+      throw new LoomError(
+        LoomErrorCode.VALIDATION_FAILED,
+        `a shared key is a string of 1 to ${MAX_SHARED_KEY_CHARS} characters`,
+      );
+    const chars = jsonChars(raw, `the value of shared key "${key}"`);
+    if (chars > MAX_SHARED_VALUE_JSON_CHARS)
+      throw tooLarge(`the value of shared key "${key}"`, chars, MAX_SHARED_VALUE_JSON_CHARS);
     await this.deps.beforeWrite?.(); // before the ACL audits a write that would not happen
     const latest = await this.deps.tasks.shared(a.owner, a.conversationId, a.taskId);
     const previousWriter = ownEntry(latest, key)?.writer ?? null;
+    if (!Object.hasOwn(latest, key) && Object.keys(latest).length >= MAX_SHARED_KEYS)
+      throw new LoomError(
+        LoomErrorCode.PAYLOAD_TOO_LARGE,
+        `the task already has ${MAX_SHARED_KEYS} shared keys: "${key}" would be one more`,
+      );
     const decision = await this.deps.acl.authorize({
       owner: a.owner,
       conversationId: a.conversationId,
@@ -180,14 +203,23 @@ export class SessionContext {
     return this.task.userIntent;
   }
 
-  /** Private working memory of this agent session only. */
+  /**
+   * Private working memory of this agent session only, stored with it when the execution ends:
+   * at most MAX_MEMORY_JSON_CHARS of JSON in all (PAYLOAD_TOO_LARGE, and the key keeps its
+   * earlier value).
+   */
   remember(key: string, value: unknown): void {
-    Object.defineProperty(this.agent.localMemory, key, {
-      value,
-      writable: true,
-      enumerable: true,
-      configurable: true,
-    });
+    const memory = this.agent.localMemory;
+    jsonChars(value, `the memory value "${key}"`);
+    const before = Object.getOwnPropertyDescriptor(memory, key);
+    const define = (d: PropertyDescriptor) => Object.defineProperty(memory, key, d);
+    define({ value, writable: true, enumerable: true, configurable: true });
+    const chars = jsonChars(memory, 'private memory');
+    if (chars > MAX_MEMORY_JSON_CHARS) {
+      if (before) define(before);
+      else delete memory[key];
+      throw tooLarge(`private memory with "${key}"`, chars, MAX_MEMORY_JSON_CHARS);
+    }
   }
 
   /** This agent session's private memory; another agent session's is ACCESS_DENIED. */
