@@ -1,6 +1,12 @@
 import { Injectable } from '@nestjs/common';
 import request from 'supertest';
-import { AgentHandler, bootstrapAgent, MAX_ANSWER_CHARS } from '@loom/agent-kit';
+import {
+  AGENT_REGISTRY,
+  AgentHandler,
+  AgentRegistry,
+  bootstrapAgent,
+  MAX_ANSWER_CHARS,
+} from '@loom/agent-kit';
 import { LoomError, LoomErrorCode, SessionContext } from '@loom/session';
 import { InProcessOrchestrator, startInProcessOrchestrator } from './in-process.support';
 
@@ -85,5 +91,26 @@ describe('an agent that misbehaves (HTTP, in-process)', () => {
     expect(bad.status).toBe(502);
     expect(bad.body.message.length).toBeLessThan(1_100);
     expect(bad.body.message).toMatch(/^required agent misbehaving failed: y+…$/);
+  });
+
+  it('plans around an agent that registered a malformed descriptor, and does not list it', async () => {
+    const registry = orch.get<AgentRegistry>(AGENT_REGISTRY);
+    // Another program's registration: no intents, no description.
+    const malformed = { agentType: 'a-malformed', role: 'specialist', keywords: ['hello'] };
+    await registry.heartbeat(malformed as never, 'a-malformed-1');
+    const conv = await request(orch.app.getHttpServer())
+      .post('/v1/conversations')
+      .set('authorization', orch.auth('mia', 'tenant-misbehave'))
+      .send({});
+    const res = await turn(conv.body.conversationId, 'hello');
+    expect(res.status).toBe(201);
+    expect(res.body.agents).toEqual(['misbehaving']);
+    const agents = await request(orch.app.getHttpServer())
+      .get('/v1/agents')
+      .set('authorization', orch.auth('mia', 'tenant-misbehave'));
+    expect(agents.body.items.map((a: { agentType: string }) => a.agentType)).toEqual([
+      'misbehaving',
+    ]);
+    await registry.remove('a-malformed', 'a-malformed-1');
   });
 });

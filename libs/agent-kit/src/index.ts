@@ -2,6 +2,7 @@ export * from './config/loom-env';
 export * from './config/session-options.factory';
 export * from './contracts/agent-messages';
 export * from './contracts/agent-descriptor';
+export * from './contracts/agent-descriptor-check';
 export * from './registry/agent-registry';
 export * from './registry/registry.factory';
 export * from './runtime/agent-handler';

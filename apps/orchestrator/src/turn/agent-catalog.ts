@@ -5,6 +5,7 @@ import {
   AgentRegistration,
   AgentRegistry,
   RegisteredAgent,
+  wellFormedDescriptor,
 } from '@loom/agent-kit';
 import { LoomError, LoomErrorCode, SystemRepository, SystemSessions } from '@loom/session';
 
@@ -57,7 +58,9 @@ export class AgentCatalog {
           live.has(type) ||
           (now - e.lastSeenAt < RETENTION_MS && e.lastSeenAt > retiredAt(this.retired, type)),
       )
-      .map(([, e]) => e.descriptor);
+      .map(([, e]) => e.descriptor)
+      // A catalog saved before descriptors were checked may hold a malformed one.
+      .filter((d) => wellFormedDescriptor(d) !== null);
     return { agents, live };
   }
 

@@ -1,5 +1,6 @@
 import Redis from 'ioredis';
 import { AgentRegistration, RegisteredAgent } from '../contracts/agent-descriptor';
+import { wellFormedDescriptor } from '../contracts/agent-descriptor-check';
 
 export const AGENT_REGISTRY = Symbol('AGENT_REGISTRY');
 
@@ -82,8 +83,10 @@ export class RedisAgentRegistry implements AgentRegistry {
     const out: RegisteredAgent[] = [];
     for (let i = 0; i < flat.length; i += 3) {
       const instances = Number(flat[i + 2]);
-      if (instances > 0)
-        out.push({ descriptor: JSON.parse(flat[i + 1]) as AgentRegistration, instances });
+      // Written by agents, any program: one that is not a well-formed descriptor (of its own
+      // field name) is left out rather than break the planning of every turn.
+      const descriptor = instances > 0 ? parsed(flat[i + 1]) : null;
+      if (descriptor?.agentType === flat[i]) out.push({ descriptor, instances });
     }
     return out.sort((a, b) => (a.descriptor.agentType < b.descriptor.agentType ? -1 : 1));
   }
@@ -127,7 +130,15 @@ export class MemoryAgentRegistry implements AgentRegistry {
         descriptor: e.descriptor,
         instances: [...e.instances.values()].filter((t) => t >= since).length,
       }))
-      .filter((a) => a.instances > 0)
+      .filter((a) => a.instances > 0 && wellFormedDescriptor(a.descriptor))
       .sort((a, b) => a.descriptor.agentType.localeCompare(b.descriptor.agentType));
+  }
+}
+
+function parsed(json: string): AgentRegistration | null {
+  try {
+    return wellFormedDescriptor(JSON.parse(json));
+  } catch {
+    return null;
   }
 }

@@ -4,6 +4,7 @@ import { MicroserviceOptions, Transport } from '@nestjs/microservices';
 import { createPinoLogger, LoomLogger } from '@loom/observability';
 import { LoomEnv, loadEnvOrExit } from '../config/loom-env';
 import { AgentRegistration } from '../contracts/agent-descriptor';
+import { descriptorProblem } from '../contracts/agent-descriptor-check';
 import { RedisStreamsServer } from '../transport/redis-streams.server';
 import { AgentDefinition, AgentHandler, isAgentDefinition } from './agent-handler';
 import { LoomAgentModule } from './loom-agent.module';
@@ -32,6 +33,8 @@ export async function bootstrapAgent(
     : { descriptor: first, handler: second as Type<AgentHandler> };
   const envOverride = isAgentDefinition(first) ? (second as LoomEnv | undefined) : third;
   const { descriptor } = agent;
+  const problem = descriptorProblem(descriptor);
+  if (problem) throw new Error(`the agent's descriptor is invalid: ${problem}`);
   const env = envOverride ?? loadEnvOrExit({}, 'agent');
   const logger = new LoomLogger(
     createPinoLogger({

@@ -1,0 +1,47 @@
+import { bootstrapAgent } from '../runtime/bootstrap-agent';
+import { descriptorProblem } from './agent-descriptor-check';
+
+const good = {
+  agentType: 'tax-law',
+  description: 'Income tax questions',
+  role: 'specialist',
+  intents: ['tax-law'],
+  keywords: ['个税', 'income tax'],
+};
+
+/** An agent may be any program: its descriptor is checked before it is used. */
+describe('descriptorProblem', () => {
+  it('accepts a well-formed descriptor, an empty keyword list included', () => {
+    expect(descriptorProblem(good)).toBeNull();
+    expect(descriptorProblem({ ...good, role: 'research', keywords: [] })).toBeNull();
+  });
+
+  it.each([
+    ['no intents', { ...good, intents: undefined }, 'intents'],
+    ['keywords not a list', { ...good, keywords: 'tax' }, 'keywords'],
+    ['a keyword of 101 characters', { ...good, keywords: ['k'.repeat(101)] }, 'keywords'],
+    [
+      '201 keywords',
+      { ...good, keywords: Array.from({ length: 201 }, (_, i) => `k${i}`) },
+      'keywords',
+    ],
+    ['an empty description', { ...good, description: ' ' }, 'description'],
+    [
+      'a description of 1,001 characters',
+      { ...good, description: 'd'.repeat(1001) },
+      'description',
+    ],
+    ['an unknown role', { ...good, role: 'boss' }, 'role'],
+    ['upper case in its type', { ...good, agentType: 'Tax_Law' }, 'agentType'],
+    ['a type a key would split', { ...good, agentType: 'tax}:law' }, 'agentType'],
+    ['null', null, 'not an object'],
+  ])('refuses %s', (_, descriptor, field) => {
+    expect(descriptorProblem(descriptor)).toContain(field);
+  });
+
+  it('keeps an agent with a malformed descriptor from starting, saying what is wrong', async () => {
+    await expect(
+      bootstrapAgent({ ...good, intents: undefined } as never, class {} as never),
+    ).rejects.toThrow("the agent's descriptor is invalid: intents:");
+  });
+});
