@@ -68,7 +68,12 @@ const keywords = (opts['--keywords'] ?? name)
   .map((k) => k.trim())
   .filter(Boolean);
 if (keywords.length === 0) fail('--keywords lists no keyword');
+// The agent kit's descriptor rules (libs/agent-kit/src/contracts/agent-descriptor-check.ts):
+// an agent outside them would not start.
+if (keywords.length > 200) fail(`--keywords lists ${keywords.length} keywords (at most 200)`);
+if (keywords.some((k) => k.length > 100)) fail('--keywords: a keyword is at most 100 characters');
 const description = opts['--description'] ?? `${name} specialist`;
+if (description.length > 1000) fail('--description is at most 1000 characters');
 const app = `${name}-agent`;
 const defaultDir = path.join(root, 'apps', app);
 // --dir writes the app elsewhere (tests scaffold into a temporary folder and leave apps/ alone).

@@ -1,3 +1,7 @@
+import { spawnSync } from 'child_process';
+import { existsSync, mkdtempSync, rmSync } from 'fs';
+import { tmpdir } from 'os';
+import * as path from 'path';
 import { bootstrapAgent } from '../runtime/bootstrap-agent';
 import { descriptorProblem } from './agent-descriptor-check';
 
@@ -44,4 +48,25 @@ describe('descriptorProblem', () => {
       bootstrapAgent({ ...good, intents: undefined } as never, class {} as never),
     ).rejects.toThrow("the agent's descriptor is invalid: intents:");
   });
+
+  it.each([
+    ['--description', 'd'.repeat(1001), '--description is at most 1000 characters'],
+    ['--keywords', `tax,${'k'.repeat(101)}`, '--keywords: a keyword is at most 100 characters'],
+  ])(
+    'new:agent refuses a %s the kit would not start with, writing nothing',
+    (flag, value, says) => {
+      const tmp = mkdtempSync(path.join(tmpdir(), 'new-agent-'));
+      const dir = path.join(tmp, 'tax-law-agent');
+      const script = path.join(__dirname, '../../../../scripts/new-agent.js');
+      const run = spawnSync(process.execPath, [script, 'tax-law', flag, value, '--dir', dir], {
+        encoding: 'utf8',
+      });
+      rmSync(tmp, { recursive: true, force: true });
+      expect({ status: run.status, stderr: run.stderr.trim() }).toEqual({
+        status: 2,
+        stderr: `new:agent: ${says}`,
+      });
+      expect(existsSync(dir)).toBe(false);
+    },
+  );
 });
