@@ -4,6 +4,7 @@ import {
   AGENT_REGISTRY,
   AgentHandler,
   AgentRegistry,
+  AgentTools,
   bootstrapAgent,
   MAX_ANSWER_CHARS,
 } from '@loom/agent-kit';
@@ -15,8 +16,14 @@ const usage = { promptTokens: 1, completionTokens: 1, costUsd: 0 };
 /** Answers as its question says: the ways an agent written by someone else can go wrong. */
 @Injectable()
 class MisbehavingHandler implements AgentHandler {
-  async handle(ctx: SessionContext): Promise<any> {
+  async handle(ctx: SessionContext, tools: AgentTools): Promise<any> {
     switch (ctx.question) {
+      case 'many tiny deltas':
+        for (let i = 0; i < 5000; i++) tools.onDelta?.(String(i % 10));
+        return { answer: Array.from({ length: 5000 }, (_, i) => i % 10).join(''), usage };
+      case 'deltas after it returned':
+        setTimeout(() => tools.onDelta?.('late'), 20);
+        return { answer: 'on time', usage };
       case 'a number':
         return { answer: 42, usage };
       case 'a blank answer':
@@ -112,5 +119,26 @@ describe('an agent that misbehaves (HTTP, in-process)', () => {
       'misbehaving',
     ]);
     await registry.remove('a-malformed', 'a-malformed-1');
+  });
+
+  it.each([
+    ['many tiny deltas', Array.from({ length: 5000 }, (_, i) => i % 10).join('')],
+    ['deltas after it returned', 'on time'],
+  ])('streams %s as the reply reads, nothing lost and nothing after it', async (question, text) => {
+    const conv = await request(orch.app.getHttpServer())
+      .post('/v1/conversations')
+      .set('authorization', orch.auth('mia', 'tenant-misbehave'))
+      .send({});
+    const res = await request(orch.app.getHttpServer())
+      .post(`/v1/conversations/${conv.body.conversationId}/messages`)
+      .set('authorization', orch.auth('mia', 'tenant-misbehave'))
+      .set('accept', 'text/event-stream')
+      .send({ content: question });
+    const deltas = [...res.text.matchAll(/event: delta\ndata: (.*)/g)]
+      .map((m) => JSON.parse(m[1]).text as string)
+      .join('');
+    expect(deltas.length).toBe(text.length);
+    expect(deltas).toBe(text);
+    expect(res.text).toContain('event: done');
   });
 });

@@ -16,3 +16,4 @@ export * from './knowledge';
 export * from './transport';
 export * from './runtime/answer-from-context';
 export * from './streaming/delta-channel';
+export * from './streaming/delta-publisher';

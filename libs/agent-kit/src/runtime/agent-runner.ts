@@ -31,6 +31,7 @@ import {
 } from '../contracts/agent-messages';
 import { LLM_CLIENT, LlmClient, LlmError, withCost } from '../llm/llm.types';
 import { DeltaChannel } from '../streaming/delta-channel';
+import { DeltaPublisher } from '../streaming/delta-publisher';
 import { AGENT_DESCRIPTOR, AGENT_HANDLER, AgentHandler } from './agent-handler';
 import { cancellableLlm, ExecutionCancellation, unlessCancelled } from './execution-cancellation';
 
@@ -197,17 +198,25 @@ export class AgentRunner {
     this.log.log(`executing with ${ctx.history.length} history messages`);
     const language = req.language ?? 'en';
     try {
-      // A cancelled execution streams nothing more, whatever its handler still does.
-      const onDelta = req.stream
-        ? (text: string) =>
-            signal.aborted ||
-            void this.deltas
-              .publish(claims.conversationId, claims.agentSessionId, text)
-              .catch((err) => this.log.warn(`delta not published: ${err.message}`))
+      // A cancelled or settled execution streams nothing more, whatever its handler still does.
+      const publisher = req.stream
+        ? new DeltaPublisher(
+            this.deltas,
+            claims.conversationId,
+            claims.agentSessionId,
+            MAX_ANSWER_CHARS,
+            (err) => this.log.warn(`delta not published: ${err.message}`),
+          )
+        : null;
+      const onDelta = publisher
+        ? (text: string) => (signal.aborted ? undefined : publisher.push(text))
         : undefined;
       const llm = cancellableLlm(this.llm, signal);
       const out = checkedAnswer(
-        await unlessCancelled(this.handler.handle(ctx, { llm, language, onDelta, signal }), signal),
+        await unlessCancelled(
+          this.handler.handle(ctx, { llm, language, onDelta, signal }),
+          signal,
+        ).finally(() => publisher?.close()),
       );
       const result: ExecuteAgentResult = {
         agentSessionId: claims.agentSessionId,

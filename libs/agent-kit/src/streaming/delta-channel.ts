@@ -31,7 +31,9 @@ export class DeltaChannel {
     }
     await this.redis
       .multi()
-      .xadd(key, 'MAXLEN', '~', 1000, '*', 't', text)
+      // Not trimmed: a trimmed stream would lose text the orchestrator has not read yet.
+      // DeltaPublisher bounds it (one entry per round trip, the answer's length in all).
+      .xadd(key, '*', 't', text)
       .pexpire(key, KEEP_MS)
       .exec();
   }
