@@ -11,6 +11,7 @@
  *   <prefix>s:{<sid>}:lock              string   conversation lock (token), PX
  *   <prefix>lockholder:<holderId>       string   a lock-holding process's liveness, PX
  *   <prefix>s:{<sid>}:_gone             string   tombstone of a deletion (cache mode): refills refused, PX
+ *   <prefix>s:{<sid>}:_gone:<stateKey>  string   tombstone of one key's deletion (cache mode), PX
  *   <prefix>idx:{<tenant>}:<stateKey>[:u:<user>]  zset  session ids by updatedAt (standalone backend only)
  */
 export class RedisKeys {
@@ -36,6 +37,9 @@ export class RedisKeys {
   }
   gone(sid: string): string {
     return `${this.session(sid)}:_gone`;
+  }
+  keyGone(sid: string, key: string): string {
+    return `${this.session(sid)}:_gone:${key}`;
   }
   lock(sid: string): string {
     return `${this.session(sid)}:lock`;

@@ -2,7 +2,7 @@
  * Lua scripts of the Redis backend. Every key a script touches carries the session's hash tag,
  * so each runs on one Redis Cluster slot. Common KEYS: [1] _meta hash (tenant, user, u:<key> =
  * updatedAt ms), [2] _keys set, [3] the state key, [4] _fence counter; refills also [5] the
- * `_gone` tombstone a deletion leaves.
+ * `_gone` tombstone a session's deletion leaves and [6] the one a deletion of this key leaves.
  * Return codes below 0: -1 another tenant owns the session, -2 stale fence, -3 index taken.
  */
 const PRELUDE = `
@@ -57,11 +57,12 @@ export const SAVE = `${PRELUDE}${WRITE_GUARD}${SET_VALUE}${BOOKKEEPING_TTL}
 return 0`;
 
 /**
- * Refused by a refill while it exists (KEYS[5], the session's `_gone` tombstone): the session was
- * deleted after the refill's durable read may have been made, so what it carries may be gone.
+ * Refused by a refill while either tombstone exists (KEYS[5] the session's, KEYS[6] the key's):
+ * the session or the key was deleted after the refill's durable read may have been made, so what
+ * it carries may be gone.
  */
 const NOT_DELETED = `
-if redis.call('EXISTS', KEYS[5]) == 1 then return 0 end
+if redis.call('EXISTS', KEYS[5], KEYS[6]) > 0 then return 0 end
 `;
 
 /**

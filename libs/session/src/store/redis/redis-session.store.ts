@@ -81,7 +81,7 @@ export class RedisSessionStore implements SessionStore {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
     const res = await this.run.FILL(
-      [...this.writeKeys(sid, this.keys.value(sid, key)), this.keys.gone(sid)],
+      [...this.writeKeys(sid, this.keys.value(sid, key)), ...this.tombstones(sid, key)],
       this.writeArgs(scope, key, encodeValue(value), { ttlSeconds }),
     );
     fail(res);
@@ -229,7 +229,7 @@ export class RedisSessionStore implements SessionStore {
   ): Promise<boolean> {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
-    const keys = [...this.writeKeys(sid, this.keys.list(sid, key)), this.keys.gone(sid)];
+    const keys = [...this.writeKeys(sid, this.keys.list(sid, key)), ...this.tombstones(sid, key)];
     const call = async (members: Array<string | number>, last: boolean): Promise<boolean> => {
       const head = [scope.tenantId, key, last ? '1' : '', ttlSeconds * 1000];
       const res = await this.run.FILL_LIST(keys, [...head, ...members]);
@@ -258,6 +258,20 @@ export class RedisSessionStore implements SessionStore {
   async markDeleted(sid: string, ttlMs: number): Promise<void> {
     assertId(sid, 'session id');
     await this.redis.set(this.keys.gone(sid), '1', 'PX', Math.max(1, Math.floor(ttlMs)));
+  }
+
+  /**
+   * Leaves a tombstone of each key's deletion for `ttlMs` (see markDeleted), so a read that read
+   * one of them from the durable store before it was deleted cannot put it back in Redis.
+   */
+  async markKeysDeleted(sid: string, keys: string[], ttlMs: number): Promise<void> {
+    assertId(sid, 'session id');
+    keys.forEach((k) => assertStateKey(k));
+    if (keys.length === 0) return;
+    const px = Math.max(1, Math.floor(ttlMs));
+    const pipe = this.redis.multi();
+    for (const key of keys) pipe.set(this.keys.keyGone(sid, key), '1', 'PX', px);
+    await pipe.exec();
   }
 
   async listLength(scope: StoreScope, sid: string, key: string): Promise<number> {
@@ -420,6 +434,11 @@ export class RedisSessionStore implements SessionStore {
   private check(sid: string, key: string): void {
     assertId(sid, 'session id');
     assertStateKey(key);
+  }
+
+  /** The tombstones a refill of `key` checks: the session's deletion and the key's. */
+  private tombstones(sid: string, key: string): string[] {
+    return [this.keys.gone(sid), this.keys.keyGone(sid, key)];
   }
 
   private writeKeys(sid: string, target: string): string[] {

@@ -283,6 +283,30 @@ describe('tiered store: a read racing a delete', () => {
     expect(await t.store.getList(alice, sid, 'messages')).toEqual([]);
   });
 
+  it.each([
+    ['deleteKey', (sid: string) => t.store.deleteKey(alice, sid, 'agent:a_gone1234')],
+    ['deleteKeys', (sid: string) => t.store.deleteKeys(alice, sid, ['agent:a_gone1234'])],
+  ])(
+    'an agent session read from MySQL before its %s is not refilled after it',
+    async (_, remove) => {
+      const sid = await coldConversation();
+      await t.store.save(alice, sid, 'agent:a_gone1234', { status: 'COMPLETED' });
+      await t.store.invalidate(sid);
+      const read = t.durable.get.bind(t.durable);
+      jest.spyOn(t.durable, 'get').mockImplementationOnce(async (...args) => {
+        const old = await read(...args);
+        await remove(sid); // the task closed and removed its agent sessions
+        return old;
+      });
+      expect(await t.store.get(alice, sid, 'agent:a_gone1234')).toEqual({ status: 'COMPLETED' });
+      expect(await t.redis.exists(t.store.hot.keys.value(sid, 'agent:a_gone1234'))).toBe(0);
+      expect(await t.store.get(alice, sid, 'agent:a_gone1234')).toBeNull();
+      // The rest of the session is refilled as usual.
+      expect(await t.store.get(alice, sid, 'conversation')).toEqual({ title: 'x' });
+      expect(await t.redis.exists(t.store.hot.keys.value(sid, 'conversation'))).toBe(1);
+    },
+  );
+
   it('a session written again after its DELETE is cached as usual', async () => {
     const sid = await coldConversation();
     await t.store.delete(alice, sid);
@@ -475,8 +499,8 @@ describe('tiered store: a cold read of a long list', () => {
     expect(await t.hot.getListIfComplete(alice, sid, 'messages')).toBeNull();
     expect(await t.hot.fillList(alice, sid, 'messages', items.slice(4), 60, true)).toBe(true);
     // [1, 2] and [3, 4] (800 KB each), then [5] with the sentinel.
-    // Arguments: numkeys, 5 keys, tenant, key, complete flag, ttl, then index/member pairs.
-    expect(lua.mock.calls.map((c) => [(c.length - 10) / 2, c[8]])).toEqual([
+    // Arguments: numkeys, 6 keys, tenant, key, complete flag, ttl, then index/member pairs.
+    expect(lua.mock.calls.map((c) => [(c.length - 11) / 2, c[9]])).toEqual([
       [2, ''],
       [2, ''],
       [1, '1'],

@@ -327,9 +327,7 @@ export class TieredSessionStore implements SessionStore {
   }
 
   async deleteKey(scope: StoreScope, sid: string, key: string): Promise<void> {
-    await this.durable.deleteKey(scope, sid, key);
-    this.lru.delete(this.lruKey(scope, sid, key));
-    await this.hotWrite(scope, sid, key, () => this.hot.deleteKey(scope, sid, key));
+    await this.deleteKeys(scope, sid, [key]);
   }
 
   /** Removes several state keys of one session: one statement in MySQL when it can. */
@@ -339,13 +337,18 @@ export class TieredSessionStore implements SessionStore {
     const durable = this.durable as SessionStore & {
       deleteKeys?: (s: StoreScope, id: string, k: string[]) => Promise<void>;
     };
+    if (keys.length === 0) return;
     if (durable.deleteKeys) await durable.deleteKeys(scope, sid, keys);
     else for (const key of keys) await this.durable.deleteKey(scope, sid, key);
+    for (const key of keys) this.lru.delete(this.lruKey(scope, sid, key));
+    // Tombstones first, as for a session's deletion: a read that read MySQL before the delete and
+    // refills after it is refused, rather than bringing the key back for its TTL.
+    const tombstoned = await this.guard.attempt(() =>
+      this.hot.markKeysDeleted(sid, keys, this.opts.deleteTombstoneMs ?? DELETE_TOMBSTONE_MS),
+    );
+    if (!tombstoned.ok) this.opts.onHotError?.(tombstoned.error);
     await Promise.all(
-      keys.map((key) => {
-        this.lru.delete(this.lruKey(scope, sid, key));
-        return this.hotWrite(scope, sid, key, () => this.hot.deleteKey(scope, sid, key));
-      }),
+      keys.map((key) => this.hotWrite(scope, sid, key, () => this.hot.deleteKey(scope, sid, key))),
     );
   }
 
