@@ -10,6 +10,7 @@ import {
   TieredSessionStore,
 } from '@loom/session';
 import { SessionSweeper } from '../apps/orchestrator/src/recovery/session-sweeper.service';
+import { createConnection } from 'mysql2/promise';
 import { storedMessages } from './faults.support';
 
 /**
@@ -94,9 +95,9 @@ describe('recovery: the sweeper', () => {
     };
     console.log(`sweeper: ${JSON.stringify(counts)}`);
 
-    expect(first).toEqual({ conversations: 1, rows: 1, skipped: false });
-    expect(concurrent).toEqual({ conversations: 0, rows: 0, skipped: true });
-    expect(afterBusy).toEqual({ conversations: 1, rows: 0, skipped: false });
+    expect(first).toEqual({ conversations: 1, rows: 1, fences: 0, skipped: false });
+    expect(concurrent).toEqual({ conversations: 0, rows: 0, fences: 0, skipped: true });
+    expect(afterBusy).toEqual({ conversations: 1, rows: 0, fences: 0, skipped: false });
     expect(counts).toMatchObject({ idleMessages: 0, liveMessages: 1, busyMessages: 0 });
     expect(await infra.store.exists(bob, idle.id)).toBe(false);
     expect(await infra.store.exists(bob, idle.taskId)).toBe(false); // its task-ref session
@@ -107,5 +108,44 @@ describe('recovery: the sweeper', () => {
     expect(await durable.get(bob, meta.conversationId, StateKeys.agent('a_orphaned000001'))).toBe(
       null,
     );
+  });
+
+  /** The `_fence` rows MySQL holds for these sessions: session id → token. */
+  async function fences(...ids: string[]): Promise<Record<string, number>> {
+    const conn = await createConnection(mysqlUrl);
+    try {
+      const [rows] = await conn.query(
+        'SELECT session_id, state_data FROM loom_session_state ' +
+          "WHERE state_key = '_fence' AND session_id IN (?)",
+        [ids],
+      );
+      const list = rows as Array<{ session_id: string; state_data: string }>;
+      return Object.fromEntries(list.map((r) => [r.session_id, Number(r.state_data)]));
+    } finally {
+      await conn.end();
+    }
+  }
+
+  it('removes a fence left alone under a deleted conversation once not issued for an hour, no other', async () => {
+    // A turn that waited for the lock of a conversation deleted meanwhile takes it, and its fence
+    // row is then all that is left under that id (it answers 404).
+    const { meta: gone } = await conversations.create(bob);
+    await conversations.delete(bob, gone.conversationId);
+    await (await lock.acquire(bob, gone.conversationId)).release();
+    const { meta: live } = await conversations.create(bob);
+    await (await lock.acquire(bob, live.conversationId)).release();
+    // The sweeper's own lock: a fence alone under a system id, which stays.
+    const ids = [gone.conversationId, live.conversationId, SystemSessions.sweeper];
+
+    const soon = await sweeper.sweep(new Date(Date.now() + 30 * 60_000));
+    expect(Object.keys(await fences(...ids)).sort()).toEqual([...ids].sort());
+    const later = await sweeper.sweep(new Date(Date.now() + 2 * 3_600_000));
+    const left = await fences(...ids);
+    expect(Object.keys(left).sort()).toEqual([live.conversationId, SystemSessions.sweeper].sort());
+    expect([soon.fences, later.fences]).toEqual([0, 1]);
+    // A live conversation's fence goes on from where it was.
+    const next = await lock.acquire(bob, live.conversationId);
+    await next.release();
+    expect(next.fence).toBe(left[live.conversationId] + 1);
   });
 });

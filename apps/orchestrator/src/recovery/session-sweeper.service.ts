@@ -23,6 +23,8 @@ const ROW_BATCHES_PER_RUN = 20;
 export interface SweepReport {
   conversations: number;
   rows: number;
+  /** `_fence` rows left alone under a deleted conversation's id, removed. */
+  fences: number;
   skipped: boolean;
 }
 
@@ -30,7 +32,8 @@ export interface SweepReport {
  * Removes what outlived its expiry from the durable store, one replica at a time (a lock on a
  * system session): whole conversations idle past their `conversation` row's expiry (30 days),
  * each under its own conversation lock and re-checked there, then expired rows of any other
- * key (e.g. agent sessions a late execution left behind), in bounded batches.
+ * key (e.g. agent sessions a late execution left behind), in bounded batches, then one batch of
+ * `_fence` rows left alone under a deleted conversation's id.
  */
 @Injectable()
 export class SessionSweeper {
@@ -44,13 +47,13 @@ export class SessionSweeper {
 
   async sweep(now = new Date()): Promise<SweepReport> {
     const durable = this.mysql();
-    if (!durable) return { conversations: 0, rows: 0, skipped: true };
+    const skipped = { conversations: 0, rows: 0, fences: 0, skipped: true };
+    if (!durable) return skipped;
     let held: LockHandle;
     try {
       held = await this.lock.acquire({ tenantId: SYSTEM_TENANT }, SystemSessions.sweeper, 0);
     } catch (err) {
-      if (LoomError.is(err, LoomErrorCode.LOCK_TIMEOUT))
-        return { conversations: 0, rows: 0, skipped: true };
+      if (LoomError.is(err, LoomErrorCode.LOCK_TIMEOUT)) return skipped;
       throw err;
     }
     try {
@@ -64,9 +67,13 @@ export class SessionSweeper {
         rows += n;
         if (n < ROW_BATCH) break;
       }
-      if (conversations || rows)
-        this.log.log(`swept ${conversations} idle conversations and ${rows} expired rows`);
-      return { conversations, rows, skipped: false };
+      await held.renew();
+      const fences = await durable.sweepOrphanFences(now, ROW_BATCH);
+      if (conversations || rows || fences)
+        this.log.log(
+          `swept ${conversations} idle conversations, ${rows} expired rows and ${fences} orphan fences`,
+        );
+      return { conversations, rows, fences, skipped: false };
     } finally {
       await held.release();
     }

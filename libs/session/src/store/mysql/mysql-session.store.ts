@@ -24,6 +24,8 @@ const UPSERT =
   'ON DUPLICATE KEY UPDATE state_data = VALUES(state_data), expires_at = VALUES(expires_at), ' +
   `user_id = COALESCE(VALUES(user_id), ${TABLE}.user_id), updated_at = CURRENT_TIMESTAMP(3)`;
 const MAX_APPEND_ATTEMPTS = 200;
+/** How long a fence alone under a session id is kept after its last issue (ms). */
+const ORPHAN_FENCE_MS = 3_600_000;
 /** How long a deadlocked statement is retried before the caller gets UNAVAILABLE (ms). */
 const DEADLOCK_RETRY_MS = 5_000;
 /** How long a statement may go unanswered before the caller gets UNAVAILABLE (ms). */
@@ -275,14 +277,23 @@ export class MysqlSessionStore implements SessionStore {
     }));
   }
 
+  /**
+   * The next fencing token. A fence issued where the session holds nothing else (a turn that
+   * waited for the lock of a conversation deleted meanwhile) expires an hour after its last
+   * issue, so the sweeper can remove it (sweepOrphanFences); any other fence never expires.
+   */
   async nextFence(scope: StoreScope, sessionId: string): Promise<number> {
     assertPrincipal(scope.tenantId, 'tenant id');
     assertId(sessionId, 'session id');
+    const expiry =
+      `IF(EXISTS(SELECT 1 FROM ${TABLE} x WHERE x.session_id = ? AND x.state_key <> '${FENCE_KEY}'), ` +
+      `NULL, CURRENT_TIMESTAMP(3) + INTERVAL ${ORPHAN_FENCE_MS * 1000} MICROSECOND)`;
     const res: WriteResult = await this.query(
-      `INSERT INTO ${TABLE} (${COLS}) SELECT ?, '${FENCE_KEY}', 0, ?, NULL, LAST_INSERT_ID(1), NULL ` +
+      `INSERT INTO ${TABLE} (${COLS}) SELECT ?, '${FENCE_KEY}', 0, ?, NULL, LAST_INSERT_ID(1), ${expiry} ` +
         `FROM DUAL WHERE ${OWNED} ` +
-        'ON DUPLICATE KEY UPDATE state_data = LAST_INSERT_ID(CAST(state_data AS UNSIGNED) + 1)',
-      [sessionId, scope.tenantId, sessionId, scope.tenantId, scope.tenantId],
+        'ON DUPLICATE KEY UPDATE state_data = LAST_INSERT_ID(CAST(state_data AS UNSIGNED) + 1), ' +
+        'expires_at = VALUES(expires_at)',
+      [sessionId, scope.tenantId, sessionId, sessionId, scope.tenantId, scope.tenantId],
     );
     if (res.affectedRows === 0) throw notFound();
     return Number(res.insertId);
@@ -297,12 +308,44 @@ export class MysqlSessionStore implements SessionStore {
     batch = 1000,
     opts: { exceptKeys?: string[] } = {},
   ): Promise<number> {
-    const except = opts.exceptKeys ?? [];
+    // A fence's expiry means "remove it if it is alone" (sweepOrphanFences), never "remove it".
+    const except = [...(opts.exceptKeys ?? []), FENCE_KEY];
     except.forEach((k) => assertStateKey(k));
     const skip = except.length ? ` AND state_key NOT IN (${except.map(() => '?').join(', ')})` : '';
     const res: WriteResult = await this.query(
       `DELETE FROM ${TABLE} WHERE expires_at IS NOT NULL AND expires_at < ?${skip} LIMIT ${Math.floor(batch)}`,
       [now, ...except],
+    );
+    return res.affectedRows;
+  }
+
+  /**
+   * Removes `_fence` rows whose session holds nothing else and whose fence was last issued more
+   * than an hour before `now` (see nextFence), one bounded batch; returns how many went. Loom's
+   * own `_sys_` sessions keep theirs. The statement re-checks that nothing else is there and that
+   * the fence was not issued since, so a lock taken meanwhile keeps its fence. A fence whose
+   * session holds rows again (the id was created again) stops expiring.
+   */
+  async sweepOrphanFences(now = new Date(), batch = 1000): Promise<number> {
+    const rows: Array<{ session_id: string }> = await this.query(
+      `SELECT session_id FROM ${TABLE} WHERE expires_at IS NOT NULL AND expires_at < ? ` +
+        `AND state_key = '${FENCE_KEY}' AND item_index = 0 AND session_id NOT LIKE '\\_sys\\_%' ` +
+        `ORDER BY expires_at LIMIT ${Math.max(1, Math.floor(batch))}`,
+      [now],
+    );
+    if (rows.length === 0) return 0;
+    const ids = rows.map((r) => r.session_id);
+    const marks = ids.map(() => '?').join(', ');
+    const res: WriteResult = await this.query(
+      `DELETE f FROM ${TABLE} f LEFT JOIN ${TABLE} o ON o.session_id = f.session_id ` +
+        `AND o.state_key <> '${FENCE_KEY}' WHERE f.session_id IN (${marks}) ` +
+        `AND f.state_key = '${FENCE_KEY}' AND f.item_index = 0 AND f.expires_at < ? AND o.session_id IS NULL`,
+      [...ids, now],
+    );
+    await this.query(
+      `UPDATE ${TABLE} SET expires_at = NULL WHERE session_id IN (${marks}) ` +
+        `AND state_key = '${FENCE_KEY}' AND item_index = 0 AND expires_at < ?`,
+      [...ids, now],
     );
     return res.affectedRows;
   }
