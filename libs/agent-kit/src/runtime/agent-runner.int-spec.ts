@@ -7,6 +7,9 @@ import {
   ExecutionStatus,
   SessionContext,
   StateKeys,
+  TaskRepository,
+  TaskSession,
+  TieredSessionStore,
 } from '@loom/session';
 import { AgentHandler } from './agent-handler';
 
@@ -221,5 +224,67 @@ describe('agent runner: an execution a retry replaced while it ran (real Redis S
     expect(
       await agent.tasks.agentSession(owner, task.conversationId, retried.agentSessionId, true),
     ).toMatchObject({ status: 'COMPLETED', attempts: 1 });
+  });
+});
+
+/**
+ * A write whose claim check passed a moment before its execution was given up: the write itself
+ * re-checks the task in its own MySQL statement, so it lands only while the task still runs it.
+ */
+describe('agent runner: a write racing the end of its execution (real Redis Streams, MySQL, Redis)', () => {
+  let agent: AgentHarness;
+  const owner = { tenantId: 'tenant-d', userId: 'dave' };
+
+  beforeAll(async () => {
+    agent = await AgentHarness.start(DESCRIPTOR, GatedWriter);
+  });
+  afterAll(() => agent?.stop());
+  afterEach(() => jest.restoreAllMocks());
+
+  /** Runs one execution whose shared write meets `meanwhile` between its claim check and itself. */
+  async function racedWrite(meanwhile: (task: TaskSession, agentSessionId: string) => unknown) {
+    gate = Promise.resolve();
+    onWriteError = 'rethrow';
+    const task = await agent.seed(owner, [], 'question');
+    const req = agent.request(owner, task);
+    const { agentSessionId } = agent.signer.verify(req.assignment, DESCRIPTOR.agentType);
+    const append = TaskRepository.prototype.appendShared;
+    jest.spyOn(TaskRepository.prototype, 'appendShared').mockImplementationOnce(async function (
+      this: TaskRepository,
+      ...args
+    ) {
+      await meanwhile(task, agentSessionId);
+      return append.apply(this, args);
+    });
+    const written = new Promise<unknown>(
+      (r) => (wrote = (id, err) => id === agentSessionId && r(err)),
+    );
+    void agent.execute(req).catch(() => undefined); // a refused write answers nothing
+    return { task, agentSessionId, written: await written };
+  }
+
+  it('a retry that revoked the claim after its check: the write is refused', async () => {
+    const { task, agentSessionId, written } = await racedWrite(async (t, id) => {
+      await agent.tasks.save(owner, { ...t, executions: [timedOut(id)] });
+      await new ExecutionClaims(agent.infra.redis, agent.infra.keys).revoke(t.conversationId, [id]);
+    });
+    expect(written).toMatchObject({ code: 'SUPERSEDED' });
+    const sharedKey = StateKeys.shared(task.taskId);
+    expect(await agent.infra.store.getList(owner, task.conversationId, sharedKey)).toEqual([]);
+    expect(await agent.tasks.agentSession(owner, task.conversationId, agentSessionId, true)).toBe(
+      null,
+    );
+  });
+
+  it('its conversation deleted after the check: nothing is written back into it', async () => {
+    const { task, agentSessionId, written } = await racedWrite((t) =>
+      agent.conversations.delete(owner, t.conversationId),
+    );
+    expect(written).toMatchObject({ code: 'SUPERSEDED' });
+    const durable = (agent.infra.store as TieredSessionStore).durable;
+    expect(await durable.listSessionKeys(owner, task.conversationId)).toEqual([]);
+    expect(
+      await agent.tasks.agentSession(owner, task.conversationId, agentSessionId, true),
+    ).toBeNull();
   });
 });

@@ -177,7 +177,13 @@ export class SessionContext {
     });
     const value = this.deps.acl.storable(raw);
     const write = { key, value, writer: a.agentType, updatedAt: new Date().toISOString() };
-    await this.deps.tasks.appendShared(a.owner, a.conversationId, a.taskId, write);
+    await this.deps.tasks.appendShared(
+      a.owner,
+      a.conversationId,
+      a.taskId,
+      write,
+      a.agentSessionId,
+    );
     this.written.add(key);
     if (decision.overwrites) {
       const event = {

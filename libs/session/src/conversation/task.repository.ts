@@ -97,18 +97,23 @@ export class TaskRepository {
     return previous;
   }
 
-  /** The write alone, for a caller that has just read the shared context itself. */
+  /**
+   * The write alone, for a caller that has just read the shared context itself. `agentSessionId`:
+   * an agent execution's write, made only while the task runs that execution (SUPERSEDED else).
+   */
   async appendShared(
     owner: Owner,
     conversationId: string,
     taskId: string,
     write: SharedWrite,
+    agentSessionId?: string,
   ): Promise<void> {
     await this.store.append(
       { tenantId: owner.tenantId },
       conversationId,
       StateKeys.shared(taskId),
       write,
+      agentSessionId ? { execution: { taskKey: StateKeys.task(taskId), agentSessionId } } : {},
     );
   }
 
@@ -181,8 +186,10 @@ export class TaskRepository {
   }
 
   /**
-   * Agent sessions are removed when their task closes; the durable expiry catches those a late
-   * or orphaned execution wrote after that (the sweeper removes them).
+   * Written only while the task runs the execution: SUPERSEDED once it closed, was deleted with
+   * its conversation, or recorded the execution as FAILED (it gave it up; a retry replaced it),
+   * checked in the write itself. Agent sessions are removed when their task closes; the durable
+   * expiry is a backstop for any left behind (the sweeper removes them).
    */
   async saveAgentSession(owner: Owner, session: AgentSession): Promise<void> {
     await this.store.save(
@@ -190,7 +197,13 @@ export class TaskRepository {
       session.conversationId,
       StateKeys.agent(session.agentSessionId),
       session,
-      { expiresAt: new Date(Date.now() + AGENT_SESSION_DURABLE_MS) },
+      {
+        expiresAt: new Date(Date.now() + AGENT_SESSION_DURABLE_MS),
+        execution: {
+          taskKey: StateKeys.task(session.taskId),
+          agentSessionId: session.agentSessionId,
+        },
+      },
     );
   }
 

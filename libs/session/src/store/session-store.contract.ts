@@ -21,7 +21,8 @@ export type SessionStoreFactory = () => Promise<{
 }>;
 type GetStore = () => SessionStore;
 
-const { INVALID_ID, NOT_FOUND, CONFLICT, STALE_FENCING_TOKEN, VALIDATION_FAILED } = LoomErrorCode;
+const { INVALID_ID, NOT_FOUND, CONFLICT, STALE_FENCING_TOKEN, VALIDATION_FAILED, SUPERSEDED } =
+  LoomErrorCode;
 const tenant = (): StoreScope => ({ tenantId: newId('t') });
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 const range = (from: number, to: number): number[] =>
@@ -86,6 +87,7 @@ export function runSessionStoreContract(
     idTests(store);
     listSessionsTests(store);
     fencingTests(store);
+    executionTests(store);
     concurrencyTests(store);
   });
 }
@@ -602,6 +604,58 @@ function fencingTests(store: GetStore): void {
       expect(await s.get(a, sid, 'state')).toBe('unfenced');
       expect(await s.nextFence(a, newId('c'))).toBe(1);
       expect(await s.nextFence(a, sid)).toBe(4);
+    });
+  });
+}
+
+function executionTests(store: GetStore): void {
+  describe('writes of an agent execution', () => {
+    it('land only while the task runs and has not recorded the execution as failed', async () => {
+      const [s, a, sid] = [store(), tenant(), newId('c')];
+      const taskKey = 'task:t_exectest1';
+      const running = (status: string) => ({
+        status,
+        executions: [
+          { agentSessionId: 'a_running01', status: 'RUNNING' },
+          { agentSessionId: 'a_givenup01', status: 'FAILED' },
+        ],
+      });
+      await s.save(a, sid, taskKey, running('RUNNING'));
+      const writes = (agentSessionId: string, scope = a, key = taskKey) => {
+        const execution = { taskKey: key, agentSessionId };
+        return {
+          save: () => s.save(scope, sid, `agent:${agentSessionId}`, 'done', { execution }),
+          append: () => s.append(scope, sid, `${taskKey}:shared`, agentSessionId, { execution }),
+        };
+      };
+      const live = writes('a_running01');
+      expect(await outcomes(live)).toEqual(every(live, 'resolved'));
+      const givenUp = writes('a_givenup01');
+      expect(await outcomes(givenUp)).toEqual(every(givenUp, SUPERSEDED));
+      const noTask = writes('a_running01', a, 'task:t_notthere1');
+      expect(await outcomes(noTask)).toEqual(every(noTask, SUPERSEDED));
+      const foreign = writes('a_running01', tenant());
+      expect(await outcomes(foreign)).toEqual(every(foreign, NOT_FOUND));
+      await s.save(a, sid, taskKey, running('COMPLETED'));
+      expect(await outcomes(live)).toEqual(every(live, SUPERSEDED));
+
+      expect(await s.get(a, sid, 'agent:a_running01')).toBe('done');
+      expect(await s.get(a, sid, 'agent:a_givenup01')).toBeNull();
+      expect(await s.getList(a, sid, `${taskKey}:shared`)).toEqual([
+        { index: 1, value: 'a_running01' },
+      ]);
+      // Nothing is written into a session that holds no such task (a deleted conversation).
+      const gone = newId('c');
+      const execution = { taskKey, agentSessionId: 'a_running01' };
+      expect(await outcome(() => s.save(a, gone, 'agent:a_running01', 1, { execution }))).toBe(
+        SUPERSEDED,
+      );
+      expect(await s.exists(a, gone)).toBe(false);
+      expect(
+        await outcome(() =>
+          s.save(a, sid, 'x', 1, { execution: { taskKey: 'bad key', agentSessionId: 'a' } }),
+        ),
+      ).toBe(INVALID_ID);
     });
   });
 }

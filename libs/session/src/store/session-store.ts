@@ -34,6 +34,18 @@ export interface WriteOptions {
   userId?: string;
   /** Reject the write with STALE_FENCING_TOKEN unless this is the session's current fencing token. */
   fence?: number;
+  /**
+   * A write of an agent execution: made only while the session's task `taskKey` is RUNNING and
+   * has not recorded `agentSessionId` as FAILED (it gave the execution up, or a retry replaced
+   * it), else SUPERSEDED and nothing is written; checked by the write itself, so a task closed,
+   * failed or deleted (with its conversation) just before it is never written beside.
+   */
+  execution?: ExecutionGuard;
+}
+
+export interface ExecutionGuard {
+  taskKey: string;
+  agentSessionId: string;
 }
 
 export interface AppendOptions extends WriteOptions {

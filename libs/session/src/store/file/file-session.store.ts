@@ -72,6 +72,7 @@ export class FileSessionStore implements SessionStore {
     const { dir, list: file } = this.locate(scope, sessionId, key, opts);
     const text = rules.toJson(item);
     return serialised(dir, async () => {
+      await this.checkExecution(scope, dir, opts);
       const meta = await files.claimMeta(scope.tenantId, dir, opts.fence);
       if (!meta.lists.has(key)) {
         await files.writeMeta(dir, { ...meta, lists: new Set([...meta.lists, key]) });
@@ -177,6 +178,7 @@ export class FileSessionStore implements SessionStore {
         if (meta) rules.checkFence(meta.fence, opts.fence);
         return false;
       }
+      await this.checkExecution(scope, dir, opts);
       const meta = await files.claimMeta(scope.tenantId, dir, opts.fence);
       await files.writeAtomic(file, text);
       const userId = opts.userId ?? meta.values.get(key)?.userId ?? null;
@@ -184,6 +186,17 @@ export class FileSessionStore implements SessionStore {
       await files.writeMeta(dir, meta);
       return true;
     });
+  }
+
+  /** WriteOptions.execution, inside the session's serialised section (another tenant's: NOT_FOUND). */
+  private async checkExecution(scope: StoreScope, dir: string, opts: WriteOptions): Promise<void> {
+    if (!opts.execution) return;
+    const meta = await files.readMeta(dir);
+    if (meta && meta.tenantId !== scope.tenantId) throw rules.sessionNotFound();
+    const text = meta
+      ? await files.readText(files.childPath(dir, `${opts.execution.taskKey}.json`))
+      : null;
+    rules.checkExecution(text === null ? null : JSON.parse(text), opts.execution.agentSessionId);
   }
 
   // Validates every id before any path is built; then each path is checked to stay inside base.

@@ -158,6 +158,10 @@ export class MemorySessionStore implements SessionStore {
     const session = this.sessions.get(sessionId);
     if (session && session.tenantId !== scope.tenantId) throw rules.sessionNotFound();
     rules.checkFence(session?.fence ?? 0, opts.fence);
+    if (opts.execution) {
+      const task = session?.values.get(opts.execution.taskKey)?.value ?? null;
+      rules.checkExecution(task, opts.execution.agentSessionId);
+    }
     return rules.jsonCopy(value);
   }
 

@@ -42,6 +42,30 @@ export function assertWriteOptions(opts: AppendOptions): void {
   if (opts.index !== undefined && !(isCount(opts.index) && opts.index >= 1)) {
     throw invalid('index must be an integer >= 1');
   }
+  if (opts.execution !== undefined) {
+    if (opts.fence !== undefined) throw invalid('a write has a fence or an execution, not both');
+    assertStateKey(opts.execution?.taskKey);
+    assertId(opts.execution.agentSessionId, 'agentSessionId');
+  }
+}
+
+/**
+ * SUPERSEDED unless `task` (the JSON value of the guard's task key, null when absent) is RUNNING
+ * and has not recorded the execution as FAILED (see WriteOptions.execution).
+ */
+export function checkExecution(task: unknown, agentSessionId: string): void {
+  const t = task as { status?: unknown; executions?: Array<Record<string, unknown>> } | null;
+  const givenUp = (t?.executions ?? []).some(
+    (e) => e?.agentSessionId === agentSessionId && e?.status === 'FAILED',
+  );
+  if (t?.status !== 'RUNNING' || givenUp) throw executionSuperseded();
+}
+
+export function executionSuperseded(): LoomError {
+  return new LoomError(
+    LoomErrorCode.SUPERSEDED,
+    'its task no longer runs this execution: nothing more is written',
+  );
 }
 
 /** Validates a listSessions page (limit, cursor, user filter). */

@@ -432,9 +432,11 @@ export class MysqlSessionStore implements SessionStore {
    * One row, in one statement that also enforces who may write it: an INSERT … SELECT whose
    * SELECT yields a row only while the session is this tenant's (or has no rows yet) and, with a
    * fence, only while the session's `_fence` row still holds that token (read under a shared
-   * lock, so a new holder's fence waits for this write). `index` 'next' writes at MAX + 1 of the
+   * lock, so a new holder's fence waits for this write); with an execution guard, only while its
+   * task row is RUNNING and does not list the execution as FAILED (read likewise, so a task write
+   * that gives it up is ordered with this one). `index` 'next' writes at MAX + 1 of the
    * list, computed in the same statement and returned through LAST_INSERT_ID. Nothing written:
-   * NOT_FOUND (another tenant's session) or STALE_FENCING_TOKEN. The connection reports found
+   * NOT_FOUND (another tenant's session), STALE_FENCING_TOKEN or SUPERSEDED. The connection reports found
    * rows, so an upsert that changes nothing still counts one.
    */
   private async insertRow(
@@ -446,6 +448,7 @@ export class MysqlSessionStore implements SessionStore {
     opts: WriteOptions,
     onDuplicate = '',
   ): Promise<number> {
+    rules.assertWriteOptions(opts);
     const next = index === 'next';
     const indexSql = next
       ? `LAST_INSERT_ID(COALESCE((SELECT MAX(m.item_index) FROM ${TABLE} m ` +
@@ -462,13 +465,32 @@ export class MysqlSessionStore implements SessionStore {
       opts.expiresAt ?? null,
     ];
     const fenced = opts.fence !== undefined;
-    const source = fenced
-      ? `FROM ${TABLE} f WHERE f.session_id = ? AND f.state_key = '${FENCE_KEY}' ` +
-        'AND f.item_index = 0 AND f.tenant_id = ? AND f.state_data = ?'
-      : `FROM DUAL WHERE ${OWNED}`;
-    const sourceParams = fenced
-      ? [sessionId, scope.tenantId, String(opts.fence)]
-      : [sessionId, scope.tenantId, scope.tenantId];
+    const { source, sourceParams } = fenced
+      ? {
+          source:
+            `FROM ${TABLE} f WHERE f.session_id = ? AND f.state_key = '${FENCE_KEY}' ` +
+            'AND f.item_index = 0 AND f.tenant_id = ? AND f.state_data = ?',
+          sourceParams: [sessionId, scope.tenantId, String(opts.fence)],
+        }
+      : opts.execution
+        ? {
+            // The execution's task row, this tenant's, RUNNING and not listing it as FAILED.
+            source:
+              `FROM ${TABLE} t WHERE t.session_id = ? AND t.state_key = ? AND t.item_index = 0 ` +
+              "AND t.tenant_id = ? AND JSON_UNQUOTE(JSON_EXTRACT(t.state_data, '$.status')) = 'RUNNING' " +
+              "AND NOT COALESCE(JSON_CONTAINS(JSON_EXTRACT(t.state_data, '$.executions'), " +
+              "JSON_OBJECT('agentSessionId', ?, 'status', 'FAILED')), 0)",
+            sourceParams: [
+              sessionId,
+              opts.execution.taskKey,
+              scope.tenantId,
+              opts.execution.agentSessionId,
+            ],
+          }
+        : {
+            source: `FROM DUAL WHERE ${OWNED}`,
+            sourceParams: [sessionId, scope.tenantId, scope.tenantId],
+          };
     // A deadlocked 'next' append is retried by append(), which then avoids the locking read.
     const res = await this.query<WriteResult>(
       `INSERT INTO ${TABLE} (${COLS}) SELECT ?, ?, ${indexSql}, ?, ?, ?, ? ${source} ${onDuplicate}`,
@@ -476,9 +498,10 @@ export class MysqlSessionStore implements SessionStore {
       { onDeadlock: next ? 'throw' : 'retry' },
     );
     if (res.affectedRows === 0) {
-      if (!fenced) throw notFound();
+      if (!fenced && !opts.execution) throw notFound();
       const owner = await this.ownerOf(sessionId);
-      throw owner !== null && owner !== scope.tenantId ? notFound() : stale();
+      if (owner !== null && owner !== scope.tenantId) throw notFound();
+      throw fenced ? stale() : rules.executionSuperseded();
     }
     return next ? Number(res.insertId) : index;
   }

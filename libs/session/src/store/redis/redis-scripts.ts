@@ -3,7 +3,8 @@
  * so each runs on one Redis Cluster slot. Common KEYS: [1] _meta hash (tenant, user, u:<key> =
  * updatedAt ms), [2] _keys set, [3] the state key, [4] _fence counter; refills also [5] the
  * `_gone` tombstone a session's deletion leaves and [6] the one a deletion of this key leaves.
- * Return codes below 0: -1 another tenant owns the session, -2 stale fence, -3 index taken.
+ * Return codes below 0: -1 another tenant owns the session, -2 stale fence, -3 index taken,
+ * -4 the execution's task no longer runs it.
  */
 const PRELUDE = `
 -- Extends a bookkeeping key to ttl ms, never shortening it; a key without a TTL keeps none,
@@ -33,6 +34,26 @@ redis.call('HSET', KEYS[1], unpack(fields))
 redis.call('SADD', KEYS[2], ARGV[2])
 `;
 
+/**
+ * A write of an agent execution (WriteOptions.execution), when KEYS[5] (its task's value key)
+ * is given: only while that task is RUNNING and has not recorded ARGV[10] (the agentSessionId)
+ * as FAILED.
+ */
+const EXECUTION_GUARD = `
+if KEYS[5] then
+  if owner and owner ~= ARGV[1] then return -1 end
+  local raw = redis.call('GET', KEYS[5])
+  if not raw or string.byte(raw, 1) == 0 then return -4 end
+  local task = cjson.decode(raw)
+  if type(task) ~= 'table' or task.status ~= 'RUNNING' then return -4 end
+  if type(task.executions) == 'table' then
+    for _, e in ipairs(task.executions) do
+      if type(e) == 'table' and e.agentSessionId == ARGV[10] and e.status == 'FAILED' then return -4 end
+    end
+  end
+end
+`;
+
 /** The session's bookkeeping keys live at least as long as the state key just written. */
 const BOOKKEEPING_TTL = `
 if ttl > 0 then
@@ -53,7 +74,7 @@ if ttl > 0 then redis.call('SET', KEYS[3], ARGV[3], 'PX', ttl) else redis.call('
 `;
 
 /** ARGV[3] JSON value. */
-export const SAVE = `${PRELUDE}${WRITE_GUARD}${SET_VALUE}${BOOKKEEPING_TTL}
+export const SAVE = `${PRELUDE}${EXECUTION_GUARD}${WRITE_GUARD}${SET_VALUE}${BOOKKEEPING_TTL}
 return 0`;
 
 /**
@@ -78,7 +99,7 @@ ${WRITE_GUARD}${SET_VALUE}${BOOKKEEPING_TTL}
 return 1`;
 
 /** Sets only when absent anywhere; 1 created, 0 exists (-2 first for the owner's stale fence). */
-export const CREATE = `${PRELUDE}
+export const CREATE = `${PRELUDE}${EXECUTION_GUARD}
 if redis.call('EXISTS', KEYS[3]) == 1 then
   if owner == ARGV[1] and ARGV[7] ~= '' and redis.call('GET', KEYS[4]) ~= ARGV[7] then return -2 end
   return 0
@@ -91,7 +112,7 @@ return 1`;
  * ARGV[9] '1' = the list is authoritative (standalone: a new list is complete, marked by the
  * sentinel member '!' at score 0); '0' = cache mode (no sentinel: only a full refill marks it).
  */
-export const APPEND = `${PRELUDE}${WRITE_GUARD}
+export const APPEND = `${PRELUDE}${EXECUTION_GUARD}${WRITE_GUARD}
 local idx
 if ARGV[8] ~= '' then
   idx = tonumber(ARGV[8])

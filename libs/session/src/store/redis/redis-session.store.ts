@@ -59,10 +59,13 @@ export class RedisSessionStore implements SessionStore {
   ): Promise<void> {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
-    const res = await this.run.SAVE(
-      this.writeKeys(sid, this.keys.value(sid, key)),
-      this.writeArgs(scope, key, encodeValue(value), opts),
-    );
+    rules.assertWriteOptions(opts);
+    const res = await this.run.SAVE(this.guardedKeys(sid, this.keys.value(sid, key), opts), [
+      ...this.writeArgs(scope, key, encodeValue(value), opts),
+      '',
+      '',
+      ...this.guardArgs(opts),
+    ]);
     fail(res);
     await this.touchIndex(scope, sid, key, opts.userId);
   }
@@ -97,10 +100,13 @@ export class RedisSessionStore implements SessionStore {
   ): Promise<boolean> {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
-    const res = await this.run.CREATE(
-      this.writeKeys(sid, this.keys.value(sid, key)),
-      this.writeArgs(scope, key, encodeValue(value), opts),
-    );
+    rules.assertWriteOptions(opts);
+    const res = await this.run.CREATE(this.guardedKeys(sid, this.keys.value(sid, key), opts), [
+      ...this.writeArgs(scope, key, encodeValue(value), opts),
+      '',
+      '',
+      ...this.guardArgs(opts),
+    ]);
     fail(res);
     if (res === 1) await this.touchIndex(scope, sid, key, opts.userId);
     return res === 1;
@@ -168,8 +174,9 @@ export class RedisSessionStore implements SessionStore {
       ...this.writeArgs(scope, key, encodeValue(item), opts),
       opts.index ?? '',
       this.cacheMode ? '0' : '1',
+      ...this.guardArgs(opts),
     ];
-    const res = await this.run.APPEND(this.writeKeys(sid, this.keys.list(sid, key)), args);
+    const res = await this.run.APPEND(this.guardedKeys(sid, this.keys.list(sid, key), opts), args);
     fail(res);
     return Number(res);
   }
@@ -441,6 +448,16 @@ export class RedisSessionStore implements SessionStore {
     return [this.keys.gone(sid), this.keys.keyGone(sid, key)];
   }
 
+  /** writeKeys, and the execution's task value key when the write is an execution's. */
+  private guardedKeys(sid: string, target: string, opts: WriteOptions): string[] {
+    const keys = this.writeKeys(sid, target);
+    return opts.execution ? [...keys, this.keys.value(sid, opts.execution.taskKey)] : keys;
+  }
+
+  private guardArgs(opts: WriteOptions): string[] {
+    return opts.execution ? [opts.execution.agentSessionId] : [];
+  }
+
   private writeKeys(sid: string, target: string): string[] {
     return [this.keys.meta(sid), this.keys.keys(sid), target, this.keys.fence(sid)];
   }
@@ -509,4 +526,5 @@ function fail(res: unknown): void {
       'the fencing token is stale: another holder took the lock',
     );
   if (res === -3) throw new LoomError(LoomErrorCode.CONFLICT, 'that list index is taken');
+  if (res === -4) throw rules.executionSuperseded();
 }
