@@ -1,6 +1,12 @@
 import 'reflect-metadata';
-import { loadEnvOrExit, sessionOptionsFrom } from '@loom/agent-kit';
-import { createSessionInfra, SystemRepository, SystemSessions } from '@loom/session';
+import {
+  agentExecutePattern,
+  loadEnvOrExit,
+  RedisAgentRegistry,
+  retireRequestStream,
+  sessionOptionsFrom,
+} from '@loom/agent-kit';
+import { createSessionInfra, SessionInfra, SystemRepository, SystemSessions } from '@loom/session';
 import { RETIRED_KEY } from '../turn/agent-catalog';
 
 const USAGE = 'usage: npm run agents:retire -- [--force] <agentType>…';
@@ -10,7 +16,9 @@ const USAGE = 'usage: npm run agents:retire -- [--force] <agentType>…';
  * (within a minute, as orchestrators refresh their catalog) instead of queueing their steps for
  * 7 days. A retired type comes back by itself when an instance of it runs again. A type the
  * catalog never saw is refused (a typo would otherwise be recorded and reported as done), unless
- * `--force`.
+ * `--force`. Then, for each type with no live instance, the requests still queued in its stream
+ * (none will ever be answered) are failed at once on their callers' reply streams and the stream
+ * is deleted (see drainRetired); a type with live instances keeps its stream.
  */
 async function main(args: string[]): Promise<number> {
   const force = args.includes('--force');
@@ -42,10 +50,49 @@ async function main(args: string[]): Promise<number> {
       `retired ${types.join(', ')}: orchestrators stop planning them within a minute; ` +
         'an instance that starts again brings its type back\n',
     );
-    return 0;
+    return await drainRetired(infra, types);
   } finally {
     await infra.close();
   }
+}
+
+/**
+ * The request stream of a retired type with no live instance: every request still in it is
+ * failed (AGENT_FAILED, "<type> was retired") for the turn that waits for it, and the stream goes
+ * with its consumer group. 1 when Redis is out of reach or requests kept arriving (run it again).
+ */
+async function drainRetired(infra: SessionInfra, types: string[]): Promise<number> {
+  const redis = infra.redis;
+  if (!redis) return 0; // the embedded profile: no request streams
+  if (redis.status !== 'ready') {
+    process.stderr.write(
+      'agents:retire: Redis is out of reach: queued requests were left; run it again\n',
+    );
+    return 1;
+  }
+  const prefix = infra.keys.prefix;
+  const live = new Set(
+    (await new RedisAgentRegistry(redis, prefix).live()).map((a) => a.descriptor.agentType),
+  );
+  let code = 0;
+  for (const type of types) {
+    if (live.has(type)) {
+      process.stdout.write(
+        `${type}: instances still run and keep its queued requests; run this again once they are stopped\n`,
+      );
+      continue;
+    }
+    const done = await retireRequestStream(redis, prefix, agentExecutePattern(type), {
+      code: 'AGENT_FAILED',
+      message: `${type} was retired`,
+    });
+    process.stdout.write(
+      `${type}: ${done.failed} queued requests failed, ${done.expired} expired ones dropped, ` +
+        `${done.deleted ? 'its request stream deleted' : 'requests still arriving: run this again'}\n`,
+    );
+    if (!done.deleted) code = 1;
+  }
+  return code;
 }
 
 main(process.argv.slice(2)).then(

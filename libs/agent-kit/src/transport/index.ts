@@ -13,5 +13,7 @@ export type {
   RedisStreamsError,
   RedisStreamsOptions,
 } from './redis-streams.options';
+export { retireRequestStream } from './redis-streams.retire';
+export type { RetiredStream } from './redis-streams.retire';
 export { RedisStreamsServer } from './redis-streams.server';
 export type { RedisStreamsEvents } from './redis-streams.util';

@@ -1,0 +1,64 @@
+import { execFile } from 'child_process';
+import { promisify } from 'util';
+import Redis from 'ioredis';
+import { agentExecutePattern, requestStreamKey } from '@loom/agent-kit';
+import { client, RunningSystem, startSystem } from './system';
+import { waitFor } from './faults.support';
+
+const run = promisify(execFile);
+
+/**
+ * `npm run agents:retire` on an agent type whose last instance was stopped: the turn waiting for
+ * it in its request stream fails at once with the retirement as its error (instead of 503
+ * TIMEOUT after AGENT_TIMEOUT_MS), and the stream is deleted, not kept with its requests forever.
+ */
+describe('system: retiring an agent type', () => {
+  let sys: RunningSystem;
+  let alice: ReturnType<typeof client>;
+  let redis: Redis;
+
+  beforeAll(async () => {
+    sys = await startSystem({ env: { AGENT_TIMEOUT_MS: '30000' } });
+    redis = new Redis(sys.env.REDIS_URL);
+    alice = client(sys.base, sys.token('tenant-r', 'alice'));
+    const warm = (await alice('POST', '/v1/conversations', {})).body.conversationId;
+    const t = await alice('POST', `/v1/conversations/${warm}/messages`, {
+      content: '劳动合同问题',
+    });
+    expect(t.body.reply.agentType).toBe('labor-law');
+    await sys.kill(sys.processes('labor-law-agent')[0], 'SIGTERM');
+    await waitFor(
+      async () =>
+        !(await alice('GET', '/v1/agents')).body.items.some(
+          (a: { agentType: string }) => a.agentType === 'labor-law',
+        ),
+      { what: 'labor-law to leave the registry', timeoutMs: 20_000 },
+    );
+  });
+  afterAll(async () => {
+    redis?.disconnect();
+    await sys?.stop();
+  });
+
+  it('fails the turn waiting for it with the retirement and deletes its request stream', async () => {
+    const key = requestStreamKey(sys.env.LOOM_KEY_PREFIX, agentExecutePattern('labor-law'));
+    const conversationId = (await alice('POST', '/v1/conversations', {})).body.conversationId;
+    const turn = alice('POST', `/v1/conversations/${conversationId}/messages`, {
+      content: '公司拖欠工资，劳动合同怎么处理',
+    });
+    await waitFor(async () => (await redis.xlen(key)) > 0, { what: 'the queued request' });
+
+    const cli = await run(
+      process.execPath,
+      ['dist/apps/orchestrator/src/cli/retire-agent.js', 'labor-law'],
+      { env: { ...process.env, ...sys.env } },
+    );
+    const res = await turn;
+    console.log(`agents:retire: ${cli.stdout.trim()} / turn: ${JSON.stringify(res.body)}`);
+    expect(cli.stdout).toContain('labor-law: 1 queued requests failed');
+    expect(res.status).toBe(502);
+    expect(res.body).toMatchObject({ code: 'AGENT_FAILED' });
+    expect(res.body.message).toContain('labor-law was retired');
+    expect(await redis.exists(key)).toBe(0);
+  });
+});
