@@ -392,6 +392,23 @@ describe('recovery support (MySQL + Redis)', () => {
     await second.release();
   });
 
+  it('a task a stale holder fails to create leaves no task reference behind', async () => {
+    const tasks = new TaskRepository(infra.store);
+    const { meta } = await conversations.create(alice);
+    const id = meta.conversationId;
+    // A turn paused past its lock; meanwhile the conversation was taken over (or deleted).
+    const paused = await lock.acquire(alice, id);
+    const next = await lock.takeOver(alice, id, paused.token);
+    await next!.release();
+    const taskId = 't_stalecreate01';
+    const task = { taskId, conversationId: id, tenantId: alice.tenantId, userId: alice.userId };
+    await expect(tasks.create(alice, task as never, paused.fence)).rejects.toMatchObject({
+      code: LoomErrorCode.STALE_FENCING_TOKEN,
+    });
+    // Nothing lists the task, so nothing (purge, sweeper) would ever remove its reference.
+    expect(await infra.store.exists(alice, taskId)).toBe(false);
+  });
+
   it('sweeps idle conversations whole and other expired rows, never a conversation row alone', async () => {
     const durable = (infra.store as TieredSessionStore).durable as MysqlSessionStore;
     const { meta } = await conversations.create(alice);

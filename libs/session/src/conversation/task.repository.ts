@@ -35,11 +35,19 @@ export class TaskRepository {
     const scope = { tenantId: owner.tenantId };
     const ref: TaskRef = { conversationId: task.conversationId, userId: owner.userId };
     // The reference (GET /v1/tasks/:id) and the list entry before the task itself: a task that
-    // exists (and so may be recovered) is always reachable by its id.
-    await Promise.all([
+    // exists (and so may be recovered) is always reachable by its id. The reference is a session
+    // of its own, removed only through the list (purge): when the fenced list entry is refused
+    // (a stale holder), the reference written beside it goes again.
+    const [refWrite, listed] = await Promise.allSettled([
       this.store.save(scope, task.taskId, StateKeys.taskRef, ref, { userId: owner.userId }),
       this.store.append(scope, task.conversationId, StateKeys.tasks, task.taskId, { fence }),
     ]);
+    if (listed.status === 'rejected') {
+      if (refWrite.status === 'fulfilled')
+        await this.store.delete(scope, task.taskId).catch(() => undefined);
+      throw listed.reason;
+    }
+    if (refWrite.status === 'rejected') throw refWrite.reason;
     await this.store.save(scope, task.conversationId, StateKeys.task(task.taskId), task, { fence });
   }
 
