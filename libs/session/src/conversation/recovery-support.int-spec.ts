@@ -409,6 +409,24 @@ describe('recovery support (MySQL + Redis)', () => {
     expect(await infra.store.exists(alice, taskId)).toBe(false);
   });
 
+  it('a holder paused across a DELETE stays fenced out once the id is locked again', async () => {
+    const { meta } = await conversations.create(alice);
+    const id = meta.conversationId;
+    const paused = await lock.acquire(alice, id); // the conversation's first turn, paused
+    const deleting = await lock.takeOver(alice, id, paused.token); // DELETE takes the lock over
+    await conversations.delete(alice, id);
+    await deleting!.release();
+    // A turn that waited for the lock of the deleted conversation (it answers 404), or the id
+    // created again by its owner: the id is locked again.
+    const again = await lock.acquire(alice, id);
+    await again.release();
+    expect(again.fence).toBeGreaterThan(deleting!.fence);
+    await expect(conversations.save(alice, meta, paused.fence)).rejects.toMatchObject({
+      code: LoomErrorCode.STALE_FENCING_TOKEN,
+    });
+    expect(await conversations.metaOf(alice.tenantId, id)).toBeNull();
+  });
+
   it('sweeps idle conversations whole and other expired rows, never a conversation row alone', async () => {
     const durable = (infra.store as TieredSessionStore).durable as MysqlSessionStore;
     const { meta } = await conversations.create(alice);

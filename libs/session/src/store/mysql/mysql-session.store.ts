@@ -236,13 +236,25 @@ export class MysqlSessionStore implements SessionStore {
     );
   }
 
+  /**
+   * Removes the session, all but its fencing counter: a holder paused across the deletion must
+   * stay fenced out when the id is locked again (a waiting turn, the id created again), which a
+   * counter starting over at 1 would let back in. The counter is left to expire like any fence
+   * alone (an hour after its last issue; see sweepOrphanFences): its expiry is set first, so a
+   * failure between the two statements leaves a live session's fence, which the sweeper keeps.
+   */
   async delete(scope: StoreScope, sessionId: string): Promise<void> {
     assertPrincipal(scope.tenantId, 'tenant id');
     assertId(sessionId, 'session id');
-    await this.query(`DELETE FROM ${TABLE} WHERE session_id = ? AND tenant_id = ?`, [
-      sessionId,
-      scope.tenantId,
-    ]);
+    await this.query(
+      `UPDATE ${TABLE} SET expires_at = CURRENT_TIMESTAMP(3) + INTERVAL ${ORPHAN_FENCE_MS * 1000} MICROSECOND ` +
+        `WHERE session_id = ? AND state_key = '${FENCE_KEY}' AND item_index = 0 AND tenant_id = ?`,
+      [sessionId, scope.tenantId],
+    );
+    await this.query(
+      `DELETE FROM ${TABLE} WHERE session_id = ? AND tenant_id = ? AND state_key <> '${FENCE_KEY}'`,
+      [sessionId, scope.tenantId],
+    );
   }
 
   async listSessions(
