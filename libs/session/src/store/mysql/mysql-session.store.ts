@@ -24,6 +24,8 @@ const UPSERT =
   'ON DUPLICATE KEY UPDATE state_data = VALUES(state_data), expires_at = VALUES(expires_at), ' +
   `user_id = COALESCE(VALUES(user_id), ${TABLE}.user_id), updated_at = CURRENT_TIMESTAMP(3)`;
 const MAX_APPEND_ATTEMPTS = 200;
+/** List items one statement of a session's deletion removes at most. */
+const DELETE_BATCH = 5000;
 /** How long a fence alone under a session id is kept after its last issue (ms). */
 const ORPHAN_FENCE_MS = 3_600_000;
 /** How long a deadlocked statement is retried before the caller gets UNAVAILABLE (ms). */
@@ -47,12 +49,15 @@ export class MysqlSessionStore implements SessionStore {
   readonly kind = 'mysql';
 
   private readonly queryTimeoutMs: number;
+  private readonly deleteBatch: number;
 
+  /** `deleteBatch`: list items one statement of `delete` removes at most (default 5000). */
   constructor(
     private readonly db: DataSource,
-    opts: { queryTimeoutMs?: number } = {},
+    opts: { queryTimeoutMs?: number; deleteBatch?: number } = {},
   ) {
     this.queryTimeoutMs = opts.queryTimeoutMs ?? QUERY_TIMEOUT_MS;
+    this.deleteBatch = Math.max(1, Math.floor(opts.deleteBatch ?? DELETE_BATCH));
   }
 
   async save(
@@ -251,8 +256,20 @@ export class MysqlSessionStore implements SessionStore {
         `WHERE session_id = ? AND state_key = '${FENCE_KEY}' AND item_index = 0 AND tenant_id = ?`,
       [sessionId, scope.tenantId],
     );
+    // A long log goes in bounded statements (no one DELETE holds locks on 100k rows), its list
+    // items first: a failure midway leaves the session's single values (its `conversation` row,
+    // whose expiry brings the sweeper back to it), never items nothing would ever remove.
+    for (;;) {
+      const res: WriteResult = await this.query(
+        `DELETE FROM ${TABLE} WHERE session_id = ? AND tenant_id = ? AND item_index > 0 ` +
+          `LIMIT ${this.deleteBatch}`,
+        [sessionId, scope.tenantId],
+      );
+      if (res.affectedRows < this.deleteBatch) break;
+    }
     await this.query(
-      `DELETE FROM ${TABLE} WHERE session_id = ? AND tenant_id = ? AND state_key <> '${FENCE_KEY}'`,
+      `DELETE FROM ${TABLE} WHERE session_id = ? AND tenant_id = ? AND item_index = 0 ` +
+        `AND state_key <> '${FENCE_KEY}'`,
       [sessionId, scope.tenantId],
     );
   }
