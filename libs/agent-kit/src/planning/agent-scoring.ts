@@ -31,10 +31,48 @@ function spans(outer: KeywordHit, inner: KeywordHit): boolean {
   return longer && outer.start <= inner.start && outer.end >= inner.end;
 }
 
-/** `modifier` of another agent directly precedes `head` (劳动|合同, employment contract). */
-function modifies(modifier: AgentHit, head: AgentHit, message: string): boolean {
-  if (modifier.owner === head.owner || modifier.end > head.start) return false;
-  return /^[\s-]*$/.test(message.slice(modifier.end, head.start));
+/** What may stand between a modifier and its head: nothing, spaces or hyphens. */
+const GAP = /[\s-]/;
+
+/** The first index of `hits` (sorted by `at`) whose `at` is at least `value`. */
+function firstFrom(hits: AgentHit[], at: (hit: AgentHit) => number, value: number): number {
+  let [lo, hi] = [0, hits.length];
+  while (lo < hi) {
+    const mid = (lo + hi) >> 1;
+    if (at(hits[mid]) < value) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/**
+ * Whether a hit stands: no longer keyword spans it (合同 in 劳动合同), and no other agent's keyword
+ * directly precedes it as its modifier (合同 after 劳动, "contract" after "employment"). Looks
+ * only at the hits near each one, found by binary search, not at every other hit: a message
+ * repeating keywords has tens of thousands of hits, and comparing every pair of them kept the
+ * event loop busy for most of a minute.
+ */
+function standing(message: string, hits: AgentHit[]): (hit: AgentHit) => boolean {
+  const byStart = [...hits].sort((a, b) => a.start - b.start);
+  const byEnd = [...hits].sort((a, b) => a.end - b.end);
+  const longest = hits.reduce((max, h) => Math.max(max, h.end - h.start), 0);
+  // gapStart[i]: where the run of spaces and hyphens that ends just before i begins.
+  const gapStart = new Int32Array(message.length + 1);
+  for (let i = 1; i <= message.length; i++)
+    gapStart[i] = GAP.test(message[i - 1]) ? gapStart[i - 1] : i;
+  return (hit) => {
+    // A hit spanning this one starts at most `longest` before this one ends.
+    for (let i = firstFrom(byStart, (h) => h.start, hit.end - longest); i < byStart.length; i++) {
+      if (byStart[i].start > hit.start) break;
+      if (spans(byStart[i], hit)) return false;
+    }
+    // A modifier ends where the gap before this hit begins, or within it.
+    for (let i = firstFrom(byEnd, (h) => h.end, gapStart[hit.start]); i < byEnd.length; i++) {
+      if (byEnd[i].end > hit.start) break;
+      if (byEnd[i].owner !== hit.owner) return false;
+    }
+    return true;
+  };
 }
 
 /**
@@ -48,11 +86,12 @@ export function scoreAgents(message: string, agents: readonly AgentDescriptor[])
       findKeyword(message, keyword).map((hit) => ({ ...hit, owner })),
     ),
   );
-  const allHits = hitsByAgent.flat();
-  const stands = (hit: AgentHit) =>
-    !allHits.some((other) => spans(other, hit) || modifies(other, hit, message));
+  const stands = standing(message, hitsByAgent.flat());
   return agents.map((agent, i) => {
-    const keywords = [...new Set(hitsByAgent[i].filter(stands).map((hit) => hit.keyword))];
-    return { agent, score: keywords.length, keywords };
+    const keywords = new Set<string>();
+    // A keyword counts once: its first standing hit settles it.
+    for (const hit of hitsByAgent[i])
+      if (!keywords.has(hit.keyword) && stands(hit)) keywords.add(hit.keyword);
+    return { agent, score: keywords.size, keywords: [...keywords] };
   });
 }
