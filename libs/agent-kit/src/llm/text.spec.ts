@@ -13,6 +13,37 @@ describe('text helpers', () => {
     expect(truncate('短', 3)).toBe('短');
   });
 
+  // Segmenting a whole 32,000-character message into graphemes took about 150 ms of the event
+  // loop, once per history message in every turn's model plan: only what is kept is segmented.
+  it('segments no further into a long text than the graphemes it keeps', () => {
+    const segment = Intl.Segmenter.prototype.segment;
+    let read = 0;
+    const spy = jest.spyOn(Intl.Segmenter.prototype, 'segment').mockImplementation(function (
+      this: Intl.Segmenter,
+      text: string,
+    ) {
+      const segments = segment.call(this, text);
+      return {
+        ...segments,
+        *[Symbol.iterator]() {
+          for (const s of segments) {
+            read++;
+            yield s;
+          }
+        },
+      } as unknown as Intl.Segments;
+    });
+    try {
+      expect(truncate('劳动合同'.repeat(8_000), 300)).toBe(
+        `${'劳动合同'.repeat(75).slice(0, 299)}…`,
+      );
+      expect(truncate('x'.repeat(299) + '👨‍👩‍👧‍👦', 300)).toBe('x'.repeat(299) + '👨‍👩‍👧‍👦');
+      expect(read).toBeLessThanOrEqual(2 * 301);
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
   it('makes a title from the first sentence without trailing punctuation', () => {
     expect(makeTitle('租房合同押金不退怎么办?房东一直拖着。')).toBe('租房合同押金不退怎么办');
     expect(makeTitle('  My employment contract\nhas a problem.  ')).toBe(
