@@ -49,6 +49,35 @@ describe('history', () => {
     expect(truncateRuneSafe('short', 60)).toBe('short');
   });
 
+  // Each turn past the summary threshold cuts the messages it folds to 2,000 characters, under
+  // the conversation lock: segmenting a whole 32,000-character message took about 150 ms.
+  it('segments no further into a long text than the graphemes it keeps', () => {
+    const segment = Intl.Segmenter.prototype.segment;
+    let read = 0;
+    const spy = jest.spyOn(Intl.Segmenter.prototype, 'segment').mockImplementation(function (
+      this: Intl.Segmenter,
+      text: string,
+    ) {
+      const segments = segment.call(this, text);
+      return {
+        *[Symbol.iterator]() {
+          for (const s of segments) {
+            read++;
+            yield s;
+          }
+        },
+      } as unknown as Intl.Segments;
+    });
+    try {
+      const long = '劳动合同'.repeat(8_000);
+      expect(truncateRuneSafe(long, 2_000)).toBe(`${long.slice(0, 1_999)}…`);
+      expect(truncateRuneSafe(' x ', 1)).toBe('x');
+      expect(read).toBeLessThanOrEqual(2_002);
+    } finally {
+      spy.mockRestore();
+    }
+  });
+
   it('asks for compaction past the threshold, keeping the newest messages', () => {
     const rule = { threshold: 30, keep: 20 };
     // Every message fits the agents' budget: the count rule alone.
