@@ -7,7 +7,7 @@ import { parse as parseContentType } from 'content-type';
 import { json, NextFunction, Request, Response } from 'express';
 import { LoomEnv } from '@loom/agent-kit';
 import { createPinoLogger, LoomLogger } from '@loom/observability';
-import { assertJsonDepth, MAX_JSON_DEPTH } from '@loom/security';
+import { assertJsonDepth, assertJsonValues, MAX_JSON_DEPTH } from '@loom/security';
 import { LoomError, LoomErrorCode } from '@loom/session';
 import { AppModule } from './app.module';
 import { HttpErrorFilter } from './errors/http-error.filter';
@@ -112,7 +112,8 @@ export async function createOrchestrator(env: LoomEnv): Promise<INestApplication
     }
     next();
   });
-  // Nesting past MAX_JSON_DEPTH is 400 VALIDATION_FAILED, checked on the raw text before parsing.
+  // Nesting past MAX_JSON_DEPTH is 400 VALIDATION_FAILED, and more than MAX_JSON_VALUES values
+  // 413 PAYLOAD_TOO_LARGE, both checked on the raw text before parsing.
   app.use(
     json({
       limit: BODY_LIMIT,
@@ -129,6 +130,7 @@ export async function createOrchestrator(env: LoomEnv): Promise<INestApplication
         if (text.trimStart().startsWith('['))
           throw new LoomError(LoomErrorCode.VALIDATION_FAILED, 'the body must be a JSON object');
         assertJsonDepth(text, MAX_JSON_DEPTH);
+        assertJsonValues(text);
       },
     }),
   );

@@ -1,5 +1,12 @@
 import { LoomError } from '@loom/session';
-import { assertJsonDepth, jsonNestingDepth, MAX_JSON_DEPTH } from './json-depth';
+import {
+  assertJsonDepth,
+  assertJsonValues,
+  jsonNestingDepth,
+  jsonValueCount,
+  MAX_JSON_DEPTH,
+  MAX_JSON_VALUES,
+} from './json-depth';
 
 const nested = (n: number) => '['.repeat(n) + ']'.repeat(n);
 
@@ -33,5 +40,26 @@ describe('assertJsonDepth', () => {
     }
     expect(LoomError.is(err)).toBe(true);
     expect((err as LoomError).code).toBe('VALIDATION_FAILED');
+  });
+});
+
+describe('jsonValueCount', () => {
+  it('bounds the values from above, brackets and commas inside strings aside', () => {
+    expect(jsonValueCount('1')).toBe(1);
+    expect(jsonValueCount('{"content":"a, [b], {c}"}')).toBe(2);
+    expect(jsonValueCount('{"a":[1,2,{"b":"\\",","c":3}]}')).toBeGreaterThanOrEqual(7);
+    expect(jsonValueCount('[' + '0,'.repeat(99_999) + '0]', 10)).toBe(11);
+  });
+});
+
+describe('assertJsonValues', () => {
+  it('takes the densest 16 KB of metadata and refuses more values as PAYLOAD_TOO_LARGE', () => {
+    const metadata = `[${Array(8_191).fill(0).join(',')}]`;
+    expect(Buffer.byteLength(metadata)).toBeLessThanOrEqual(16 * 1024);
+    expect(() => assertJsonValues(`{"metadata":{"a":${metadata}}}`)).not.toThrow();
+    const keys = Array.from({ length: MAX_JSON_VALUES }, (_, i) => `"k${i}":1`).join(',');
+    expect(() => assertJsonValues(`{${keys}}`)).toThrow(
+      expect.objectContaining({ code: 'PAYLOAD_TOO_LARGE' }),
+    );
   });
 });
