@@ -563,7 +563,7 @@ describe('system: security (isolation, signed assignments, ACL, hardening)', () 
       expect(badPercent.status).toBe(400);
     });
 
-    it('limits JSON depth to 32 (400 VALIDATION_FAILED) and body size to 256 KB (413)', async () => {
+    it('limits JSON depth to 32 (400 VALIDATION_FAILED) and body size to 384 KB (413)', async () => {
       const nest = (n: number): unknown => (n === 0 ? 1 : { a: nest(n - 1) });
       // body {metadata: …}: the body is level 1, metadata 2 …
       const ok = await alice('POST', '/v1/conversations', { metadata: nest(30) });
@@ -581,7 +581,7 @@ describe('system: security (isolation, signed assignments, ACL, hardening)', () 
       );
       expect(bomb.body).toMatchObject({ statusCode: 400, code: 'VALIDATION_FAILED' });
       const big = await alice('POST', '/v1/conversations', {
-        metadata: { x: 'y'.repeat(300_000) },
+        metadata: { x: 'y'.repeat(400_000) },
       });
       expect(big.body).toMatchObject({ statusCode: 413, code: 'PAYLOAD_TOO_LARGE' });
     });

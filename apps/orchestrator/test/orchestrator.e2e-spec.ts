@@ -445,6 +445,27 @@ describe('orchestrator (HTTP, in-process)', () => {
     expect([list.status, list.body.code]).toEqual([400, 'VALIDATION_FAILED']);
   });
 
+  it('takes the longest content however its JSON is escaped', async () => {
+    const server = app.getHttpServer();
+    const auth = token('tenant-a', 'grace');
+    const id = (await request(server).post('/v1/conversations').set('authorization', auth).send({}))
+      .body.conversationId;
+    // 32,000 emoji as an encoder that escapes everything past ASCII writes them (Python's
+    // json.dumps by default): 12 bytes each, 384,014 bytes in all.
+    const content = '😀'.repeat(32_000);
+    const body = JSON.stringify({ content }).replace(
+      /[\u0080-\uffff]/g,
+      (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`,
+    );
+    expect(Buffer.byteLength(body)).toBe(384_014);
+    const res = await request(server)
+      .post(`/v1/conversations/${id}/messages`)
+      .set('authorization', auth)
+      .set('content-type', 'application/json')
+      .send(body);
+    expect([res.status, res.body.userMessage?.content === content]).toEqual([201, true]);
+  });
+
   it('plays a turn through the agents and lists them', async () => {
     const server = app.getHttpServer();
     const auth = token('tenant-a', 'alice');

@@ -8,7 +8,7 @@ const ERRORS: Record<number, string> = {
   401: 'UNAUTHENTICATED: no, a malformed, an expired or a wrongly signed bearer token',
   404: "NOT_FOUND: missing, or another user's or tenant's (the same answer)",
   409: 'CONFLICT: another turn holds the conversation past the wait, or this one was superseded (retry); or an Idempotency-Key sent with another message, or of a failed turn the conversation has gone on from (send under a new key)',
-  413: 'PAYLOAD_TOO_LARGE: content over 32,000 characters, metadata over 16 KB, or a body over 256 KB or of more than 10,000 JSON values',
+  413: 'PAYLOAD_TOO_LARGE: content over 32,000 characters, metadata over 16 KB, or a body over 384 KB or of more than 10,000 JSON values',
   415: 'UNSUPPORTED_MEDIA_TYPE: a body that is not application/json (UTF-8)',
   429: "RATE_LIMITED: the tenant's requests per window are used up (Retry-After says when to retry)",
   502: 'AGENT_FAILED: a required agent failed (the message names the model failure, never its text)',

@@ -6,7 +6,7 @@ export const MAX_JSON_DEPTH = 32;
 /**
  * The nesting depth of a JSON text, scanned without parsing it (so a hostile `[[[[…` never
  * reaches JSON.parse's recursion). Brackets inside strings do not count. Stops counting once
- * `stopAbove` is exceeded, so a 256 KB body costs one pass at most.
+ * `stopAbove` is exceeded, so a body costs one pass at most.
  */
 export function jsonNestingDepth(text: string, stopAbove = Infinity): number {
   let depth = 0;
