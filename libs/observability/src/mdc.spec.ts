@@ -17,6 +17,14 @@ describe('pickMdc', () => {
     expect(pickMdc(null)).toEqual({});
     expect(pickMdc('meta')).toEqual({});
   });
+
+  // A token's tenant may be any principal the session library takes; one the MDC dropped left
+  // every log line of that tenant's turns, and its agents' lines, without it.
+  it('keeps every tenant id a token may carry', () => {
+    for (const tenantId of ['auth0|5f7c8ec7', 'org+eu', 'acme.example@idp:1'])
+      expect(pickMdc({ tenantId })).toEqual({ tenantId });
+    expect(pickMdc('meta')).toEqual({});
+  });
 });
 
 describe('runWithMdc', () => {

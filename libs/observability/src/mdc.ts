@@ -1,8 +1,11 @@
 import { ClsServiceManager } from 'nestjs-cls';
 import { LoomClsStore, MDC_FIELDS, MdcField } from './cls-store';
 
-/** What an MDC value may look like: ids, agent types, correlation ids. Anything else is dropped. */
-export const MDC_VALUE = /^[A-Za-z0-9_.:@-]{1,128}$/;
+/**
+ * What an MDC value may look like: ids, agent types, correlation ids, and every tenant id a token
+ * may carry (libs/session PRINCIPAL_PATTERN: `auth0|…`, `a+b`). Anything else is dropped.
+ */
+export const MDC_VALUE = /^[A-Za-z0-9_.:@|+-]{1,128}$/;
 
 /** The MDC fields of `source` that are safe to log (strings of the allowed shape), e.g. a dispatch's `meta`. */
 export function pickMdc(source: unknown): Partial<Record<MdcField, string>> {
