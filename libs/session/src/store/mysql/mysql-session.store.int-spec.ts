@@ -17,7 +17,7 @@ runSessionStoreContract('mysql', async () => {
 });
 
 describe('mysql store: deleting a long session', () => {
-  it('deletes it in bounded statements, its list items first, its single values last', async () => {
+  it('deletes it in bounded statements, its `conversation` row last', async () => {
     const db = await createTestDatabase();
     const store = new MysqlSessionStore(await openSessionDataSource({ url: db.url }), {
       deleteBatch: 10,
@@ -34,12 +34,56 @@ describe('mysql store: deleting a long session', () => {
       await store.delete(a, sid);
       const deletes = query.mock.calls.map(([sql]) => String(sql)).filter((q) => /^DELETE/.test(q));
       query.mockRestore();
-      // 25 items in batches of 10 (the last one short), then the single values in one statement.
-      expect(deletes).toHaveLength(4);
-      expect(deletes.slice(0, 3).every((q) => /item_index > 0 .*LIMIT 10$/.test(q))).toBe(true);
-      expect(deletes[3]).toMatch(/item_index = 0/);
+      // The single values but `conversation`, then 25 items in batches of 10 (the last one
+      // short), then the `conversation` row.
+      expect(deletes).toHaveLength(5);
+      expect(deletes[0]).toMatch(/item_index = 0 AND state_key NOT IN/);
+      expect(deletes.slice(1, 4).every((q) => /item_index > 0 .*LIMIT 10$/.test(q))).toBe(true);
+      expect(deletes[4]).toMatch(/item_index = 0/);
       expect(await store.listSessionKeys(a, sid)).toEqual([]);
       expect(await store.exists(a, sid)).toBe(false);
+    } finally {
+      await store.close();
+      await db.drop();
+    }
+  });
+});
+
+describe('mysql store: an execution writing while its conversation is deleted', () => {
+  it('leaves nothing behind, whichever statement of the deletion its write follows', async () => {
+    const db = await createTestDatabase();
+    const store = new MysqlSessionStore(await openSessionDataSource({ url: db.url }), {
+      deleteBatch: 10,
+    });
+    try {
+      const a = { tenantId: 'tenant-a' };
+      const sid = newId('c');
+      const taskKey = 'task:t_deleting1';
+      const execution = { taskKey, agentSessionId: 'a_deleting1' };
+      await store.save(a, sid, 'conversation', { title: 'deleted while an agent runs' });
+      await store.save(a, sid, taskKey, { status: 'RUNNING', executions: [] });
+      for (let n = 1; n <= 5; n++) await store.append(a, sid, `${taskKey}:shared`, { n });
+      // An execution of the conversation's running task (its orchestrator died) writes a
+      // shared key after each statement of the deletion.
+      const dataSource = (store as unknown as { db: { query: (...a: unknown[]) => unknown } }).db;
+      const query = dataSource.query.bind(dataSource);
+      const outcomes: string[] = [];
+      const spy = jest.spyOn(dataSource, 'query').mockImplementation(async (...args) => {
+        const res = await query(...args);
+        if (/^DELETE/.test(String(args[0])))
+          outcomes.push(
+            await store.append(a, sid, `${taskKey}:shared`, { late: true }, { execution }).then(
+              () => 'written',
+              (err: { code?: string }) => String(err.code),
+            ),
+          );
+        return res;
+      });
+      await store.delete(a, sid);
+      spy.mockRestore();
+      expect(outcomes.length).toBeGreaterThan(0);
+      expect(await store.listSessionKeys(a, sid)).toEqual([]);
+      expect(await store.getList(a, sid, `${taskKey}:shared`)).toEqual([]);
     } finally {
       await store.close();
       await db.drop();

@@ -16,6 +16,8 @@ import { asUnavailable } from './mysql-errors';
 
 const TABLE = 'loom_session_state';
 const FENCE_KEY = '_fence';
+/** The single value whose expiry makes the sweeper purge a session (deleted last). */
+const CONVERSATION_KEY = 'conversation';
 const COLS = 'session_id, state_key, item_index, tenant_id, user_id, state_data, expires_at';
 const ER_DUP_ENTRY = 1062;
 const ER_LOCK_DEADLOCK = 1213;
@@ -256,9 +258,17 @@ export class MysqlSessionStore implements SessionStore {
         `WHERE session_id = ? AND state_key = '${FENCE_KEY}' AND item_index = 0 AND tenant_id = ?`,
       [sessionId, scope.tenantId],
     );
-    // A long log goes in bounded statements (no one DELETE holds locks on 100k rows), its list
-    // items first: a failure midway leaves the session's single values (its `conversation` row,
-    // whose expiry brings the sweeper back to it), never items nothing would ever remove.
+    // Its single values but the `conversation` row go first: its task rows are what an agent
+    // execution's writes re-check (WriteOptions.execution), so none lands after this statement,
+    // where the list items below would no longer be deleted. Then a long log goes in bounded
+    // statements (no one DELETE holds locks on 100k rows), and the `conversation` row last: a
+    // failure midway leaves it, whose expiry brings the sweeper back, never rows nothing would
+    // ever remove.
+    await this.query(
+      `DELETE FROM ${TABLE} WHERE session_id = ? AND tenant_id = ? AND item_index = 0 ` +
+        `AND state_key NOT IN ('${FENCE_KEY}', '${CONVERSATION_KEY}')`,
+      [sessionId, scope.tenantId],
+    );
     for (;;) {
       const res: WriteResult = await this.query(
         `DELETE FROM ${TABLE} WHERE session_id = ? AND tenant_id = ? AND item_index > 0 ` +
