@@ -38,8 +38,9 @@ export class ConversationRepository {
       const meta = this.newMeta(owner, requestedId, metadata);
       // Adopted only while no session at all has that id: a task's id (the sessions share one
       // namespace) is as taken as another owner's conversation, and so is another tenant's
-      // session, which the store reports as NOT_FOUND. A fencing counter alone takes nothing:
-      // a turn that waited for the lock of a conversation deleted meanwhile leaves one.
+      // session, which the store reports as NOT_FOUND. A fencing counter alone does not keep the
+      // id from its own tenant (a turn that waited for the lock of a conversation deleted
+      // meanwhile leaves one); it does keep it from other tenants until the sweeper removes it.
       const created =
         (await this.store.listSessionKeys(scope, requestedId)).length === 0 &&
         (await this.store
