@@ -55,6 +55,22 @@ describe('scoreAgents', () => {
     }
   });
 
+  // CJK keywords are found in the lower-cased text, where 'İ' is two units: a hit after it can
+  // start past the message's end. The rule then reads the text between as message.slice does.
+  it('answers as the rule does when lower-casing lengthens the text (İ)', () => {
+    const messages = [
+      '劳动xİİİİİİİİİİ合同',
+      '违约 İİİİİİİİİİ劳动',
+      'İİİİ劳动x合同',
+      '劳动 İİİİİ合同',
+    ];
+    for (const message of messages)
+      expect([message, scoreAgents(message, AGENTS)]).toEqual([
+        message,
+        reference(message, AGENTS),
+      ]);
+  });
+
   // Every position of this 32,000-character message (the longest content a turn takes) starts a
   // keyword of one agent or the other: 24,000 hits. Compared pairwise, each pair a regex test of
   // the text between them, they kept the orchestrator's event loop, and every tenant's requests

@@ -66,8 +66,11 @@ function standing(message: string, hits: AgentHit[]): (hit: AgentHit) => boolean
       if (byStart[i].start > hit.start) break;
       if (spans(byStart[i], hit)) return false;
     }
-    // A modifier ends where the gap before this hit begins, or within it.
-    for (let i = firstFrom(byEnd, (h) => h.end, gapStart[hit.start]); i < byEnd.length; i++) {
+    // A modifier ends where the gap before this hit begins, or within it. A CJK hit is found in
+    // the lower-cased text, which 'İ' lengthens: one past the message's end reads the text
+    // between as message.slice does, up to the message's end.
+    const gap = gapStart[Math.min(hit.start, message.length)];
+    for (let i = firstFrom(byEnd, (h) => h.end, gap); i < byEnd.length; i++) {
       if (byEnd[i].end > hit.start) break;
       if (byEnd[i].owner !== hit.owner) return false;
     }
