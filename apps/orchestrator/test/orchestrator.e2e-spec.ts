@@ -373,6 +373,12 @@ describe('orchestrator (HTTP, in-process)', () => {
       .set('authorization', auth)
       .send({ metadata: { a: Array(8_000).fill(0) } });
     expect(dense.status).toBe(201);
+    // So does metadata of empty arrays within its 16 KB: each is one value, not two.
+    const empties = await request(server)
+      .post('/v1/conversations')
+      .set('authorization', auth)
+      .send({ metadata: { a: Array(5_400).fill([]) } });
+    expect(empties.status).toBe(201);
   });
 
   it('refuses bytes that are not UTF-8, ids it cannot decode and cursors past any date, quoting nothing', async () => {

@@ -63,3 +63,25 @@ describe('assertJsonValues', () => {
     );
   });
 });
+
+describe('jsonValueCount of empty objects and arrays', () => {
+  // Metadata of empty arrays or objects within its 16 KB holds about 5,500 values; counting
+  // each '[' as a value besides the commas made it about 11,000, and the body 413.
+  it('counts an empty object or array as the one value it is', () => {
+    expect(jsonValueCount('[]')).toBe(1);
+    expect(jsonValueCount('{ }')).toBe(1);
+    expect(jsonValueCount('[[],{},[ ]]')).toBe(4);
+    expect(jsonValueCount('{"a":[1,2,{"b":"\\",","c":3}]}')).toBe(7);
+    expect(jsonValueCount(JSON.stringify({ a: [[], {}, [1], { b: [] }] }))).toBe(8);
+  });
+
+  it('takes 16 KB of metadata made of empty arrays or objects', () => {
+    for (const empty of ['[]', '{}']) {
+      const metadata = `{"a":[${Array(5_400).fill(empty).join(',')}]}`;
+      expect(Buffer.byteLength(JSON.stringify(JSON.parse(metadata)))).toBeLessThanOrEqual(
+        16 * 1024,
+      );
+      expect(() => assertJsonValues(`{"metadata":${metadata}}`)).not.toThrow();
+    }
+  });
+});

@@ -50,13 +50,16 @@ export function assertJsonDepth(text: string, maxDepth = MAX_JSON_DEPTH): void {
 export const MAX_JSON_VALUES = 10_000;
 
 /**
- * An upper bound of the values of a JSON text (objects, arrays and every member or element):
- * one, plus its commas and opening brackets outside strings. Scanned without parsing, and no
- * further than past `stopAbove`.
+ * The values of a JSON text (objects, arrays and every member or element): one, plus its commas
+ * outside strings, plus its objects and arrays that hold something (the first element of each).
+ * An empty `[]` or `{}` is one value, not two: 16 KB of metadata made of them holds about 5,500
+ * values, well within the bound. Scanned without parsing, and no further than past `stopAbove`.
  */
 export function jsonValueCount(text: string, stopAbove = Infinity): number {
   let count = 1;
   let inString = false;
+  // An object or array was opened and its first element (or its end) is still to come.
+  let opened = false;
   for (let i = 0; i < text.length; i++) {
     const c = text.charCodeAt(i);
     if (inString) {
@@ -64,10 +67,15 @@ export function jsonValueCount(text: string, stopAbove = Infinity): number {
       else if (c === 0x22 /* " */) inString = false;
       continue;
     }
-    if (c === 0x22) inString = true;
-    else if (c === 0x2c /* , */ || c === 0x7b /* { */ || c === 0x5b /* [ */) {
-      if (++count > stopAbove) return count;
+    if (c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d) continue;
+    if (opened) {
+      opened = false;
+      if (c !== 0x5d /* ] */ && c !== 0x7d /* } */ && ++count > stopAbove) return count;
     }
+    if (c === 0x22) inString = true;
+    else if (c === 0x2c /* , */) {
+      if (++count > stopAbove) return count;
+    } else if (c === 0x7b /* { */ || c === 0x5b /* [ */) opened = true;
   }
   return count;
 }
