@@ -85,7 +85,7 @@ export class AgentDispatcher implements OnModuleInit, OnApplicationShutdown {
   }
 }
 
-function asLoomError(err: unknown, agentType: string): LoomError {
+export function asLoomError(err: unknown, agentType: string): LoomError {
   if (LoomError.is(err)) return err;
   const e = err as {
     code?: string;
@@ -104,9 +104,10 @@ function asLoomError(err: unknown, agentType: string): LoomError {
     );
   if (e?.name === 'TimeoutError' || e?.code === 'TIMEOUT')
     return new LoomError(LoomErrorCode.TIMEOUT, `${agentType} did not answer in time`);
-  // A model endpoint that is busy: the model client's own words, written for the user.
-  if (e?.code === 'UNAVAILABLE' && e.modelSaid && e.message)
-    return new LoomError(LoomErrorCode.UNAVAILABLE, e.message, details);
+  // A model endpoint that is busy: the model client's own words, written for the user (still
+  // another program's: bounded like any other message).
+  if (e?.code === 'UNAVAILABLE' && e.modelSaid && typeof e.message === 'string' && e.message.trim())
+    return new LoomError(LoomErrorCode.UNAVAILABLE, boundedMessage(e.message), details);
   if (e?.code === 'UNAVAILABLE' || e?.code === 'DEAD_LETTERED')
     return new LoomError(LoomErrorCode.UNAVAILABLE, `${agentType} is unavailable`);
   const code = Object.values(LoomErrorCode).includes(e?.code as LoomErrorCode)
