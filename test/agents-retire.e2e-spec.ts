@@ -61,4 +61,17 @@ describe('system: retiring an agent type', () => {
     expect(res.body.message).toContain('labor-law was retired');
     expect(await redis.exists(key)).toBe(0);
   });
+
+  // Any type an agent may register with (AGENT_TYPE_PATTERN: 2 to 64 of a-z, 0-9 and '-') can be
+  // retired; the command used to answer its usage for one starting with a digit or of 64.
+  it('takes every agent type an agent may register with', async () => {
+    for (const type of ['3d-printing', 'x'.repeat(64)]) {
+      const cli = await run(
+        process.execPath,
+        ['dist/apps/orchestrator/src/cli/retire-agent.js', '--force', type],
+        { env: { ...process.env, ...sys.env } },
+      );
+      expect(cli.stdout).toContain(`retired ${type}`);
+    }
+  });
 });

@@ -1,5 +1,6 @@
 import 'reflect-metadata';
 import {
+  AGENT_TYPE_PATTERN,
   agentExecutePattern,
   loadEnvOrExit,
   RedisAgentRegistry,
@@ -23,7 +24,7 @@ const USAGE = 'usage: npm run agents:retire -- [--force] <agentType>…';
 async function main(args: string[]): Promise<number> {
   const force = args.includes('--force');
   const types = args.filter((a) => a !== '--force');
-  if (types.length === 0 || types.some((t) => !/^[a-z][a-z0-9-]{1,62}$/.test(t))) {
+  if (types.length === 0 || types.some((t) => !AGENT_TYPE_PATTERN.test(t))) {
     process.stderr.write(`${USAGE}\n`);
     return 2;
   }
