@@ -7,7 +7,7 @@ import { parse as parseContentType } from 'content-type';
 import { json, NextFunction, Request, Response } from 'express';
 import { LoomEnv } from '@loom/agent-kit';
 import { createPinoLogger, LoomLogger } from '@loom/observability';
-import { assertJsonDepth, assertJsonValues, MAX_JSON_DEPTH } from '@loom/security';
+import { assertJsonBody, MAX_JSON_DEPTH } from '@loom/security';
 import { LoomError, LoomErrorCode } from '@loom/session';
 import { AppModule } from './app.module';
 import { HttpErrorFilter } from './errors/http-error.filter';
@@ -117,7 +117,7 @@ export async function createOrchestrator(env: LoomEnv): Promise<INestApplication
     next();
   });
   // Nesting past MAX_JSON_DEPTH is 400 VALIDATION_FAILED, and more than MAX_JSON_VALUES values
-  // 413 PAYLOAD_TOO_LARGE, both checked on the raw text before parsing.
+  // 413 PAYLOAD_TOO_LARGE, both checked on the raw text, in one pass, before parsing.
   app.use(
     json({
       limit: BODY_LIMIT,
@@ -133,8 +133,7 @@ export async function createOrchestrator(env: LoomEnv): Promise<INestApplication
         // sets .constructor on it, and that alone drops V8 to slow array paths process-wide.
         if (text.trimStart().startsWith('['))
           throw new LoomError(LoomErrorCode.VALIDATION_FAILED, 'the body must be a JSON object');
-        assertJsonDepth(text, MAX_JSON_DEPTH);
-        assertJsonValues(text);
+        assertJsonBody(text);
       },
     }),
   );

@@ -1,7 +1,6 @@
 import { LoomError } from '@loom/session';
 import {
-  assertJsonDepth,
-  assertJsonValues,
+  assertJsonBody,
   jsonNestingDepth,
   jsonValueCount,
   MAX_JSON_DEPTH,
@@ -29,17 +28,24 @@ describe('jsonNestingDepth', () => {
   });
 });
 
-describe('assertJsonDepth', () => {
+describe('assertJsonBody: depth', () => {
   it('accepts the bound and rejects one more, as VALIDATION_FAILED', () => {
-    expect(() => assertJsonDepth(nested(MAX_JSON_DEPTH))).not.toThrow();
+    expect(() => assertJsonBody(nested(MAX_JSON_DEPTH))).not.toThrow();
     let err: unknown;
     try {
-      assertJsonDepth(nested(MAX_JSON_DEPTH + 1));
+      assertJsonBody(nested(MAX_JSON_DEPTH + 1));
     } catch (e) {
       err = e;
     }
     expect(LoomError.is(err)).toBe(true);
     expect((err as LoomError).code).toBe('VALIDATION_FAILED');
+  });
+
+  it('answers a body both too deep and of too many values as too deep', () => {
+    const both = `{"a":[${Array(MAX_JSON_VALUES).fill(0).join(',')}],"b":${nested(MAX_JSON_DEPTH + 1)}}`;
+    expect(() => assertJsonBody(both)).toThrow(
+      expect.objectContaining({ code: 'VALIDATION_FAILED' }),
+    );
   });
 });
 
@@ -48,17 +54,17 @@ describe('jsonValueCount', () => {
     expect(jsonValueCount('1')).toBe(1);
     expect(jsonValueCount('{"content":"a, [b], {c}"}')).toBe(2);
     expect(jsonValueCount('{"a":[1,2,{"b":"\\",","c":3}]}')).toBeGreaterThanOrEqual(7);
-    expect(jsonValueCount('[' + '0,'.repeat(99_999) + '0]', 10)).toBe(11);
+    expect(jsonValueCount('[' + '0,'.repeat(99_999) + '0]')).toBe(100_001); // the array too
   });
 });
 
-describe('assertJsonValues', () => {
+describe('assertJsonBody: values', () => {
   it('takes the densest 16 KB of metadata and refuses more values as PAYLOAD_TOO_LARGE', () => {
     const metadata = `[${Array(8_191).fill(0).join(',')}]`;
     expect(Buffer.byteLength(metadata)).toBeLessThanOrEqual(16 * 1024);
-    expect(() => assertJsonValues(`{"metadata":{"a":${metadata}}}`)).not.toThrow();
+    expect(() => assertJsonBody(`{"metadata":{"a":${metadata}}}`)).not.toThrow();
     const keys = Array.from({ length: MAX_JSON_VALUES }, (_, i) => `"k${i}":1`).join(',');
-    expect(() => assertJsonValues(`{${keys}}`)).toThrow(
+    expect(() => assertJsonBody(`{${keys}}`)).toThrow(
       expect.objectContaining({ code: 'PAYLOAD_TOO_LARGE' }),
     );
   });
@@ -81,7 +87,7 @@ describe('jsonValueCount of empty objects and arrays', () => {
       expect(Buffer.byteLength(JSON.stringify(JSON.parse(metadata)))).toBeLessThanOrEqual(
         16 * 1024,
       );
-      expect(() => assertJsonValues(`{"metadata":${metadata}}`)).not.toThrow();
+      expect(() => assertJsonBody(`{"metadata":${metadata}}`)).not.toThrow();
     }
   });
 });
