@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { LLM_CLIENT, LlmClient, LlmError, makeTitle, withCost } from '@loom/agent-kit';
+import { LLM_CLIENT, LlmClient, LlmError, makeTitle, truncate, withCost } from '@loom/agent-kit';
 import { redactPii } from '@loom/security';
 import {
   addUsage,
@@ -9,7 +9,6 @@ import {
   emptyUsage,
   oldestWithinBudget,
   Owner,
-  truncateRuneSafe,
   Usage,
   withinTokenBudget,
 } from '@loom/session';
@@ -57,8 +56,8 @@ export class HistoryMaintenance {
         context: { question: clean, history: [] },
       });
       const usage = withCost(res.usage);
-      const title = truncateRuneSafe(
-        redactPii(res.text.trim().replace(/^["'“]|["'”]$/g, '')),
+      const title = truncate(
+        redactPii(res.text.trim().replace(/^["'“]|["'”]$/g, '')).trim(),
         TITLE_MAX,
       );
       return { title: title || makeTitle(clean, TITLE_MAX), usage };
@@ -103,7 +102,7 @@ export class HistoryMaintenance {
     const messages = oldestWithinBudget(
       backlog.map((m) =>
         m.content.length > FOLD_MESSAGE_MAX_CHARS
-          ? { ...m, content: truncateRuneSafe(m.content, FOLD_MESSAGE_MAX_CHARS), tokens: 0 }
+          ? { ...m, content: truncate(m.content.trim(), FOLD_MESSAGE_MAX_CHARS), tokens: 0 }
           : m,
       ),
       FOLD_MAX_TOKENS,

@@ -11,6 +11,8 @@ describe('text helpers', () => {
   it('truncates on grapheme boundaries', () => {
     expect(truncate('👨‍👩‍👧‍👦'.repeat(5), 3)).toBe('👨‍👩‍👧‍👦👨‍👩‍👧‍👦…');
     expect(truncate('短', 3)).toBe('短');
+    expect(truncate('劳动合同竞业限制问题咨询', 6)).toBe('劳动合同竞…');
+    expect(Array.from(truncate('👩‍⚖️'.repeat(5), 3)).join('')).toBe('👩‍⚖️👩‍⚖️…');
   });
 
   // Segmenting a whole 32,000-character message into graphemes took about 150 ms of the event

@@ -29,24 +29,6 @@ export function withinTokenBudget(
   return kept.reverse();
 }
 
-const GRAPHEMES = new Intl.Segmenter(undefined, { granularity: 'grapheme' });
-
-/**
- * Cuts a title to `max` user-perceived characters without splitting a surrogate pair or grapheme.
- * Segments no further than that: a whole 32,000-character message took about 150 ms.
- */
-export function truncateRuneSafe(text: string, max: number): string {
-  const trimmed = text.trim();
-  // A grapheme is at least one UTF-16 unit.
-  if (trimmed.length <= max) return trimmed;
-  const kept: string[] = [];
-  for (const { segment } of GRAPHEMES.segment(trimmed)) {
-    if (kept.length === max) return `${kept.slice(0, Math.max(max - 1, 1)).join('')}…`;
-    kept.push(segment);
-  }
-  return trimmed;
-}
-
 /**
  * The history an agent is given (SessionContext): the messages after the summary's range, the
  * newest `maxMessages` of them within `historyTokens`. `maxMessages` is the compaction threshold,
