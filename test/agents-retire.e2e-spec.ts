@@ -3,7 +3,7 @@ import { promisify } from 'util';
 import Redis from 'ioredis';
 import { agentExecutePattern, requestStreamKey } from '@loom/agent-kit';
 import { client, RunningSystem, startSystem } from './system';
-import { waitFor } from './faults.support';
+import { stopLaborLawAfterAnAnswer, waitFor } from './faults.support';
 
 const run = promisify(execFile);
 
@@ -21,19 +21,7 @@ describe('system: retiring an agent type', () => {
     sys = await startSystem({ env: { AGENT_TIMEOUT_MS: '30000' } });
     redis = new Redis(sys.env.REDIS_URL);
     alice = client(sys.base, sys.token('tenant-r', 'alice'));
-    const warm = (await alice('POST', '/v1/conversations', {})).body.conversationId;
-    const t = await alice('POST', `/v1/conversations/${warm}/messages`, {
-      content: '劳动合同问题',
-    });
-    expect(t.body.reply.agentType).toBe('labor-law');
-    await sys.kill(sys.processes('labor-law-agent')[0], 'SIGTERM');
-    await waitFor(
-      async () =>
-        !(await alice('GET', '/v1/agents')).body.items.some(
-          (a: { agentType: string }) => a.agentType === 'labor-law',
-        ),
-      { what: 'labor-law to leave the registry', timeoutMs: 20_000 },
-    );
+    await stopLaborLawAfterAnAnswer(sys, alice);
   });
   afterAll(async () => {
     redis?.disconnect();

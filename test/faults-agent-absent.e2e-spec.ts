@@ -1,5 +1,11 @@
 import { client, RunningSystem, startSystem } from './system';
-import { debugLogs, logLines, storedMessages, waitFor } from './faults.support';
+import {
+  debugLogs,
+  logLines,
+  stopLaborLawAfterAnAnswer,
+  storedMessages,
+  waitFor,
+} from './faults.support';
 const { freePort } = require('../scripts/lib/processes');
 
 const SHORT_TIMEOUT_MS = 2500;
@@ -21,20 +27,7 @@ describe('system: an agent type with no live instance', () => {
   beforeAll(async () => {
     sys = await startSystem({ env: { AGENT_TIMEOUT_MS: '30000' } });
     alice = client(sys.base, sys.token('tenant-n', 'alice'));
-    // A deployment that has run: the orchestrators have seen the specialist at work.
-    const warm = (await alice('POST', '/v1/conversations', {})).body.conversationId;
-    const t = await alice('POST', `/v1/conversations/${warm}/messages`, {
-      content: '劳动合同问题',
-    });
-    expect(t.body.reply.agentType).toBe('labor-law');
-    await sys.kill(sys.processes('labor-law-agent')[0], 'SIGTERM');
-    await waitFor(
-      async () =>
-        !(await alice('GET', '/v1/agents')).body.items.some(
-          (a: { agentType: string }) => a.agentType === 'labor-law',
-        ),
-      { what: 'labor-law to leave the registry', timeoutMs: 20_000 },
-    );
+    await stopLaborLawAfterAnAnswer(sys, alice);
   });
   afterAll(() => sys?.stop());
 

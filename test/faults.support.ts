@@ -1,5 +1,5 @@
 import { createConnection } from 'mysql2/promise';
-import { RunningSystem } from './system';
+import { client, RunningSystem } from './system';
 const { waitFor } = require('../scripts/lib/processes');
 
 export { waitFor };
@@ -119,4 +119,29 @@ export async function failWritesAfterMessage(
       await lift.end();
     }
   };
+}
+
+/**
+ * A deployment that has run, then lost its specialist: labor-law answers a turn (so every
+ * orchestrator has it in its catalog), its one instance is stopped, and the registry no longer
+ * lists it.
+ */
+export async function stopLaborLawAfterAnAnswer(
+  sys: RunningSystem,
+  alice: ReturnType<typeof client>,
+): Promise<void> {
+  const warm = (await alice('POST', '/v1/conversations', {})).body.conversationId;
+  const t = await alice('POST', `/v1/conversations/${warm}/messages`, {
+    content: '劳动合同问题',
+  });
+  if (t.body.reply?.agentType !== 'labor-law')
+    throw new Error(`labor-law did not answer the warm-up turn: ${JSON.stringify(t.body)}`);
+  await sys.kill(sys.processes('labor-law-agent')[0], 'SIGTERM');
+  await waitFor(
+    async () =>
+      !(await alice('GET', '/v1/agents')).body.items.some(
+        (a: { agentType: string }) => a.agentType === 'labor-law',
+      ),
+    { what: 'labor-law to leave the registry', timeoutMs: 20_000 },
+  );
 }

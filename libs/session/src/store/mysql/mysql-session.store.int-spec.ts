@@ -16,13 +16,23 @@ runSessionStoreContract('mysql', async () => {
   };
 });
 
+/** A store of its own database that deletes list items 10 at a time, for `fn`, then dropped. */
+async function withSmallBatchStore(fn: (store: MysqlSessionStore) => Promise<void>) {
+  const db = await createTestDatabase();
+  const store = new MysqlSessionStore(await openSessionDataSource({ url: db.url }), {
+    deleteBatch: 10,
+  });
+  try {
+    await fn(store);
+  } finally {
+    await store.close();
+    await db.drop();
+  }
+}
+
 describe('mysql store: deleting a long session', () => {
   it('deletes it in bounded statements, its `conversation` row last', async () => {
-    const db = await createTestDatabase();
-    const store = new MysqlSessionStore(await openSessionDataSource({ url: db.url }), {
-      deleteBatch: 10,
-    });
-    try {
+    await withSmallBatchStore(async (store) => {
       const a = { tenantId: 'tenant-a' };
       const sid = newId('c');
       await store.save(a, sid, 'conversation', { title: 'long' });
@@ -42,20 +52,13 @@ describe('mysql store: deleting a long session', () => {
       expect(deletes[4]).toMatch(/item_index = 0/);
       expect(await store.listSessionKeys(a, sid)).toEqual([]);
       expect(await store.exists(a, sid)).toBe(false);
-    } finally {
-      await store.close();
-      await db.drop();
-    }
+    });
   });
 });
 
 describe('mysql store: an execution writing while its conversation is deleted', () => {
   it('leaves nothing behind, whichever statement of the deletion its write follows', async () => {
-    const db = await createTestDatabase();
-    const store = new MysqlSessionStore(await openSessionDataSource({ url: db.url }), {
-      deleteBatch: 10,
-    });
-    try {
+    await withSmallBatchStore(async (store) => {
       const a = { tenantId: 'tenant-a' };
       const sid = newId('c');
       const taskKey = 'task:t_deleting1';
@@ -84,9 +87,6 @@ describe('mysql store: an execution writing while its conversation is deleted', 
       expect(outcomes.length).toBeGreaterThan(0);
       expect(await store.listSessionKeys(a, sid)).toEqual([]);
       expect(await store.getList(a, sid, `${taskKey}:shared`)).toEqual([]);
-    } finally {
-      await store.close();
-      await db.drop();
-    }
+    });
   });
 });
