@@ -104,7 +104,7 @@ describe('an agent that misbehaves (HTTP, in-process)', () => {
     const registry = orch.get<AgentRegistry>(AGENT_REGISTRY);
     // Another program's registration: no intents, no description.
     const malformed = { agentType: 'a-malformed', role: 'specialist', keywords: ['hello'] };
-    await registry.heartbeat(malformed as never, 'a-malformed-1');
+    await registry.heartbeat(malformed as never, 'a-malformed-1', Date.now());
     const conv = await request(orch.app.getHttpServer())
       .post('/v1/conversations')
       .set('authorization', orch.auth('mia', 'tenant-misbehave'))

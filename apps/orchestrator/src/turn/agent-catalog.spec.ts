@@ -20,7 +20,7 @@ describe('AgentCatalog', () => {
     (await new AgentCatalog(registry, system).agents()).agents.map((a) => a.agentType);
 
   it('keeps a stopped agent type until it is retired, and takes it back when it runs again', async () => {
-    await registry.heartbeat(tax, 'tax-1');
+    await registry.heartbeat(tax, 'tax-1', Date.now());
     expect(await planned()).toEqual(['tax-law']);
 
     await registry.remove('tax-law', 'tax-1');
@@ -30,7 +30,7 @@ describe('AgentCatalog', () => {
     expect(await planned()).toEqual([]);
 
     await new Promise((r) => setTimeout(r, 5));
-    await registry.heartbeat(tax, 'tax-2');
+    await registry.heartbeat(tax, 'tax-2', Date.now());
     expect(await planned()).toEqual(['tax-law']);
     await registry.remove('tax-law', 'tax-2');
     expect(await planned()).toEqual(['tax-law']); // seen again after it was retired
@@ -38,7 +38,7 @@ describe('AgentCatalog', () => {
 
   it('keeps a stopped agent type named like an Object member (`constructor`)', async () => {
     const named = { ...tax, agentType: 'constructor', intents: ['constructor'] };
-    await registry.heartbeat(named, 'c-1');
+    await registry.heartbeat(named, 'c-1', Date.now());
     expect(await planned()).toContain('constructor');
     await registry.remove('constructor', 'c-1');
     expect(await planned()).toContain('constructor');

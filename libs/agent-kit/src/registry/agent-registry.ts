@@ -4,35 +4,108 @@ import { wellFormedDescriptor } from '../contracts/agent-descriptor-check';
 
 export const AGENT_REGISTRY = Symbol('AGENT_REGISTRY');
 
+/** The registration a type's planning reads: its most recently started live instance's. */
+export interface InForceRegistration {
+  instanceId: string;
+  /** When that instance started (ms since the epoch, its own clock). */
+  startedAt: number;
+  descriptor: AgentRegistration;
+}
+
+/** What a heartbeat learns: null when this instance's descriptor is the one in force. */
+export interface HeartbeatResult {
+  inForce: InForceRegistration | null;
+}
+
 /** Where agents announce themselves and orchestrators discover them (adding an agent edits no orchestrator). */
 export interface AgentRegistry {
-  /** Publishes the descriptor and marks this instance alive (call again as a heartbeat). */
-  heartbeat(descriptor: AgentRegistration, instanceId: string): Promise<void>;
+  /**
+   * Marks this instance alive with its descriptor and start time (call again as a heartbeat).
+   * Instances of one type may register different descriptors (a rolling deploy): the type's
+   * descriptor is that of its most recently started live instance (ties: the greater instance
+   * id), and the next newest one's once that instance leaves or falls silent.
+   */
+  heartbeat(
+    descriptor: AgentRegistration,
+    instanceId: string,
+    startedAt: number,
+  ): Promise<HeartbeatResult>;
   remove(agentType: string, instanceId: string): Promise<void>;
-  /** Agents with at least one live instance. */
+  /** Agents with at least one live instance, each with the descriptor in force. */
   live(): Promise<RegisteredAgent[]>;
 }
 
 /**
- * The descriptors (KEYS[1]) with each type's instances heard from since ARGV[1]: type,
- * descriptor, count, flattened. The instance zsets are `<KEYS[1]>:<type>`, in the same hash slot
- * (`{registry}`), so the script runs on Redis Cluster too.
+ * Keys of one agent type, under the descriptors hash `<D>` (all in the `{registry}` hash slot,
+ * so the scripts run on Redis Cluster too): `<D>:<type>` its instances by last heartbeat,
+ * `<D>:<type>:started` by start time, `<D>:<type>:descriptors` each instance's descriptor.
+ * `IN_FORCE(D, type, since)` is the newest started instance heard from since `since` that has a
+ * descriptor: its id, start time and descriptor, or nil.
  */
-const LIVE = `
+const IN_FORCE = `
+local function inForce(d, t, since)
+  local started = redis.call('ZREVRANGE', d .. ':' .. t .. ':started', 0, -1, 'WITHSCORES')
+  for i = 1, #started, 2 do
+    local beat = redis.call('ZSCORE', d .. ':' .. t, started[i])
+    if beat and tonumber(beat) >= since then
+      local desc = redis.call('HGET', d .. ':' .. t .. ':descriptors', started[i])
+      if desc then return { started[i], started[i + 1], desc } end
+    end
+  end
+  return nil
+end
+`;
+
+/**
+ * One heartbeat: KEYS the descriptors hash and the type's three keys; ARGV type, instance id,
+ * now, its start time, its descriptor, the staleness (ms). Records the instance, forgets those
+ * silent for four times the staleness, and keeps the hash's entry of the type (what registries
+ * before start times read) at the descriptor in force. Returns nil when this instance's descriptor is in force, else the
+ * in-force instance's id, start time and descriptor.
+ */
+const HEARTBEAT = `${IN_FORCE}
+local d, t, id = KEYS[1], ARGV[1], ARGV[2]
+local now, stale = tonumber(ARGV[3]), tonumber(ARGV[6])
+local beats, started, descs = KEYS[2], KEYS[3], KEYS[4]
+redis.call('ZADD', beats, now, id)
+redis.call('ZADD', started, ARGV[4], id)
+redis.call('HSET', descs, id, ARGV[5])
+for _, gone in ipairs(redis.call('ZRANGEBYSCORE', beats, '-inf', now - stale * 4)) do
+  redis.call('ZREM', beats, gone)
+  redis.call('ZREM', started, gone)
+  redis.call('HDEL', descs, gone)
+end
+local f = inForce(d, t, now - stale)
+if not f then return nil end
+if redis.call('HGET', d, t) ~= f[3] then redis.call('HSET', d, t, f[3]) end
+if f[3] == ARGV[5] then return nil end
+return f`;
+
+/**
+ * The descriptors (KEYS[1]) with each type's instances heard from since ARGV[1]: type,
+ * descriptor in force, count, flattened. A type none of whose live instances recorded a
+ * descriptor of its own (agents of a version before start times) reads the hash's.
+ */
+const LIVE = `${IN_FORCE}
 local all = redis.call('HGETALL', KEYS[1])
+local since = tonumber(ARGV[1])
 local out = {}
 for i = 1, #all, 2 do
+  local f = inForce(KEYS[1], all[i], since)
   out[#out + 1] = all[i]
-  out[#out + 1] = all[i + 1]
-  out[#out + 1] = redis.call('ZCOUNT', KEYS[1] .. ':' .. all[i], ARGV[1], '+inf')
+  out[#out + 1] = f and f[3] or all[i + 1]
+  out[#out + 1] = redis.call('ZCOUNT', KEYS[1] .. ':' .. all[i], since, '+inf')
 end
 return out`;
 
 type LiveCommand = (key: string, since: number) => Promise<string[]>;
+type HeartbeatCommand = (...keysAndArgs: (string | number)[]) => Promise<string[] | null>;
 
 /**
- * Redis registry: a hash of descriptors and, per agent type, a zset of instances scored by their
- * last heartbeat; an instance silent for `staleMs` no longer counts.
+ * Redis registry: a hash of the descriptor in force per agent type and, per type, its instances
+ * by last heartbeat and by start time, with each one's descriptor; an instance silent for
+ * `staleMs` no longer counts, and one silent for four times that is forgotten at the type's next
+ * heartbeat.
  */
 export class RedisAgentRegistry implements AgentRegistry {
   constructor(
@@ -43,6 +116,8 @@ export class RedisAgentRegistry implements AgentRegistry {
   ) {
     if (!('loomRegistryLive' in redis))
       redis.defineCommand('loomRegistryLive', { numberOfKeys: 1, lua: LIVE });
+    if (!('loomRegistryHeartbeat' in redis))
+      redis.defineCommand('loomRegistryHeartbeat', { numberOfKeys: 4, lua: HEARTBEAT });
   }
 
   /**
@@ -58,21 +133,44 @@ export class RedisAgentRegistry implements AgentRegistry {
     this.redis.disconnect();
   }
 
-  async heartbeat(descriptor: AgentRegistration, instanceId: string): Promise<void> {
-    await this.redis
-      .multi()
-      .hset(this.descriptorsKey(), descriptor.agentType, JSON.stringify(descriptor))
-      .zadd(this.instancesKey(descriptor.agentType), Date.now(), instanceId)
-      .zremrangebyscore(
-        this.instancesKey(descriptor.agentType),
-        '-inf',
-        Date.now() - this.staleMs * 4,
-      )
-      .exec();
+  /** One script, one round trip. */
+  async heartbeat(
+    descriptor: AgentRegistration,
+    instanceId: string,
+    startedAt: number,
+  ): Promise<HeartbeatResult> {
+    const beat = (this.redis as unknown as Record<string, HeartbeatCommand>).loomRegistryHeartbeat;
+    const own = JSON.stringify(descriptor);
+    const instances = this.instancesKey(descriptor.agentType);
+    const f = await beat.call(
+      this.redis,
+      this.descriptorsKey(),
+      instances,
+      `${instances}:started`,
+      `${instances}:descriptors`,
+      descriptor.agentType,
+      instanceId,
+      Date.now(),
+      startedAt,
+      own,
+      this.staleMs,
+    );
+    if (!f) return { inForce: null };
+    const inForce = parsed(f[2]);
+    // Another program's malformed registration is in force: nothing this instance can name.
+    return {
+      inForce: inForce && { instanceId: f[0], startedAt: Number(f[1]), descriptor: inForce },
+    };
   }
 
   async remove(agentType: string, instanceId: string): Promise<void> {
-    await this.redis.zrem(this.instancesKey(agentType), instanceId);
+    const instances = this.instancesKey(agentType);
+    await this.redis
+      .multi()
+      .zrem(instances, instanceId)
+      .zrem(`${instances}:started`, instanceId)
+      .hdel(`${instances}:descriptors`, instanceId)
+      .exec();
   }
 
   /** One round trip (every turn plans with it): the descriptors and their live counts. */
@@ -100,38 +198,61 @@ export class RedisAgentRegistry implements AgentRegistry {
   }
 }
 
+interface MemoryInstance {
+  beat: number;
+  startedAt: number;
+  descriptor: AgentRegistration;
+}
+
 /** One process (embedded profile): the same contract in memory. */
 export class MemoryAgentRegistry implements AgentRegistry {
-  private static readonly agents = new Map<
-    string,
-    { descriptor: AgentRegistration; instances: Map<string, number> }
-  >();
+  private static readonly agents = new Map<string, Map<string, MemoryInstance>>();
 
   constructor(private readonly staleMs = 15_000) {}
 
-  async heartbeat(descriptor: AgentRegistration, instanceId: string): Promise<void> {
-    const entry = MemoryAgentRegistry.agents.get(descriptor.agentType) ?? {
-      descriptor,
-      instances: new Map(),
+  async heartbeat(
+    descriptor: AgentRegistration,
+    instanceId: string,
+    startedAt: number,
+  ): Promise<HeartbeatResult> {
+    const now = Date.now();
+    const instances = MemoryAgentRegistry.agents.get(descriptor.agentType) ?? new Map();
+    instances.set(instanceId, { beat: now, startedAt, descriptor });
+    for (const [id, i] of instances) if (i.beat <= now - this.staleMs * 4) instances.delete(id);
+    MemoryAgentRegistry.agents.set(descriptor.agentType, instances);
+    const [newest] = this.liveOf(instances, now);
+    if (JSON.stringify(newest[1].descriptor) === JSON.stringify(descriptor))
+      return { inForce: null };
+    const inForce = wellFormedDescriptor(newest[1].descriptor);
+    return {
+      inForce: inForce && {
+        instanceId: newest[0],
+        startedAt: newest[1].startedAt,
+        descriptor: inForce,
+      },
     };
-    entry.descriptor = descriptor;
-    entry.instances.set(instanceId, Date.now());
-    MemoryAgentRegistry.agents.set(descriptor.agentType, entry);
   }
 
   async remove(agentType: string, instanceId: string): Promise<void> {
-    MemoryAgentRegistry.agents.get(agentType)?.instances.delete(instanceId);
+    MemoryAgentRegistry.agents.get(agentType)?.delete(instanceId);
   }
 
   async live(): Promise<RegisteredAgent[]> {
-    const since = Date.now() - this.staleMs;
-    return [...MemoryAgentRegistry.agents.values()]
-      .map((e) => ({
-        descriptor: e.descriptor,
-        instances: [...e.instances.values()].filter((t) => t >= since).length,
-      }))
-      .filter((a) => a.instances > 0 && wellFormedDescriptor(a.descriptor))
-      .sort((a, b) => a.descriptor.agentType.localeCompare(b.descriptor.agentType));
+    const now = Date.now();
+    const out: RegisteredAgent[] = [];
+    for (const instances of MemoryAgentRegistry.agents.values()) {
+      const live = this.liveOf(instances, now);
+      const descriptor = live.length ? wellFormedDescriptor(live[0][1].descriptor) : null;
+      if (descriptor) out.push({ descriptor, instances: live.length });
+    }
+    return out.sort((a, b) => (a.descriptor.agentType < b.descriptor.agentType ? -1 : 1));
+  }
+
+  /** The live instances, newest started first (ties: the greater id, as Redis orders them). */
+  private liveOf(instances: Map<string, MemoryInstance>, now: number): [string, MemoryInstance][] {
+    return [...instances]
+      .filter(([, i]) => i.beat >= now - this.staleMs)
+      .sort(([aId, a], [bId, b]) => b.startedAt - a.startedAt || (aId < bId ? 1 : -1));
   }
 }
 

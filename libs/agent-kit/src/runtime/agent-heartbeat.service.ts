@@ -12,10 +12,15 @@ import { INSTANCE_ID } from './agent-runner';
 
 export const HEARTBEAT_MS = 5000;
 
-/** Registers the agent at start, beats every few seconds, and leaves the registry on shutdown. */
+/**
+ * Registers the agent at start, beats every few seconds, and leaves the registry on shutdown.
+ * Each beat carries when this instance started: of instances of one type with different
+ * descriptors (a rolling deploy), the most recently started live one's is in force.
+ */
 @Injectable()
 export class AgentHeartbeat implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly log = new Logger('AgentHeartbeat');
+  private readonly startedAt = Date.now();
   private timer?: NodeJS.Timeout;
 
   constructor(
@@ -42,7 +47,7 @@ export class AgentHeartbeat implements OnApplicationBootstrap, OnApplicationShut
 
   /** One heartbeat; false when the registry did not take it. */
   private async beat(): Promise<boolean> {
-    return this.registry.heartbeat(this.descriptor, this.instanceId).then(
+    return this.registry.heartbeat(this.descriptor, this.instanceId, this.startedAt).then(
       () => true,
       (err) => {
         this.log.warn(`heartbeat failed: ${err.message}`);

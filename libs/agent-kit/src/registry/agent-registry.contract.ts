@@ -1,0 +1,113 @@
+import { AgentRegistration } from '../contracts/agent-descriptor';
+import { AgentRegistry } from './agent-registry';
+
+/** The registry's staleness in these tests (the default): an instance silent longer is not live. */
+export const STALE_MS = 15_000;
+
+/**
+ * What every registry does when instances of one type register different descriptors (a
+ * rolling deploy): the descriptor read is always that of the most recently started live
+ * instance, and the next newest one's once it is gone. Shared by the Redis suite (integration)
+ * and the in-memory one (unit). The clock is moved by hand (Date.now), never waited on.
+ */
+export function registryContract(make: () => AgentRegistry, uniqueType: () => string): void {
+  let offset = 0;
+  const realNow = Date.now.bind(Date);
+  beforeEach(() => {
+    offset = 0;
+    jest.spyOn(Date, 'now').mockImplementation(() => realNow() + offset);
+  });
+  afterEach(() => jest.restoreAllMocks());
+
+  const versions = (agentType: string) => {
+    const older: AgentRegistration = {
+      agentType,
+      description: 'Income tax questions',
+      role: 'specialist',
+      intents: [agentType],
+      keywords: ['tax'],
+    };
+    const newer: AgentRegistration = {
+      ...older,
+      description: 'Income and property tax questions',
+      keywords: ['tax', 'property'],
+    };
+    return { older, newer };
+  };
+  const readOf = async (registry: AgentRegistry, agentType: string) =>
+    (await registry.live()).find((a) => a.descriptor.agentType === agentType);
+
+  it('reads the newest started instance however their heartbeats alternate, and names it to the older one', async () => {
+    const registry = make();
+    const type = uniqueType();
+    const { older, newer } = versions(type);
+    const started = Date.now();
+    await registry.heartbeat(older, 'old-1', started - 60_000);
+    expect((await readOf(registry, type))?.descriptor).toEqual(older);
+    await registry.heartbeat(newer, 'new-1', started);
+
+    for (let i = 0; i < 25; i++) {
+      const forOlder = await registry.heartbeat(older, 'old-1', started - 60_000);
+      expect(await readOf(registry, type)).toEqual({ descriptor: newer, instances: 2 });
+      expect(forOlder).toEqual({
+        inForce: { instanceId: 'new-1', startedAt: started, descriptor: newer },
+      });
+      const forNewer = await registry.heartbeat(newer, 'new-1', started);
+      expect(await readOf(registry, type)).toEqual({ descriptor: newer, instances: 2 });
+      expect(forNewer).toEqual({ inForce: null });
+    }
+  });
+
+  it('goes back to the older instance once the newer one is removed, and once it falls silent', async () => {
+    const registry = make();
+    const type = uniqueType();
+    const { older, newer } = versions(type);
+    const started = Date.now();
+    await registry.heartbeat(newer, 'new-1', started);
+    await registry.heartbeat(older, 'old-1', started - 60_000);
+    expect((await readOf(registry, type))?.descriptor).toEqual(newer);
+
+    await registry.remove(type, 'new-1');
+    expect(await readOf(registry, type)).toEqual({ descriptor: older, instances: 1 });
+    expect(await registry.heartbeat(older, 'old-1', started - 60_000)).toEqual({ inForce: null });
+
+    // The newer one starts again, then dies without leaving: once its last beat is older than
+    // the staleness, the older one's descriptor applies, before the older one even beats again.
+    await registry.heartbeat(newer, 'new-2', started + 1);
+    expect((await readOf(registry, type))?.descriptor).toEqual(newer);
+    offset = STALE_MS / 2;
+    await registry.heartbeat(older, 'old-1', started - 60_000);
+    expect((await readOf(registry, type))?.descriptor).toEqual(newer); // still live
+    offset = STALE_MS + 1;
+    expect(await readOf(registry, type)).toEqual({ descriptor: older, instances: 1 });
+    expect(await registry.heartbeat(older, 'old-1', started - 60_000)).toEqual({ inForce: null });
+  });
+
+  it('breaks a tie of start times the same way every time', async () => {
+    const registry = make();
+    const type = uniqueType();
+    const { older, newer } = versions(type);
+    const started = Date.now();
+    for (let i = 0; i < 5; i++) {
+      await registry.heartbeat(newer, 'b-instance', started);
+      await registry.heartbeat(older, 'a-instance', started);
+      expect((await readOf(registry, type))?.descriptor).toEqual(newer);
+      await registry.heartbeat(older, 'a-instance', started);
+      expect((await readOf(registry, type))?.descriptor).toEqual(newer);
+    }
+  });
+
+  it('forgets an instance silent for four times the staleness, and never brings its descriptor back', async () => {
+    const registry = make();
+    const type = uniqueType();
+    const { older, newer } = versions(type);
+    const started = Date.now();
+    await registry.heartbeat(newer, 'new-1', started);
+    await registry.heartbeat(older, 'old-1', started - 60_000);
+    offset = STALE_MS * 4 + 1;
+    await registry.heartbeat(older, 'old-1', started - 60_000);
+    expect(await readOf(registry, type)).toEqual({ descriptor: older, instances: 1 });
+    offset = 0; // a clock that steps back does not revive the forgotten instance
+    expect(await readOf(registry, type)).toEqual({ descriptor: older, instances: 1 });
+  });
+}
