@@ -6,7 +6,8 @@ import {
   OnApplicationShutdown,
 } from '@nestjs/common';
 import { AgentRegistration } from '../contracts/agent-descriptor';
-import { AGENT_REGISTRY, AgentRegistry } from '../registry/agent-registry';
+import { AGENT_REGISTRY, AgentRegistry, HeartbeatResult } from '../registry/agent-registry';
+import { descriptorDifference } from '../registry/descriptor-difference';
 import { AGENT_DESCRIPTOR } from './agent-handler';
 import { INSTANCE_ID } from './agent-runner';
 
@@ -15,13 +16,16 @@ export const HEARTBEAT_MS = 5000;
 /**
  * Registers the agent at start, beats every few seconds, and leaves the registry on shutdown.
  * Each beat carries when this instance started: of instances of one type with different
- * descriptors (a rolling deploy), the most recently started live one's is in force.
+ * descriptors (a rolling deploy), the most recently started live one's is in force, and this
+ * one warns once while another's is.
  */
 @Injectable()
 export class AgentHeartbeat implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly log = new Logger('AgentHeartbeat');
   private readonly startedAt = Date.now();
   private timer?: NodeJS.Timeout;
+  /** The in-force registration last warned about, so each is warned about once. */
+  private warned: string | null = null;
 
   constructor(
     @Inject(AGENT_REGISTRY) private readonly registry: AgentRegistry,
@@ -48,11 +52,34 @@ export class AgentHeartbeat implements OnApplicationBootstrap, OnApplicationShut
   /** One heartbeat; false when the registry did not take it. */
   private async beat(): Promise<boolean> {
     return this.registry.heartbeat(this.descriptor, this.instanceId, this.startedAt).then(
-      () => true,
+      (result) => {
+        this.noteInForce(result);
+        return true;
+      },
       (err) => {
         this.log.warn(`heartbeat failed: ${err.message}`);
         return false;
       },
+    );
+  }
+
+  /** One warning per in-force registration that differs from this instance's in what is planned. */
+  private noteInForce({ inForce }: HeartbeatResult): void {
+    const difference = inForce && descriptorDifference(this.descriptor, inForce.descriptor);
+    if (!inForce || !difference) {
+      if (this.warned)
+        this.log.log(`${this.descriptor.agentType}: this instance's descriptor is in force`);
+      this.warned = null;
+      return;
+    }
+    const key = `${inForce.instanceId}\n${JSON.stringify(inForce.descriptor)}`;
+    if (key === this.warned) return;
+    this.warned = key;
+    this.log.warn(
+      `${this.descriptor.agentType}: the orchestrators plan with the descriptor of instance ` +
+        `${inForce.instanceId} (started ${new Date(inForce.startedAt).toISOString()}), ` +
+        `not this one's (${this.instanceId}, started ${new Date(this.startedAt).toISOString()}): ` +
+        `it differs in ${difference}`,
     );
   }
 }
