@@ -20,6 +20,7 @@ import {
   parseJson,
   sleep,
   unwrapBoth,
+  unlessAborted,
 } from './redis-streams.util';
 import { progressInterval } from './redis-streams.progress';
 
@@ -175,10 +176,14 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
     const { signal } = this.stop;
     while (!signal.aborted) {
       try {
-        const reply = (await reader.call(
-          ...['XREAD', 'COUNT', READ_BATCH, 'BLOCK', this.blockMs],
-          ...['STREAMS', this.replyKey, this.lastId],
-        )) as [string, [string, unknown][]][] | null;
+        // Abortable: with Redis away, close() would otherwise wait for it to come back.
+        const reply = (await unlessAborted(
+          reader.call(
+            ...['XREAD', 'COUNT', READ_BATCH, 'BLOCK', this.blockMs],
+            ...['STREAMS', this.replyKey, this.lastId],
+          ),
+          signal,
+        )) as [string, [string, unknown][]][] | null | undefined;
         for (const [, entries] of reply ?? []) {
           for (const [entryId, fields] of entries) {
             this.lastId = entryId;

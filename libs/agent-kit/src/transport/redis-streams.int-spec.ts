@@ -1,7 +1,7 @@
 import { Controller, INestMicroservice, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Ctx, MessagePattern, Payload, RpcException } from '@nestjs/microservices';
-import { PrivateRedisServer, TEST_REDIS_URL, createTestPrefix } from '@loom/testing';
+import { PrivateRedisServer, TEST_REDIS_URL, createTestPrefix, freePort } from '@loom/testing';
 import Redis from 'ioredis';
 import { lastValueFrom } from 'rxjs';
 import {
@@ -440,6 +440,21 @@ describe('Redis Streams transport', () => {
     } finally {
       await own.kill();
     }
+  });
+
+  it('a client closes while its Redis is unreachable, instead of waiting for Redis to come back', async () => {
+    const client = new RedisStreamsClient({
+      redisUrl: `redis://127.0.0.1:${await freePort()}`, // nothing listens there
+      keyPrefix,
+    });
+    await client.connect();
+    // Both connections failed once and wait to reconnect: the reader's XREAD sits in the queue.
+    const connections = client.unwrap<[Redis, Redis]>();
+    await Promise.all(
+      connections.map((redis) => new Promise((resolve) => redis.once('reconnecting', resolve))),
+    );
+    // Used to wait forever: an orchestrator sent SIGTERM while Redis was away never exited.
+    await client.close();
   });
 
   it('runs nothing a late reclaim brings once it has closed; the entry stays for another', async () => {

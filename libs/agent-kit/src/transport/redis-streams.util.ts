@@ -97,6 +97,22 @@ export function errorMessage(err: unknown): string {
 }
 
 /** Resolves after `ms`, or at once when `signal` aborts. */
+/**
+ * `work`, or undefined once `signal` aborts. ioredis never settles a command queued while it
+ * waits to reconnect if it is disconnected then: a loop that awaits one must not wait for it.
+ */
+export function unlessAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T | undefined> {
+  if (signal.aborted) return work.catch(() => undefined).then(() => undefined);
+  return new Promise<T | undefined>((resolve, reject) => {
+    const done = (): void => resolve(undefined);
+    signal.addEventListener('abort', done, { once: true });
+    work.then(
+      (value) => (signal.removeEventListener('abort', done), resolve(value)),
+      (err: unknown) => (signal.removeEventListener('abort', done), reject(err)),
+    );
+  });
+}
+
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     if (signal?.aborted) return resolve();
