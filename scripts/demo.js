@@ -11,19 +11,23 @@ const { root, APPS, startApp, stopAll, freePort, waitFor, signJwt } = require('.
 const { playConsultation } = require('./lib/consultation');
 
 const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-/** MYSQL_URL's server: the demo creates a database of its own there and drops it after. */
-function mysqlServer(url = 'mysql://root@127.0.0.1:3306/loom') {
-  const u = new URL(url);
-  u.pathname = '';
-  return u.toString().replace(/\/$/, '');
+const MYSQL_URL = process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/loom';
+/**
+ * MYSQL_URL with its database replaced by the demo's own (created by the apps, dropped after):
+ * its user, server and query (`?ssl=…`) stay as they are.
+ */
+function demoMysqlUrl(database) {
+  const u = new URL(MYSQL_URL);
+  u.pathname = `/${database}`;
+  return u.toString();
 }
-const MYSQL_SERVER = mysqlServer(process.env.MYSQL_URL);
 
-function reachable(url) {
+/** Whether host:port of `url` accepts a connection (`defaultPort` when the URL names none). */
+function reachable(url, defaultPort) {
   const u = new URL(url);
   return new Promise((resolve) => {
     const s = net.connect(
-      { host: u.hostname, port: Number(u.port) },
+      { host: u.hostname.replace(/^\[(.*)\]$/, '$1'), port: Number(u.port || defaultPort) },
       () => (s.end(), resolve(true)),
     );
     s.setTimeout(1500, () => (s.destroy(), resolve(false)));
@@ -40,7 +44,7 @@ async function main() {
   execFileSync(process.execPath, [path.join(root, 'scripts', 'build.js')], { stdio: 'inherit' });
   const distributed = forced
     ? forced === 'distributed'
-    : (await reachable(REDIS_URL)) && (await reachable(MYSQL_SERVER));
+    : (await reachable(REDIS_URL, 6379)) && (await reachable(MYSQL_URL, 3306));
   const why = forced
     ? `LOOM_DEMO_PROFILE=${forced}`
     : distributed
@@ -58,7 +62,7 @@ async function main() {
     );
     const env = {
       REDIS_URL,
-      MYSQL_URL: `${MYSQL_SERVER}/${database}`,
+      MYSQL_URL: demoMysqlUrl(database),
       LOOM_KEY_PREFIX: prefix,
       LOOM_JWT_SECRET: jwtSecret,
       LOOM_AGENT_SECRET: crypto.randomBytes(24).toString('hex'),
@@ -84,10 +88,7 @@ async function main() {
     );
   }
   const base = `http://127.0.0.1:${port}`;
-  const token = signJwt(
-    { sub: 'demo-user', tid: 'demo-tenant' },
-    jwtSecret,
-  );
+  const token = signJwt({ sub: 'demo-user', tid: 'demo-tenant' }, jwtSecret);
   // Everything the demo made goes, also when it is interrupted (Ctrl-C, SIGTERM).
   let tornDown;
   const teardown = () =>
@@ -136,7 +137,15 @@ async function cleanup(prefix, database) {
     if (keys.length) await redis.del(...keys);
   } while (cursor !== '0');
   redis.disconnect();
-  const conn = await mysql.createConnection(MYSQL_SERVER);
+  // Connected as the apps are: the same server, user and TLS options (MYSQL_URL, MYSQL_SSL_CA).
+  const {
+    mysqlConnectionConfig,
+  } = require('../dist/libs/session/src/store/mysql/mysql-connection');
+  const { database: _, ...server } = mysqlConnectionConfig(
+    MYSQL_URL,
+    process.env.MYSQL_SSL_CA || undefined,
+  );
+  const conn = await mysql.createConnection(server);
   await conn.query(`DROP DATABASE IF EXISTS \`${database}\``);
   await conn.end();
 }
