@@ -18,6 +18,19 @@ describe('parseEnv', () => {
     expect(env.LLM_MAX_RETRIES).toBe(2);
   });
 
+  it('refuses a REDIS_URL that is not a URL, naming it', () => {
+    for (const REDIS_URL of ['redis://::::', 'redis://127.0.0.1:99999', 'redis://']) {
+      expect(() => parseEnv({ ...secrets, REDIS_URL })).toThrow(
+        new ConfigError(
+          'invalid configuration: REDIS_URL must look like redis[s]://[user:password@]host[:port][/db]',
+        ),
+      );
+    }
+    expect(parseEnv({ ...secrets, REDIS_URL: 'rediss://:pw@cache.example:6380/2' }).REDIS_URL).toBe(
+      'rediss://:pw@cache.example:6380/2',
+    );
+  });
+
   it('hands the model settings to the model client, and bounds them', () => {
     const env = parseEnv({
       ...secrets,

@@ -160,6 +160,11 @@ export function parseEnv(
   if (env.LOOM_PROFILE !== 'embedded' && role === 'orchestrator' && !env.LOOM_JWT_SECRET)
     problems.unshift('LOOM_JWT_SECRET: required outside the embedded profile (16+ characters)');
   if (problems.length) throw new ConfigError(`invalid configuration: ${problems.join('; ')}`);
+  // ioredis would otherwise fail later with a bare "Invalid URL" that names no variable.
+  if (!redisUrlParses(env.REDIS_URL))
+    throw new ConfigError(
+      'invalid configuration: REDIS_URL must look like redis[s]://[user:password@]host[:port][/db]',
+    );
   try {
     mysqlConnectionConfig(env.MYSQL_URL, env.MYSQL_SSL_CA);
   } catch (err) {
@@ -192,6 +197,14 @@ export function parseEnv(
     );
   }
   return env;
+}
+
+function redisUrlParses(url: string): boolean {
+  try {
+    return new URL(url).hostname !== '';
+  } catch {
+    return false;
+  }
 }
 
 /** The process environment, validated; on error prints one clear line and exits non-zero. */
