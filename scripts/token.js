@@ -12,6 +12,27 @@ if (!sub || !tid || !/^\d+(\.\d+)?$/.test(hours)) {
   console.error('usage: npm run token -- <user id> <tenant id> [hours, default 1]');
   process.exit(2);
 }
+// What the orchestrator's guard accepts (libs/session/src/ids.ts PRINCIPAL_PATTERN): a token it
+// would answer 401 is refused here, saying why.
+const PRINCIPAL = /^[A-Za-z0-9_.@|:+-]{1,128}$/;
+for (const [what, id] of [
+  ['user id', sub],
+  ['tenant id', tid],
+])
+  if (!PRINCIPAL.test(id)) {
+    console.error(
+      `token: invalid ${what}: letters, digits and _ . @ | : + - only, 1-128 characters`,
+    );
+    process.exit(2);
+  }
+if (tid.startsWith('_')) {
+  console.error('token: tenant ids starting with _ are reserved for Loom');
+  process.exit(2);
+}
+if (Math.round(Number(hours) * 3600) < 1) {
+  console.error('token: hours must be more than 0 (the token would already have expired)');
+  process.exit(2);
+}
 /** The embedded profile's own secret, or undefined when it has not started in that directory yet. */
 function embeddedSecret() {
   const file = path.join(process.env.LOOM_DATA_DIR || '.loom-data', 'token-secret');
@@ -26,7 +47,7 @@ const secret =
   process.env.LOOM_JWT_SECRET ||
   (process.env.LOOM_PROFILE === 'embedded' ? embeddedSecret() : undefined);
 if (!secret) {
-  console.error('token: set LOOM_JWT_SECRET (the orchestrator\'s), or LOOM_PROFILE=embedded');
+  console.error("token: set LOOM_JWT_SECRET (the orchestrator's), or LOOM_PROFILE=embedded");
   process.exit(2);
 }
 const token = new JwtService({ secret }).sign(
