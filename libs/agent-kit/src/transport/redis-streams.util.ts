@@ -96,15 +96,18 @@ export function errorMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
 }
 
-/** Resolves after `ms`, or at once when `signal` aborts. */
 /**
  * `work`, or undefined once `signal` aborts. ioredis never settles a command queued while it
  * waits to reconnect if it is disconnected then: a loop that awaits one must not wait for it.
+ * A rejection of `work` after the abort is dropped.
  */
 export function unlessAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T | undefined> {
-  if (signal.aborted) return work.catch(() => undefined).then(() => undefined);
   return new Promise<T | undefined>((resolve, reject) => {
-    const done = (): void => resolve(undefined);
+    const done = (): void => {
+      work.catch(() => undefined);
+      resolve(undefined);
+    };
+    if (signal.aborted) return done();
     signal.addEventListener('abort', done, { once: true });
     work.then(
       (value) => (signal.removeEventListener('abort', done), resolve(value)),
@@ -113,6 +116,7 @@ export function unlessAborted<T>(work: Promise<T>, signal: AbortSignal): Promise
   });
 }
 
+/** Resolves after `ms`, or at once when `signal` aborts. */
 export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
     if (signal?.aborted) return resolve();
