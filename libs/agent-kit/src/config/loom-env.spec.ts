@@ -171,6 +171,18 @@ describe('parseEnv', () => {
     );
   });
 
+  // Number() reads '  ' as 0, '0x10' as 16 and '1e3' as 1000: a blank AGENT_TIMEOUT_MS was 0 ms.
+  it('takes decimal text only for a number, blanks and other notations refused', () => {
+    for (const raw of ['  ', '0x10', '1e3', '12abc', 'Infinity'])
+      expect(() => parseEnv({ ...secrets, AGENT_TIMEOUT_MS: raw })).toThrow(
+        /^invalid configuration: AGENT_TIMEOUT_MS: AGENT_TIMEOUT_MS must be an integer number$/,
+      );
+    expect(parseEnv({ ...secrets, PORT: ' 8080 ' }).PORT).toBe(8080);
+    expect(parseEnv({ ...secrets, LLM_PROMPT_USD_PER_MTOK: '0.15' }).LLM_PROMPT_USD_PER_MTOK).toBe(
+      0.15,
+    );
+  });
+
   it('refuses a time over a day, which a Node timer could not wait (it fires at once)', () => {
     // AGENT_TIMEOUT_MS=3000000000 answered every turn 503 TIMEOUT within 60 ms.
     for (const name of [

@@ -16,8 +16,15 @@ import {
 import type { LlmConfig } from '../llm/llm.factory';
 import { mysqlConnectionConfig, parseSharedAclRules, SharedAclRules } from '@loom/session';
 
-const toNumber = ({ value }: { value: unknown }) =>
-  value === undefined || value === '' ? undefined : Number(value);
+/**
+ * Decimal text (`8080`, ` 0.5 `) as a number; anything else, blanks, `1e3` and `0x10` included,
+ * as NaN, which the type rule refuses (`Number('  ')` is 0: a blank timeout would have been 0 ms).
+ */
+const toNumber = ({ value }: { value: unknown }) => {
+  if (value === undefined || value === '') return undefined;
+  const text = String(value).trim();
+  return /^-?\d+(\.\d+)?$/.test(text) ? Number(text) : NaN;
+};
 /** The same conversion; @IsInt() then refuses a fraction. */
 const toInt = toNumber;
 /** true/false/1/0 in any case; anything else stays a string, which @IsBoolean() refuses. */
