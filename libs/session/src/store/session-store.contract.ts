@@ -605,6 +605,30 @@ function fencingTests(store: GetStore): void {
       expect(await s.nextFence(a, newId('c'))).toBe(1);
       expect(await s.nextFence(a, sid)).toBe(4);
     });
+
+    it('delete keeps the counter: a holder paused across it stays fenced out when the id is locked again', async () => {
+      const [s, a, b, sid] = [store(), tenant(), tenant(), newId('c')];
+      const paused = await s.nextFence(a, sid); // the conversation's first turn, paused
+      await s.save(a, sid, 'state', 'first', { fence: paused });
+      const deleting = await s.nextFence(a, sid); // the DELETE took the lock over
+      await s.delete(a, sid);
+      expect(await s.exists(a, sid)).toBe(false);
+      expect(await s.listSessionKeys(a, sid)).toEqual([]);
+      const again = await s.nextFence(a, sid); // a turn that waited, or the id created again
+      expect(again).toBeGreaterThan(deleting);
+      const late = {
+        save: () => s.save(a, sid, 'state', 'late', { fence: paused }),
+        append: () => s.append(a, sid, 'log', 'late', { fence: paused }),
+        create: () => s.create(a, sid, 'state', 'late', { fence: paused }),
+      };
+      expect(await outcomes(late)).toEqual(every(late, STALE_FENCING_TOKEN));
+      expect(await s.exists(a, sid)).toBe(false);
+      // Meanwhile the id stays its tenant's, as a fence alone keeps it.
+      expect(await outcome(() => s.save(b, sid, 'state', 'other'))).toBe(NOT_FOUND);
+      await s.save(a, sid, 'state', 'again', { fence: again });
+      expect(await s.get(a, sid, 'state')).toBe('again');
+      expect(await s.nextFence(a, sid)).toBe(again + 1);
+    });
   });
 }
 
@@ -705,6 +729,52 @@ function concurrencyTests(store: GetStore): void {
         ]);
         expect(await s.getList(a, sid, 'tasks')).toEqual([{ index: 1, value: `t${n}` }]);
       }
+    });
+  });
+}
+
+/**
+ * For a backend that reads the lapse of a fence alone on a clock it is given (memory, JSON files):
+ * a deleted session's owner and fencing counter lapse an hour after the deletion or the fence's
+ * last issue, unless the session is written again. `make` builds a store reading `now()`.
+ */
+export function runFenceLapseTests(
+  name: string,
+  make: (now: () => number) => Promise<{ store: SessionStore; cleanup: () => Promise<void> }>,
+): void {
+  describe(`${name}: a fence left alone by a deletion`, () => {
+    const HOUR = 3_600_000;
+    let clock = Date.now();
+    let made: Awaited<ReturnType<typeof make>>;
+    beforeAll(async () => {
+      made = await make(() => clock);
+    });
+    afterAll(() => made.cleanup());
+
+    it('lapses an hour after the deletion or its last issue; then the id is anyone’s again', async () => {
+      const [s, a, b, sid] = [made.store, tenant(), tenant(), newId('c')];
+      await s.save(a, sid, 'state', 1, { fence: await s.nextFence(a, sid) });
+      await s.delete(a, sid);
+      clock += HOUR - 1;
+      expect(await outcome(() => s.save(b, sid, 'state', 'b'))).toBe(NOT_FOUND);
+      expect(await s.nextFence(a, sid)).toBe(2); // issued again: an hour from now
+      clock += HOUR - 1;
+      expect(await s.nextFence(a, sid)).toBe(3);
+      clock += HOUR;
+      expect(await s.exists(a, sid)).toBe(false);
+      await s.save(b, sid, 'state', 'b');
+      expect(await s.nextFence(b, sid)).toBe(1);
+    });
+
+    it('stops lapsing once the session is written again', async () => {
+      const [s, a, sid] = [made.store, tenant(), newId('c')];
+      await s.append(a, sid, 'log', 'x', { fence: await s.nextFence(a, sid) });
+      await s.delete(a, sid);
+      const fence = await s.nextFence(a, sid);
+      await s.append(a, sid, 'log', 'again', { fence });
+      clock += 2 * HOUR;
+      expect(await s.getList(a, sid, 'log')).toEqual([{ index: 1, value: 'again' }]);
+      expect(await s.nextFence(a, sid)).toBe(fence + 1);
     });
   });
 }

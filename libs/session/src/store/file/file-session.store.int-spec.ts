@@ -4,7 +4,7 @@ import { tmpdir } from 'os';
 import { join } from 'path';
 import { LoomErrorCode } from '../../errors/session-error';
 import { isValidId, newId } from '../../ids';
-import { runSessionStoreContract } from '../session-store.contract';
+import { runFenceLapseTests, runSessionStoreContract } from '../session-store.contract';
 import { FileSessionStore } from './file-session.store';
 import { readAllMetas, readMeta } from './session-files';
 
@@ -58,6 +58,18 @@ runSessionStoreContract(
   { caseSensitive: caseSensitiveFs() },
 );
 
+runFenceLapseTests('file', async (now) => {
+  const root = await mkdtemp(join(tmpdir(), 'loom-file-lapse-'));
+  const store = new FileSessionStore(root, { now });
+  return {
+    store,
+    cleanup: async () => {
+      await store.close();
+      await rm(root, { recursive: true, force: true });
+    },
+  };
+});
+
 describe('FileSessionStore on disk', () => {
   const scope = { tenantId: newId('t') };
   afterAll(() => rm(parent, { recursive: true, force: true }));
@@ -83,6 +95,23 @@ describe('FileSessionStore on disk', () => {
     }
     await expect(store.save(scope, sid, '_meta', 1)).rejects.toMatchObject(invalid);
     expect(await tree(parent)).toEqual(before);
+  });
+
+  it('a deletion leaves only _meta.json, holding the owner and fencing counter', async () => {
+    const store = new FileSessionStore(base());
+    const sid = newId('c');
+    await store.save(scope, sid, 'plan', 1, { fence: await store.nextFence(scope, sid) });
+    await store.append(scope, sid, 'log', 'x');
+    await store.delete(scope, sid);
+    expect(await readdir(join(base(), sid))).toEqual(['_meta.json']);
+    const meta = JSON.parse(await readFile(join(base(), sid, '_meta.json'), 'utf8'));
+    expect(meta).toEqual({
+      tenantId: scope.tenantId,
+      fence: 1,
+      fenceExpiresAt: expect.any(Number),
+      values: {},
+      lists: [],
+    });
   });
 
   it('lays a session out as {key}.json, {key}.jsonl and _meta.json', async () => {

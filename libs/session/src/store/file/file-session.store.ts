@@ -1,4 +1,4 @@
-import { rm } from 'fs/promises';
+import { readdir, rm } from 'fs/promises';
 import { resolve, sep } from 'path';
 import { LoomError, LoomErrorCode } from '../../errors/session-error';
 import { assertStateKey } from '../../ids';
@@ -26,13 +26,17 @@ import { drain, serialised } from './session-lock';
  * next list index is cached in process. Several processes sharing a directory would corrupt lists.
  * A crash may lose the last appended lines; a torn last line is ignored, and cut off before the
  * next append. ttlSeconds and expiresAt are not applied. The state key `_meta` is reserved.
+ * A deleted session keeps its `_meta.json` (owner and fencing counter) for an hour
+ * (ORPHAN_FENCE_MS), as MySQL keeps its fence; `now` is the clock that expiry is read on (tests).
  */
 export class FileSessionStore implements SessionStore {
   readonly kind = 'file';
   private readonly base: string;
+  private readonly now: () => number;
 
-  constructor(baseDir: string) {
+  constructor(baseDir: string, opts: { now?: () => number } = {}) {
     this.base = resolve(baseDir);
+    this.now = opts.now ?? Date.now;
   }
 
   async save(
@@ -57,7 +61,7 @@ export class FileSessionStore implements SessionStore {
 
   async get<T>(scope: StoreScope, sessionId: string, key: string): Promise<T | null> {
     const { dir, value: file } = this.locate(scope, sessionId, key);
-    if (!(await files.ownedMeta(scope.tenantId, dir))) return null;
+    if (!(await files.ownedMeta(scope.tenantId, dir, this.now()))) return null;
     const text = await files.readText(file);
     return text === null ? null : (JSON.parse(text) as T);
   }
@@ -73,7 +77,7 @@ export class FileSessionStore implements SessionStore {
     const text = rules.toJson(item);
     return serialised(dir, async () => {
       await this.checkExecution(scope, dir, opts);
-      const meta = await files.claimMeta(scope.tenantId, dir, opts.fence);
+      const meta = await files.claimMeta(scope.tenantId, dir, opts.fence, this.now());
       if (!meta.lists.has(key)) {
         await files.writeMeta(dir, { ...meta, lists: new Set([...meta.lists, key]) });
       }
@@ -88,14 +92,16 @@ export class FileSessionStore implements SessionStore {
     range?: ListRange,
   ): Promise<ListItem<T>[]> {
     const { dir, list: file } = this.locate(scope, sessionId, key);
-    const items = (await files.ownedMeta(scope.tenantId, dir)) ? (await readList(file)).items : [];
+    const items = (await files.ownedMeta(scope.tenantId, dir, this.now()))
+      ? (await readList(file)).items
+      : [];
     return rules.applyRange(items as ListItem<T>[], range);
   }
 
   /** The last index of the list (equal to its length while indexes are contiguous); 0 when absent. */
   async listLength(scope: StoreScope, sessionId: string, key: string): Promise<number> {
     const { dir, list: file } = this.locate(scope, sessionId, key);
-    if (!(await files.ownedMeta(scope.tenantId, dir))) return 0;
+    if (!(await files.ownedMeta(scope.tenantId, dir, this.now()))) return 0;
     return (await readList(file)).items.at(-1)?.index ?? 0;
   }
 
@@ -104,14 +110,18 @@ export class FileSessionStore implements SessionStore {
   }
 
   async listSessionKeys(scope: StoreScope, sessionId: string): Promise<string[]> {
-    const meta = await files.ownedMeta(scope.tenantId, this.locate(scope, sessionId).dir);
+    const meta = await files.ownedMeta(
+      scope.tenantId,
+      this.locate(scope, sessionId).dir,
+      this.now(),
+    );
     return meta ? [...new Set([...meta.values.keys(), ...meta.lists])].sort() : [];
   }
 
   async deleteKey(scope: StoreScope, sessionId: string, key: string): Promise<void> {
     const { dir, value, list } = this.locate(scope, sessionId, key);
     await serialised(dir, async () => {
-      const meta = await files.ownedMeta(scope.tenantId, dir);
+      const meta = await files.ownedMeta(scope.tenantId, dir, this.now());
       if (!meta) return;
       await Promise.all([rm(value, { force: true }), rm(list, { force: true })]);
       forgetLists(list);
@@ -121,13 +131,30 @@ export class FileSessionStore implements SessionStore {
     });
   }
 
-  /** Removes the session directory with its owner and fencing counter (another tenant's: no-op). */
+  /**
+   * Removes the session's files, all but its `_meta.json`, which then holds only the owner and the
+   * fencing counter (another tenant's session: no-op): a holder paused across the deletion stays
+   * fenced out when the id is locked again, rather than matching a counter started over at 1. It
+   * lapses an hour later unless the session is written again (the next write then replaces it).
+   */
   async delete(scope: StoreScope, sessionId: string): Promise<void> {
     const { dir } = this.locate(scope, sessionId);
     await serialised(dir, async () => {
-      if (!(await files.ownedMeta(scope.tenantId, dir))) return;
-      await rm(dir, { recursive: true, force: true });
+      const meta = await files.ownedMeta(scope.tenantId, dir, this.now());
+      if (!meta) return;
+      const metaFile = `${files.META_KEY}.json`;
+      const names = (await readdir(dir)).filter((name) => name !== metaFile);
+      await Promise.all(
+        names.map((name) => rm(files.childPath(dir, name), { recursive: true, force: true })),
+      );
       forgetLists(dir, true);
+      await files.writeMeta(dir, {
+        tenantId: meta.tenantId,
+        fence: meta.fence,
+        fenceExpiresAt: this.now() + rules.ORPHAN_FENCE_MS,
+        values: new Map(),
+        lists: new Set(),
+      });
     });
   }
 
@@ -149,8 +176,12 @@ export class FileSessionStore implements SessionStore {
   async nextFence(scope: StoreScope, sessionId: string): Promise<number> {
     const { dir } = this.locate(scope, sessionId);
     return serialised(dir, async () => {
-      const meta = await files.claimMeta(scope.tenantId, dir, undefined);
+      const meta = await files.claimMeta(scope.tenantId, dir, undefined, this.now());
       meta.fence += 1;
+      // A fence issued where the session holds nothing else lapses an hour after (as in MySQL).
+      if (meta.values.size === 0 && meta.lists.size === 0) {
+        meta.fenceExpiresAt = this.now() + rules.ORPHAN_FENCE_MS;
+      }
       await files.writeMeta(dir, meta);
       return meta.fence;
     });
@@ -174,12 +205,12 @@ export class FileSessionStore implements SessionStore {
     return serialised(dir, async () => {
       if (onlyIfAbsent && (await files.fileExists(file))) {
         // A stale holder is told so before it learns that the key exists (as MySQL answers).
-        const meta = await files.ownedMeta(scope.tenantId, dir);
+        const meta = await files.ownedMeta(scope.tenantId, dir, this.now());
         if (meta) rules.checkFence(meta.fence, opts.fence);
         return false;
       }
       await this.checkExecution(scope, dir, opts);
-      const meta = await files.claimMeta(scope.tenantId, dir, opts.fence);
+      const meta = await files.claimMeta(scope.tenantId, dir, opts.fence, this.now());
       await files.writeAtomic(file, text);
       const userId = opts.userId ?? meta.values.get(key)?.userId ?? null;
       meta.values.set(key, { updatedAt: new Date(), userId });
@@ -191,7 +222,7 @@ export class FileSessionStore implements SessionStore {
   /** WriteOptions.execution, inside the session's serialised section (another tenant's: NOT_FOUND). */
   private async checkExecution(scope: StoreScope, dir: string, opts: WriteOptions): Promise<void> {
     if (!opts.execution) return;
-    const meta = await files.readMeta(dir);
+    const meta = await files.readMeta(dir, this.now());
     if (meta && meta.tenantId !== scope.tenantId) throw rules.sessionNotFound();
     const text = meta
       ? await files.readText(files.childPath(dir, `${opts.execution.taskKey}.json`))

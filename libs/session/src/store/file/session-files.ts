@@ -9,6 +9,8 @@ import { checkFence, sessionNotFound } from '../memory/store-rules';
 export interface SessionMeta {
   tenantId: string;
   fence: number;
+  /** Set while the session holds nothing but its fence (deleted, or only locked): ms it lapses. */
+  fenceExpiresAt?: number;
   values: Map<string, { updatedAt: Date; userId: string | null }>;
   lists: Set<string>;
 }
@@ -16,6 +18,7 @@ export interface SessionMeta {
 interface StoredMeta {
   tenantId: string;
   fence: number;
+  fenceExpiresAt?: number;
   values: Record<string, { updatedAt: string; userId: string | null }>;
   lists: string[];
 }
@@ -75,16 +78,22 @@ export async function writeAtomic(path: string, text: string): Promise<void> {
   }
 }
 
-export async function readMeta(dir: string): Promise<SessionMeta | null> {
+/**
+ * The session's meta, or null when it has none or held nothing but a fence that lapsed before
+ * `now` (ms): such a session is gone, and its directory is taken as new by the next write.
+ */
+export async function readMeta(dir: string, now = Date.now()): Promise<SessionMeta | null> {
   const text = await readText(childPath(dir, `${META_KEY}.json`));
   if (text === null) return null;
   const raw = JSON.parse(text) as StoredMeta;
+  if (raw.fenceExpiresAt !== undefined && raw.fenceExpiresAt <= now) return null;
   const values = Object.entries(raw.values).map(
     ([key, v]) => [key, { updatedAt: new Date(v.updatedAt), userId: v.userId }] as const,
   );
   return {
     tenantId: raw.tenantId,
     fence: raw.fence,
+    fenceExpiresAt: raw.fenceExpiresAt,
     values: new Map(values),
     lists: new Set(raw.lists),
   };
@@ -101,6 +110,7 @@ export async function writeMeta(dir: string, meta: SessionMeta): Promise<void> {
   const stored: StoredMeta = {
     tenantId: meta.tenantId,
     fence: meta.fence,
+    ...(meta.fenceExpiresAt !== undefined ? { fenceExpiresAt: meta.fenceExpiresAt } : {}),
     values,
     lists: [...meta.lists],
   };
@@ -108,24 +118,30 @@ export async function writeMeta(dir: string, meta: SessionMeta): Promise<void> {
 }
 
 /** The meta of the session in `dir` if `tenantId` owns it, else null. */
-export async function ownedMeta(tenantId: string, dir: string): Promise<SessionMeta | null> {
-  const meta = await readMeta(dir);
+export async function ownedMeta(
+  tenantId: string,
+  dir: string,
+  now = Date.now(),
+): Promise<SessionMeta | null> {
+  const meta = await readMeta(dir, now);
   return meta?.tenantId === tenantId ? meta : null;
 }
 
 /**
  * Checks owner (NOT_FOUND) and fence (STALE_FENCING_TOKEN) of a write and returns the meta; a new
- * session is created first, owned by `tenantId`. Only under the session's write chain.
+ * session is created first, owned by `tenantId`. Only under the session's write chain. The meta
+ * returned no longer lapses (the caller writes it back with what it adds).
  */
 export async function claimMeta(
   tenantId: string,
   dir: string,
   fence?: number,
+  now = Date.now(),
 ): Promise<SessionMeta> {
-  const meta = await readMeta(dir);
+  const meta = await readMeta(dir, now);
   if (meta && meta.tenantId !== tenantId) throw sessionNotFound();
   checkFence(meta?.fence ?? 0, fence);
-  if (meta) return meta;
+  if (meta) return { ...meta, fenceExpiresAt: undefined };
   const fresh: SessionMeta = { tenantId, fence: 0, values: new Map(), lists: new Set() };
   await writeMeta(dir, fresh);
   return fresh;
@@ -137,7 +153,7 @@ export const LIST_READ_CONCURRENCY = 16;
 /** The metas of every session directory under `base` (unreadable ones skipped); `read`: tests. */
 export async function readAllMetas(
   base: string,
-  read: (dir: string) => Promise<SessionMeta | null> = readMeta,
+  read: (dir: string) => Promise<SessionMeta | null> = (dir) => readMeta(dir),
 ): Promise<Array<{ sessionId: string; meta: SessionMeta }>> {
   const entries = await readdir(base, { withFileTypes: true }).catch(
     (err: NodeJS.ErrnoException) => {

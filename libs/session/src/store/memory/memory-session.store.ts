@@ -13,6 +13,8 @@ import * as rules from './store-rules';
 interface MemorySession {
   tenantId: string;
   fence: number;
+  /** Set while the session holds nothing but its fence (deleted, or only locked): ms it lapses. */
+  fenceExpiresAt?: number;
   values: Map<string, { value: unknown; updatedAt: Date; userId: string | null }>;
   lists: Map<string, { items: Map<number, unknown>; last: number }>;
 }
@@ -21,11 +23,17 @@ interface MemorySession {
  * The Session API in process memory (tests, single-process scratch use). Values are copied in and
  * out through their JSON text, as the other backends store them; ttlSeconds and expiresAt are not
  * applied. Every method is synchronous inside, so
- * concurrent calls cannot interleave.
+ * concurrent calls cannot interleave. A deleted session leaves its owner and fencing counter for
+ * an hour (ORPHAN_FENCE_MS), as MySQL does; `now` is the clock that expiry is read on (tests).
  */
 export class MemorySessionStore implements SessionStore {
   readonly kind = 'memory';
   private readonly sessions = new Map<string, MemorySession>();
+  private readonly now: () => number;
+
+  constructor(opts: { now?: () => number } = {}) {
+    this.now = opts.now ?? Date.now;
+  }
 
   async save(
     scope: StoreScope,
@@ -49,7 +57,7 @@ export class MemorySessionStore implements SessionStore {
   ): Promise<boolean> {
     rules.assertTarget(scope, sessionId, key);
     rules.assertWriteOptions(opts);
-    const session = this.sessions.get(sessionId);
+    const session = this.live(sessionId);
     // A stale holder is told so before it learns whether the key exists (as MySQL answers).
     if (session?.tenantId === scope.tenantId) rules.checkFence(session.fence, opts.fence);
     if (session?.values.has(key)) return false;
@@ -70,7 +78,7 @@ export class MemorySessionStore implements SessionStore {
     opts: AppendOptions = {},
   ): Promise<number> {
     const copy = this.checkWrite(scope, sessionId, key, item, opts);
-    const list = this.sessions.get(sessionId)?.lists.get(key);
+    const list = this.live(sessionId)?.lists.get(key);
     const index = opts.index ?? (list?.last ?? 0) + 1;
     if (list?.items.has(index)) throw rules.indexTaken(index);
     const session = this.claim(scope, sessionId);
@@ -114,9 +122,17 @@ export class MemorySessionStore implements SessionStore {
     session?.lists.delete(key);
   }
 
-  /** Removes the session with its owner and fencing counter (another tenant's session: no-op). */
+  /**
+   * Removes the session, all but its owner and fencing counter (another tenant's session: no-op):
+   * a holder paused across the deletion stays fenced out when the id is locked again. Those lapse
+   * an hour later unless the session is written again.
+   */
   async delete(scope: StoreScope, sessionId: string): Promise<void> {
-    if (this.readable(scope, sessionId)) this.sessions.delete(sessionId);
+    const session = this.readable(scope, sessionId);
+    if (!session) return;
+    session.values.clear();
+    session.lists.clear();
+    session.fenceExpiresAt = this.now() + rules.ORPHAN_FENCE_MS;
   }
 
   async listSessions(
@@ -138,7 +154,11 @@ export class MemorySessionStore implements SessionStore {
 
   async nextFence(scope: StoreScope, sessionId: string): Promise<number> {
     this.checkWrite(scope, sessionId, undefined, null, {});
-    return ++this.claim(scope, sessionId).fence;
+    const session = this.claim(scope, sessionId);
+    // A fence issued where the session holds nothing else lapses an hour after (as in MySQL).
+    if (this.keysOf(session).length === 0)
+      session.fenceExpiresAt = this.now() + rules.ORPHAN_FENCE_MS;
+    return ++session.fence;
   }
 
   async close(): Promise<void> {
@@ -155,7 +175,7 @@ export class MemorySessionStore implements SessionStore {
   ): unknown {
     rules.assertTarget(scope, sessionId, key);
     rules.assertWriteOptions(opts);
-    const session = this.sessions.get(sessionId);
+    const session = this.live(sessionId);
     if (session && session.tenantId !== scope.tenantId) throw rules.sessionNotFound();
     rules.checkFence(session?.fence ?? 0, opts.fence);
     if (opts.execution) {
@@ -165,12 +185,24 @@ export class MemorySessionStore implements SessionStore {
     return rules.jsonCopy(value);
   }
 
-  // The session, created and owned by the scope's tenant on its first write.
+  // The session, created and owned by the scope's tenant on its first write; one that held only
+  // its fence holds a value again, so its fence no longer lapses.
   private claim(scope: StoreScope, sessionId: string): MemorySession {
-    let session = this.sessions.get(sessionId);
+    let session = this.live(sessionId);
     if (!session) {
       session = { tenantId: scope.tenantId, fence: 0, values: new Map(), lists: new Map() };
       this.sessions.set(sessionId, session);
+    }
+    session.fenceExpiresAt = undefined;
+    return session;
+  }
+
+  // The session, unless it held nothing but a fence that has lapsed (then it is gone).
+  private live(sessionId: string): MemorySession | undefined {
+    const session = this.sessions.get(sessionId);
+    if (session?.fenceExpiresAt !== undefined && session.fenceExpiresAt <= this.now()) {
+      this.sessions.delete(sessionId);
+      return undefined;
     }
     return session;
   }
@@ -178,7 +210,7 @@ export class MemorySessionStore implements SessionStore {
   // Validates the ids, then returns the session if the scope's tenant owns it.
   private readable(scope: StoreScope, sessionId: string, key?: string): MemorySession | undefined {
     rules.assertTarget(scope, sessionId, key);
-    const session = this.sessions.get(sessionId);
+    const session = this.live(sessionId);
     return session?.tenantId === scope.tenantId ? session : undefined;
   }
 

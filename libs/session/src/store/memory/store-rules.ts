@@ -16,6 +16,13 @@ import type {
  */
 export type SessionPage = Parameters<SessionStore['listSessions']>[2];
 
+/**
+ * How long a session's fencing counter outlives the session's deletion, or its last issue where
+ * the session holds nothing else (ms): as MySQL keeps a `_fence` row alone (an hour), so a holder
+ * paused across a DELETE stays fenced out when the id is locked again.
+ */
+export const ORPHAN_FENCE_MS = 3_600_000;
+
 const isCount = (n: unknown): boolean => Number.isSafeInteger(n) && (n as number) >= 0;
 
 function invalid(message: string): LoomError {

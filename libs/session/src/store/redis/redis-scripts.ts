@@ -20,13 +20,18 @@ local owner = redis.call('HGET', KEYS[1], 'tenant')
 /**
  * Writes shared by save and append: owner check, fence check, bookkeeping (one HSET). ARGV[1]
  * tenant, [2] state key, [4] ttl ms, [5] user, [6] now ms, [7] fence. Sets `fresh` when this
- * write claims the session.
+ * write claims the session, or writes again one that held nothing but its fence (`remnant`).
  */
 const WRITE_GUARD = `
 if owner and owner ~= ARGV[1] then return -1 end
 if ARGV[7] ~= '' and redis.call('GET', KEYS[4]) ~= ARGV[7] then return -2 end
 local ttl = tonumber(ARGV[4])
 local fresh = not owner
+-- A session that held only its owner and fence (deleted, or only locked; standalone) is written
+-- again: they stop lapsing, and take this write's TTL as a new session's would.
+if owner and redis.call('HDEL', KEYS[1], 'remnant') == 1 then
+  redis.call('PERSIST', KEYS[1]); redis.call('PERSIST', KEYS[4]); fresh = true
+end
 local fields = {'u:' .. ARGV[2], ARGV[6]}
 if fresh then fields[#fields + 1] = 'tenant'; fields[#fields + 1] = ARGV[1] end
 if ARGV[5] ~= '' then fields[#fields + 1] = 'user'; fields[#fields + 1] = ARGV[5] end
@@ -220,8 +225,30 @@ for i = 3, #KEYS do redis.call('DEL', KEYS[i]) end
 for i = 2, #ARGV do redis.call('SREM', KEYS[2], ARGV[i]); redis.call('HDEL', KEYS[1], 'u:' .. ARGV[i]) end
 return 1`;
 
-/** The next fencing token for the session's owner (-1 for another tenant). */
+/**
+ * The next fencing token for the session's owner (-1 for another tenant). Issued where the session
+ * holds nothing else, it makes the session a `remnant` whose owner and fence lapse ARGV[2] ms
+ * later (as MySQL's fence alone), unless it is written again first.
+ */
 export const NEXT_FENCE = `${PRELUDE}
 if owner and owner ~= ARGV[1] then return -1 end
 if not owner then redis.call('HSET', KEYS[1], 'tenant', ARGV[1]) end
-return redis.call('INCR', KEYS[4])`;
+local n = redis.call('INCR', KEYS[4])
+if redis.call('SCARD', KEYS[2]) == 0 then
+  redis.call('HSET', KEYS[1], 'remnant', '1')
+  redis.call('PEXPIRE', KEYS[1], ARGV[2]); redis.call('PEXPIRE', KEYS[4], ARGV[2])
+end
+return n`;
+
+/**
+ * The end of a standalone session's deletion (its state keys are gone): drops its bookkeeping,
+ * but keeps its owner and fencing counter, when it has one, for ARGV[2] ms (a `remnant`), so a
+ * holder paused across the deletion stays fenced out when the id is locked again.
+ */
+export const LEAVE_FENCE = `${PRELUDE}
+if owner ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1], KEYS[2])
+if redis.call('EXISTS', KEYS[4]) == 0 then return 1 end
+redis.call('HSET', KEYS[1], 'tenant', ARGV[1], 'remnant', '1')
+redis.call('PEXPIRE', KEYS[1], ARGV[2]); redis.call('PEXPIRE', KEYS[4], ARGV[2])
+return 1`;

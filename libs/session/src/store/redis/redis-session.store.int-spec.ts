@@ -16,6 +16,51 @@ runSessionStoreContract('redis', async () => {
   };
 });
 
+describe('redis (standalone): a fence left alone by a deletion', () => {
+  const prefix = createTestPrefix();
+  const redis = new Redis(TEST_REDIS_URL);
+  const store = new RedisSessionStore(redis, prefix.prefix, { ownsConnection: false });
+  const scope = { tenantId: 'fence-tenant' };
+  const k = store.keys;
+  const HOUR = 3_600_000;
+  const lapses = async (sid: string) => [
+    await redis.pttl(k.meta(sid)),
+    await redis.pttl(k.fence(sid)),
+  ];
+
+  afterAll(async () => {
+    await prefix.cleanup();
+    redis.disconnect();
+  });
+
+  it('keeps the owner and counter for an hour after the deletion or the last issue', async () => {
+    const sid = newId('c');
+    await store.save(scope, sid, 'state', 1, { fence: await store.nextFence(scope, sid) });
+    expect(await lapses(sid)).toEqual([-1, -1]);
+    await store.delete(scope, sid);
+    for (const ms of await lapses(sid)) expect(ms > HOUR - 60_000 && ms <= HOUR).toBe(true);
+    expect(await redis.exists(k.keys(sid), k.value(sid, 'state'))).toBe(0);
+    await redis.pexpire(k.fence(sid), 5_000);
+    await redis.pexpire(k.meta(sid), 5_000);
+    expect(await store.nextFence(scope, sid)).toBe(2);
+    for (const ms of await lapses(sid)) expect(ms > HOUR - 60_000).toBe(true);
+  });
+
+  it('a fence issued where nothing else is lapses; a write makes it last like its session', async () => {
+    const sid = newId('c');
+    const fence = await store.nextFence(scope, sid);
+    for (const ms of await lapses(sid)) expect(ms > 0 && ms <= HOUR).toBe(true);
+    await store.save(scope, sid, 'state', 1, { fence });
+    expect(await lapses(sid)).toEqual([-1, -1]);
+    const other = newId('c');
+    await store.nextFence(scope, other);
+    await store.delete(scope, other);
+    await store.append(scope, other, 'log', 'x', { ttlSeconds: 100 });
+    for (const ms of await lapses(other)) expect(ms > 90_000 && ms <= 100_000).toBe(true);
+    expect(await redis.hget(k.meta(other), 'remnant')).toBeNull();
+  });
+});
+
 describe('redis: TTLs of a session and its bookkeeping keys', () => {
   const prefix = createTestPrefix();
   const redis = new Redis(TEST_REDIS_URL);

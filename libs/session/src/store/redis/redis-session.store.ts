@@ -340,11 +340,24 @@ export class RedisSessionStore implements SessionStore {
     const stateKeys = await this.redis.smembers(this.keys.keys(sid));
     await this.dropFromIndex(scope, sid, stateKeys, user);
     const targets = stateKeys.flatMap((k) => [this.keys.value(sid, k), this.keys.list(sid, k)]);
+    if (this.cacheMode) {
+      // A cache holds no fence of its own (the durable store keeps it).
+      await this.run.DELETE_KEYS(
+        [this.keys.meta(sid), this.keys.keys(sid), ...targets, this.keys.fence(sid)],
+        [scope.tenantId, ...stateKeys],
+      );
+      await this.redis.del(this.keys.meta(sid), this.keys.keys(sid));
+      return;
+    }
     await this.run.DELETE_KEYS(
-      [this.keys.meta(sid), this.keys.keys(sid), ...targets, this.keys.fence(sid)],
+      [this.keys.meta(sid), this.keys.keys(sid), ...targets],
       [scope.tenantId, ...stateKeys],
     );
-    await this.redis.del(this.keys.meta(sid), this.keys.keys(sid));
+    // The owner and fencing counter stay for an hour, as MySQL keeps its fence (see LEAVE_FENCE).
+    await this.run.LEAVE_FENCE(this.writeKeys(sid, this.keys.fence(sid)), [
+      scope.tenantId,
+      rules.ORPHAN_FENCE_MS,
+    ]);
   }
 
   /** Drops cached state without an owner check (cache invalidation; the durable store decides). */
@@ -425,6 +438,7 @@ export class RedisSessionStore implements SessionStore {
     assertId(sid, 'session id');
     const res = await this.run.NEXT_FENCE(this.writeKeys(sid, this.keys.fence(sid)), [
       scope.tenantId,
+      rules.ORPHAN_FENCE_MS,
     ]);
     fail(res);
     return Number(res);
