@@ -83,6 +83,21 @@ export const SAVE = `${PRELUDE}${EXECUTION_GUARD}${WRITE_GUARD}${SET_VALUE}${BOO
 return 0`;
 
 /**
+ * SAVE of a cache (the tiered store's hot write after its MySQL write), refused while KEYS[5], the
+ * tombstone of this key's deletion, exists: the write may have passed MySQL before the deletion
+ * (an execution's write just before its task closed) and would put the deleted key back for its
+ * TTL. Its value is dropped too, so Redis holds nothing for the key meanwhile and reads go to
+ * MySQL, which orders the write and the deletion. 0 written, 1 refused.
+ */
+export const SAVE_CACHED = `${PRELUDE}
+if redis.call('EXISTS', KEYS[5]) == 1 then
+  if owner == ARGV[1] then redis.call('DEL', KEYS[3]) end
+  return 1
+end
+${WRITE_GUARD}${SET_VALUE}${BOOKKEEPING_TTL}
+return 0`;
+
+/**
  * Refused by a refill while either tombstone exists (KEYS[5] the session's, KEYS[6] the key's):
  * the session or the key was deleted after the refill's durable read may have been made, so what
  * it carries may be gone.

@@ -50,6 +50,10 @@ export class RedisSessionStore implements SessionStore {
     this.run = run;
   }
 
+  /**
+   * As a cache (`authoritative: false`), a save is refused while the tombstone of the key's
+   * deletion lasts (see SAVE_CACHED), and drops the cached value instead (see saveIfNotDeleted).
+   */
   async save(
     scope: StoreScope,
     sid: string,
@@ -57,17 +61,34 @@ export class RedisSessionStore implements SessionStore {
     value: unknown,
     opts: WriteOptions = {},
   ): Promise<void> {
+    await this.saveIfNotDeleted(scope, sid, key, value, opts);
+  }
+
+  /** save; false when a cache refused it for the key's deletion tombstone. */
+  async saveIfNotDeleted(
+    scope: StoreScope,
+    sid: string,
+    key: string,
+    value: unknown,
+    opts: WriteOptions = {},
+  ): Promise<boolean> {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
     rules.assertWriteOptions(opts);
+    const args = [...this.writeArgs(scope, key, encodeValue(value), opts), '', ''];
+    if (this.cacheMode && !opts.execution) {
+      const keys = [...this.writeKeys(sid, this.keys.value(sid, key)), this.keys.keyGone(sid, key)];
+      const res = await this.run.SAVE_CACHED(keys, args);
+      fail(res);
+      return res === 0;
+    }
     const res = await this.run.SAVE(this.guardedKeys(sid, this.keys.value(sid, key), opts), [
-      ...this.writeArgs(scope, key, encodeValue(value), opts),
-      '',
-      '',
+      ...args,
       ...this.guardArgs(opts),
     ]);
     fail(res);
     await this.touchIndex(scope, sid, key, opts.userId);
+    return true;
   }
 
   /**

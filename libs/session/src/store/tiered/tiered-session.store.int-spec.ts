@@ -307,6 +307,38 @@ describe('tiered store: a read racing a delete', () => {
     },
   );
 
+  it('a save that passed MySQL before a deleteKeys does not put the key back in Redis after it', async () => {
+    const sid = await coldConversation();
+    const key = 'agent:a_late1234';
+    await t.store.save(alice, sid, key, { status: 'RUNNING' });
+    const write = t.durable.save.bind(t.durable);
+    jest.spyOn(t.durable, 'save').mockImplementationOnce(async (...args) => {
+      await write(...args); // the execution's write passed its guard in MySQL
+      await t.store.deleteKeys(alice, sid, [key]); // then its task closed and removed it
+    });
+    await t.store.save(alice, sid, key, { status: 'COMPLETED' });
+    expect(await t.redis.exists(t.store.hot.keys.value(sid, key))).toBe(0);
+    // MySQL holds it (the guard let it in before the delete), as a late write always could.
+    await t.durable.deleteKey(alice, sid, key);
+    expect(await t.store.get(alice, sid, key)).toBeNull();
+  });
+
+  it('a key saved again after its deletion is read as saved, from MySQL while its tombstone lasts', async () => {
+    const sid = await coldConversation();
+    const key = 'agent:a_again123';
+    await t.store.save(alice, sid, key, { n: 1 });
+    await t.store.deleteKeys(alice, sid, [key]);
+    await t.store.save(alice, sid, key, { n: 2 });
+    expect(await t.store.get(alice, sid, key)).toEqual({ n: 2 });
+    await t.store.save(alice, sid, key, { n: 3 });
+    expect(await t.store.get(alice, sid, key)).toEqual({ n: 3 });
+    expect(await t.store.hot.probe(alice, sid, key)).toBeNull();
+    // Once the tombstone is gone, it is cached again.
+    await t.redis.del(t.store.hot.keys.keyGone(sid, key));
+    await t.store.save(alice, sid, key, { n: 4 });
+    expect(await t.store.hot.get(alice, sid, key)).toEqual({ n: 4 });
+  });
+
   it('a session written again after its DELETE is cached as usual', async () => {
     const sid = await coldConversation();
     await t.store.delete(alice, sid);

@@ -99,13 +99,33 @@ export class TieredSessionStore implements SessionStore {
     // is what MySQL and Redis would.
     const encoded = new EncodedValue(toJson(value));
     await this.durable.save(scope, sid, key, encoded, opts);
-    this.remember(key, this.lruKey(scope, sid, key), JSON.parse(encoded.json));
-    await this.hotWrite(scope, sid, key, () =>
-      this.hot.save(scope, sid, key, encoded, {
+    const lruKey = this.lruKey(scope, sid, key);
+    this.remember(key, lruKey, JSON.parse(encoded.json));
+    await this.hotSave(scope, sid, key, encoded, opts, lruKey);
+  }
+
+  /**
+   * The hot write of a save or create, after MySQL's. While the key's deletion tombstone lasts
+   * (deleteKeys) Redis refuses it and drops its copy: the write may have passed MySQL just before
+   * the deletion (an execution's write as its task closed), and would bring the deleted key back
+   * for its TTL. Nor is it kept in the LRU then. A later write of the key is not lost for that:
+   * reads find it in MySQL, and Redis caches the key again once the tombstone (1 min) is gone.
+   */
+  private async hotSave(
+    scope: StoreScope,
+    sid: string,
+    key: string,
+    value: unknown,
+    opts: WriteOptions,
+    lruKey: string,
+  ): Promise<void> {
+    await this.hotWrite(scope, sid, key, async () => {
+      const written = await this.hot.saveIfNotDeleted(scope, sid, key, value, {
         userId: opts.userId,
         ttlSeconds: this.opts.ttlFor(key).ttlSeconds,
-      }),
-    );
+      });
+      if (!written) this.lru.delete(lruKey);
+    });
   }
 
   async create(
@@ -116,14 +136,7 @@ export class TieredSessionStore implements SessionStore {
     opts: WriteOptions = {},
   ): Promise<boolean> {
     const created = await this.durable.create(scope, sid, key, value, opts);
-    if (created) {
-      await this.hotWrite(scope, sid, key, () =>
-        this.hot.save(scope, sid, key, value, {
-          userId: opts.userId,
-          ttlSeconds: this.opts.ttlFor(key).ttlSeconds,
-        }),
-      );
-    }
+    if (created) await this.hotSave(scope, sid, key, value, opts, this.lruKey(scope, sid, key));
     return created;
   }
 
