@@ -28,6 +28,7 @@ import {
   ExecuteAgentRequest,
   ExecuteAgentResult,
   MAX_ANSWER_CHARS,
+  MAX_ERROR_MESSAGE_CHARS,
 } from '../contracts/agent-messages';
 import { LLM_CLIENT, LlmClient, LlmError, withCost } from '../llm/llm.types';
 import { DeltaChannel } from '../streaming/delta-channel';
@@ -290,9 +291,13 @@ export class AgentRunner {
   }
 }
 
-/** Anything thrown in an agent leaves it as RpcException({ code, message }), never a stack. */
+/**
+ * Anything thrown in an agent leaves it as RpcException({ code, message }), never a stack; its
+ * message cut to MAX_ERROR_MESSAGE_CHARS (a handler's own RpcException's too), before it is
+ * answered or logged.
+ */
 export function toRpc(err: unknown, log: Logger): RpcException {
-  if (err instanceof RpcException) return err;
+  if (err instanceof RpcException) return boundedRpc(err);
   // `limit: 'total'`: a cancelled execution's time limit, which the orchestrator names as such.
   if (LoomError.is(err))
     return new RpcException({
@@ -320,6 +325,17 @@ export function toRpc(err: unknown, log: Logger): RpcException {
       : `the handler threw ${boundedMessage(describe(err))}`,
   );
   return new RpcException({ code: LoomErrorCode.AGENT_FAILED, message: 'the agent failed' });
+}
+
+/** `err` with its message (a string body, or a body's `message`) cut, when it is too long. */
+function boundedRpc(err: RpcException): RpcException {
+  const body = err.getError();
+  if (typeof body === 'string') {
+    return body.length > MAX_ERROR_MESSAGE_CHARS ? new RpcException(boundedMessage(body)) : err;
+  }
+  const { message } = (body ?? {}) as { message?: unknown };
+  if (typeof message !== 'string' || message.length <= MAX_ERROR_MESSAGE_CHARS) return err;
+  return new RpcException({ ...(body as object), message: boundedMessage(message) });
 }
 
 /** What a handler returned, when it is an answer: text, not blank, at most MAX_ANSWER_CHARS. */
