@@ -212,6 +212,39 @@ describe('SessionContext: the assignment bounds what an agent touches', () => {
     );
   });
 
+  it('bounds a shared value as it is stored: redacted (LOOM_REDACT_STORED), not as sent', async () => {
+    const research = await build('legal-research');
+    // 220,002 characters of JSON as sent; 320,002 once every 11 digits read [REDACTED_PHONE].
+    const phones = '13800138000'.repeat(20_000);
+    expect(await code(research.putSharedData('phones', phones))).toBe('PAYLOAD_TOO_LARGE');
+    expect(Object.hasOwn(await tasks.shared(owner, convId, t.taskId), 'phones')).toBe(false);
+  });
+
+  it('counts private memory exactly, serialising only what each call remembers', async () => {
+    const labor = await build('labor-law', {}, { localMemory: { kept: 'from before' } });
+    const stringify = jest.spyOn(JSON, 'stringify');
+    try {
+      for (let i = 0; i < 50; i++) labor.remember(`k${i}`, 'v'.repeat(100));
+      labor.remember('k0', undefined); // JSON leaves it out
+      labor.remember('__proto__', { n: 1 });
+      const memory = labor.getAgentMemory();
+      expect(stringify.mock.calls.filter(([v]) => v === memory).length).toBeLessThanOrEqual(1);
+      // Up to the last character: exactly the limit is taken, one more is refused.
+      const used = JSON.stringify(memory).length;
+      const room = MAX_MEMORY_JSON_CHARS - used - ',"last":""'.length;
+      labor.remember('last', 'l'.repeat(room));
+      expect(JSON.stringify(labor.getAgentMemory()).length).toBe(MAX_MEMORY_JSON_CHARS);
+      expect(await code(() => labor.remember('last', 'l'.repeat(room + 1)))).toBe(
+        'PAYLOAD_TOO_LARGE',
+      );
+      labor.remember('k1', undefined);
+      labor.remember('last', 'l'.repeat(room + 107)); // k1's ,"k1":"v…" (108) is free again
+      expect(JSON.stringify(labor.getAgentMemory()).length).toBe(MAX_MEMORY_JSON_CHARS - 1);
+    } finally {
+      stringify.mockRestore();
+    }
+  });
+
   it('bounds private memory, keeping the earlier value of a key refused', async () => {
     const labor = await build('labor-law');
     labor.remember('note', 'small');

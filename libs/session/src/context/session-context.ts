@@ -58,6 +58,9 @@ export interface SessionContextDeps {
  */
 export class SessionContext {
   private readonly written = new Set<string>();
+  /** Characters of each private-memory entry's `"key":value` (remember), once first measured. */
+  private memorySizes?: Map<string, number>;
+  private memoryBodyChars = 0;
 
   private constructor(
     private readonly deps: SessionContextDeps,
@@ -145,8 +148,11 @@ export class SessionContext {
    * ACCESS_DENIED (audited) for a protected key this agent type may not write; an overwrite of
    * another agent's value is logged with both agents and audited. The value is redacted first
    * when stored redaction is configured. Bounded: a key of 1 to MAX_SHARED_KEY_CHARS
-   * characters, a value of at most MAX_SHARED_VALUE_JSON_CHARS of JSON, at most
-   * MAX_SHARED_KEYS keys a task (VALIDATION_FAILED, PAYLOAD_TOO_LARGE; nothing written).
+   * characters, a value of at most MAX_SHARED_VALUE_JSON_CHARS of JSON as stored (redacted),
+   * at most MAX_SHARED_KEYS keys a task (VALIDATION_FAILED, PAYLOAD_TOO_LARGE; nothing written).
+   * The key count is read before the write, not checked in it: agents of one task writing new
+   * keys at the same moment may each pass it, so a task can end up with a few more (at most one
+   * more per agent writing at once).
    */
   async putSharedData(key: string, raw: unknown): Promise<void> {
     const a = this.assignment;
@@ -155,9 +161,13 @@ export class SessionContext {
         LoomErrorCode.VALIDATION_FAILED,
         `a shared key is a string of 1 to ${MAX_SHARED_KEY_CHARS} characters`,
       );
-    const chars = jsonChars(raw, `the value of shared key "${key}"`);
+    const what = `the value of shared key "${key}"`;
+    const rawChars = jsonChars(raw, what); // a BigInt or a cycle is refused as sent
+    // The limit is the stored value's: redaction may lengthen it ([REDACTED_PHONE] for 11 digits).
+    const value = this.deps.acl.storable(raw);
+    const chars = value === raw ? rawChars : jsonChars(value, what);
     if (chars > MAX_SHARED_VALUE_JSON_CHARS)
-      throw tooLarge(`the value of shared key "${key}"`, chars, MAX_SHARED_VALUE_JSON_CHARS);
+      throw tooLarge(what, chars, MAX_SHARED_VALUE_JSON_CHARS);
     await this.deps.beforeWrite?.(); // before the ACL audits a write that would not happen
     const latest = await this.deps.tasks.shared(a.owner, a.conversationId, a.taskId);
     const previousWriter = ownEntry(latest, key)?.writer ?? null;
@@ -175,7 +185,6 @@ export class SessionContext {
       writer: a.agentType,
       previousWriter,
     });
-    const value = this.deps.acl.storable(raw);
     const write = { key, value, writer: a.agentType, updatedAt: new Date().toISOString() };
     await this.deps.tasks.appendShared(
       a.owner,
@@ -212,20 +221,35 @@ export class SessionContext {
   /**
    * Private working memory of this agent session only, stored with it when the execution ends:
    * at most MAX_MEMORY_JSON_CHARS of JSON in all (PAYLOAD_TOO_LARGE, and the key keeps its
-   * earlier value).
+   * earlier value), each value measured as it is when remembered (one changed afterwards is
+   * measured again only when remembered again).
    */
   remember(key: string, value: unknown): void {
     const memory = this.agent.localMemory;
-    jsonChars(value, `the memory value "${key}"`);
-    const before = Object.getOwnPropertyDescriptor(memory, key);
-    const define = (d: PropertyDescriptor) => Object.defineProperty(memory, key, d);
-    define({ value, writable: true, enumerable: true, configurable: true });
-    const chars = jsonChars(memory, 'private memory');
-    if (chars > MAX_MEMORY_JSON_CHARS) {
-      if (before) define(before);
-      else delete memory[key];
-      throw tooLarge(`private memory with "${key}"`, chars, MAX_MEMORY_JSON_CHARS);
+    // A running count, not the whole memory serialised again on every call: the JSON of an
+    // object is `{`, its entries (`"key":value`, none for a value JSON leaves out) joined by `,`,
+    // and `}`. Each entry is measured as JSON.stringify measures it in place (toJSON gets its key).
+    if (!this.memorySizes) {
+      this.memorySizes = measureEntries(memory);
+      this.memoryBodyChars = [...this.memorySizes.values()].reduce((a, b) => a + b, 0);
     }
+    const sizes = this.memorySizes;
+    const entry = entryChars(key, value, `the memory value "${key}"`);
+    const old = sizes.get(key) ?? 0;
+    const count = sizes.size - (sizes.has(key) ? 1 : 0) + (entry > 0 ? 1 : 0);
+    const body = this.memoryBodyChars - old + entry;
+    const chars = 2 + body + Math.max(count - 1, 0);
+    if (chars > MAX_MEMORY_JSON_CHARS)
+      throw tooLarge(`private memory with "${key}"`, chars, MAX_MEMORY_JSON_CHARS);
+    Object.defineProperty(memory, key, {
+      value,
+      writable: true,
+      enumerable: true,
+      configurable: true,
+    });
+    if (entry > 0) sizes.set(key, entry);
+    else sizes.delete(key);
+    this.memoryBodyChars = body;
   }
 
   /** This agent session's private memory; another agent session's is ACCESS_DENIED. */
@@ -290,4 +314,21 @@ function outside(what: string): LoomError {
 /** Own properties only: a shared key may be named like an Object member (`constructor`). */
 function ownEntry<T>(table: Readonly<Record<string, T>>, key: string): T | undefined {
   return Object.hasOwn(table, key) ? table[key] : undefined;
+}
+
+/** Characters of `"key":value` as JSON writes it inside an object (0: JSON leaves it out). */
+function entryChars(key: string, value: unknown, what: string): number {
+  const holder = {};
+  Object.defineProperty(holder, key, { value, enumerable: true });
+  return jsonChars(holder, what) - 2;
+}
+
+/** entryChars of every entry of `memory` that JSON writes. */
+function measureEntries(memory: Record<string, unknown>): Map<string, number> {
+  const sizes = new Map<string, number>();
+  for (const key of Object.keys(memory)) {
+    const chars = entryChars(key, memory[key], 'private memory');
+    if (chars > 0) sizes.set(key, chars);
+  }
+  return sizes;
 }
