@@ -98,8 +98,11 @@ describe('system: the consultation with an OpenAI-compatible model', () => {
       id,
       '上面那份合同里关于竞业协议的部分怎么看?',
     );
-    // The model's own chunks, relayed from the agent's process through Redis to the HTTP client.
-    expect(deltas).toEqual(['第4条：', '依据劳动合同法，', '竞业限制最长两年。']);
+    // The model's own chunks, relayed from the agent's process through Redis to the HTTP client:
+    // the first goes out alone, and chunks that arrive while one is being sent go out together
+    // in the next (DeltaPublisher), so the later boundaries depend on timing, never the text.
+    expect(deltas[0]).toBe('第4条：');
+    expect(deltas.join('')).toBe('第4条：依据劳动合同法，竞业限制最长两年。');
     expect(done.reply.content).toBe(deltas.join(''));
 
     // Every call carried the key; the follow-up's answer prompt held the first turn and the research.
@@ -305,8 +308,12 @@ describe('system: the consultation with an OpenAI-compatible model', () => {
     const events = [...(await res.text()).matchAll(/event: (\w+)\ndata: (.*)\n/g)].map(
       ([, event, data]) => [event, JSON.parse(data)],
     );
-    expect(events.map(([event]) => event)).toEqual(['delta', 'delta', 'error']);
-    expect(events[2][1].message).toMatch(/cut off at its token limit$/);
+    // Its chunks as one delta or more (those sent while one is on its way go out together).
+    const kinds = events.map(([event]) => event);
+    expect(kinds.at(-1)).toBe('error');
+    expect(kinds.length).toBeGreaterThan(1);
+    expect(kinds.slice(0, -1).every((k) => k === 'delta')).toBe(true);
+    expect(events.at(-1)![1].message).toMatch(/cut off at its token limit$/);
     const items = (await erin('GET', `/v1/conversations/${id}/messages`)).body.items;
     expect(items.map((m: any) => m.role)).toEqual(['user', 'user']); // nothing half-stored
     // The next turn is answered; its cut-off title falls back to the question's own words, and
