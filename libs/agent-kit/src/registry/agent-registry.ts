@@ -60,8 +60,12 @@ end
  * One heartbeat: KEYS the descriptors hash and the type's three keys; ARGV type, instance id,
  * now, its start time, its descriptor, the staleness (ms). Records the instance, forgets those
  * silent for four times the staleness, and keeps the hash's entry of the type (what registries
- * before start times read) at the descriptor in force. Returns nil when this instance's descriptor is in force, else the
- * in-force instance's id, start time and descriptor.
+ * before start times read) at the descriptor in force. Returns nil when this instance's
+ * descriptor is in force, else the in-force instance's id, start time and descriptor.
+ * An instance no longer in the heartbeat zset (an agent of a version before start times prunes
+ * only that one) leaves the other two as well (scanned for only when ZINTERCARD finds one). Both
+ * expire four times the staleness after the type's last beat: a type whose instances all died
+ * (no `remove`, so no next heartbeat) leaves no start times or descriptors behind for good.
  */
 const HEARTBEAT = `${IN_FORCE}
 local d, t, id = KEYS[1], ARGV[1], ARGV[2]
@@ -75,6 +79,16 @@ for _, gone in ipairs(redis.call('ZRANGEBYSCORE', beats, '-inf', now - stale * 4
   redis.call('ZREM', started, gone)
   redis.call('HDEL', descs, gone)
 end
+if redis.call('ZINTERCARD', 2, started, beats) < redis.call('ZCARD', started) then
+  for _, gone in ipairs(redis.call('ZRANGE', started, 0, -1)) do
+    if not redis.call('ZSCORE', beats, gone) then
+      redis.call('ZREM', started, gone)
+      redis.call('HDEL', descs, gone)
+    end
+  end
+end
+redis.call('PEXPIRE', started, stale * 4)
+redis.call('PEXPIRE', descs, stale * 4)
 local f = inForce(d, t, now - stale)
 if not f then return nil end
 if redis.call('HGET', d, t) ~= f[3] then redis.call('HSET', d, t, f[3]) end
