@@ -110,4 +110,17 @@ export function registryContract(make: () => AgentRegistry, uniqueType: () => st
     offset = 0; // a clock that steps back does not revive the forgotten instance
     expect(await readOf(registry, type)).toEqual({ descriptor: older, instances: 1 });
   });
+
+  it('reads past many newer instances that fell silent', async () => {
+    const registry = make();
+    const type = uniqueType();
+    const { older } = versions(type);
+    const of = (i: number) => ({ ...older, description: `version ${i}` });
+    const started = Date.now();
+    for (let i = 0; i < 20; i++) await registry.heartbeat(of(i), `i-${i}`, started + i);
+    expect((await readOf(registry, type))?.descriptor).toEqual(of(19));
+    offset = STALE_MS + 1; // only the two that started first are still heard from
+    for (const i of [0, 1]) await registry.heartbeat(of(i), `i-${i}`, started + i);
+    expect(await readOf(registry, type)).toEqual({ descriptor: of(1), instances: 2 });
+  });
 }

@@ -40,18 +40,23 @@ export interface AgentRegistry {
  * so the scripts run on Redis Cluster too): `<D>:<type>` its instances by last heartbeat,
  * `<D>:<type>:started` by start time, `<D>:<type>:descriptors` each instance's descriptor.
  * `IN_FORCE(D, type, since)` is the newest started instance heard from since `since` that has a
- * descriptor: its id, start time and descriptor, or nil.
+ * descriptor: its id, start time and descriptor, or nil. Read eight at a time, newest first: the
+ * newest is live but for a moment, and LIVE runs it for every type at every turn.
  */
 const IN_FORCE = `
 local function inForce(d, t, since)
-  local started = redis.call('ZREVRANGE', d .. ':' .. t .. ':started', 0, -1, 'WITHSCORES')
-  for i = 1, #started, 2 do
-    local beat = redis.call('ZSCORE', d .. ':' .. t, started[i])
-    if beat and tonumber(beat) >= since then
-      local desc = redis.call('HGET', d .. ':' .. t .. ':descriptors', started[i])
-      if desc then return { started[i], started[i + 1], desc } end
+  local from = 0
+  repeat
+    local started = redis.call('ZREVRANGE', d .. ':' .. t .. ':started', from, from + 7, 'WITHSCORES')
+    for i = 1, #started, 2 do
+      local beat = redis.call('ZSCORE', d .. ':' .. t, started[i])
+      if beat and tonumber(beat) >= since then
+        local desc = redis.call('HGET', d .. ':' .. t .. ':descriptors', started[i])
+        if desc then return { started[i], started[i + 1], desc } end
+      end
     end
-  end
+    from = from + 8
+  until #started < 16
   return nil
 end
 `;
