@@ -178,6 +178,15 @@ describe('parseEnv', () => {
         /^invalid configuration: AGENT_TIMEOUT_MS: AGENT_TIMEOUT_MS must be an integer number$/,
       );
     expect(parseEnv({ ...secrets, PORT: ' 8080 ' }).PORT).toBe(8080);
+    // Decimal text Number() read before, and still does: a price of .15, a port of +8080.
+    expect(parseEnv({ ...secrets, LLM_PROMPT_USD_PER_MTOK: '.15' }).LLM_PROMPT_USD_PER_MTOK).toBe(
+      0.15,
+    );
+    expect(
+      parseEnv({ ...secrets, LLM_COMPLETION_USD_PER_MTOK: '2.' }).LLM_COMPLETION_USD_PER_MTOK,
+    ).toBe(2);
+    expect(parseEnv({ ...secrets, PORT: '+8080' }).PORT).toBe(8080);
+    expect(() => parseEnv({ ...secrets, AGENT_TIMEOUT_MS: '.' })).toThrow(/AGENT_TIMEOUT_MS/);
     expect(parseEnv({ ...secrets, LLM_PROMPT_USD_PER_MTOK: '0.15' }).LLM_PROMPT_USD_PER_MTOK).toBe(
       0.15,
     );

@@ -17,13 +17,14 @@ import type { LlmConfig } from '../llm/llm.factory';
 import { mysqlConnectionConfig, parseSharedAclRules, SharedAclRules } from '@loom/session';
 
 /**
- * Decimal text (`8080`, ` 0.5 `) as a number; anything else, blanks, `1e3` and `0x10` included,
- * as NaN, which the type rule refuses (`Number('  ')` is 0: a blank timeout would have been 0 ms).
+ * Decimal text (`8080`, ` 0.5 `, `.5`, `+1`, as Number() read it) as a number; anything else,
+ * blanks, `1e3` and `0x10` included, as NaN, which the type rule refuses (`Number('  ')` is 0: a
+ * blank timeout would have been 0 ms).
  */
 const toNumber = ({ value }: { value: unknown }) => {
   if (value === undefined || value === '') return undefined;
   const text = String(value).trim();
-  return /^-?\d+(\.\d+)?$/.test(text) ? Number(text) : NaN;
+  return /^[+-]?(\d+\.?\d*|\.\d+)$/.test(text) ? Number(text) : NaN;
 };
 /** The same conversion; @IsInt() then refuses a fraction. */
 const toInt = toNumber;
