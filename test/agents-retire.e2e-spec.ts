@@ -44,10 +44,14 @@ describe('system: retiring an agent type', () => {
     const res = await turn;
     console.log(`agents:retire: ${cli.stdout.trim()} / turn: ${JSON.stringify(res.body)}`);
     expect(cli.stdout).toContain('labor-law: 1 queued requests failed');
+    expect(cli.stdout).toContain('its request stream and registry keys deleted');
     expect(res.status).toBe(502);
     expect(res.body).toMatchObject({ code: 'AGENT_FAILED' });
     expect(res.body.message).toContain('labor-law was retired');
     expect(await redis.exists(key)).toBe(0);
+    const registry = `${sys.env.LOOM_KEY_PREFIX}agents:{registry}`;
+    expect(await redis.hexists(registry, 'labor-law')).toBe(0);
+    expect(await redis.keys(`${registry}:labor-law*`)).toEqual([]);
   });
 
   // Any type an agent may register with (AGENT_TYPE_PATTERN: 2 to 64 of a-z, 0-9 and '-') can be

@@ -60,7 +60,8 @@ async function main(args: string[]): Promise<number> {
 /**
  * The request stream of a retired type with no live instance: every request still in it is
  * failed (AGENT_FAILED, "<type> was retired") for the turn that waits for it, and the stream goes
- * with its consumer group. 1 when Redis is out of reach or requests kept arriving (run it again).
+ * with its consumer group, and its registry keys. 1 when Redis is out of reach, requests kept
+ * arriving or an instance started meanwhile (run it again).
  */
 async function drainRetired(infra: SessionInfra, types: string[]): Promise<number> {
   const redis = infra.redis;
@@ -72,9 +73,8 @@ async function drainRetired(infra: SessionInfra, types: string[]): Promise<numbe
     return 1;
   }
   const prefix = infra.keys.prefix;
-  const live = new Set(
-    (await new RedisAgentRegistry(redis, prefix).live()).map((a) => a.descriptor.agentType),
-  );
+  const registry = new RedisAgentRegistry(redis, prefix);
+  const live = new Set((await registry.live()).map((a) => a.descriptor.agentType));
   let code = 0;
   for (const type of types) {
     if (live.has(type)) {
@@ -87,11 +87,13 @@ async function drainRetired(infra: SessionInfra, types: string[]): Promise<numbe
       code: 'AGENT_FAILED',
       message: `${type} was retired`,
     });
+    // Its registry keys too (none is refreshed once its instances are gone), unless one started.
+    const forgotten = done.deleted && (await registry.forget(type));
     process.stdout.write(
       `${type}: ${done.failed} queued requests failed, ${done.expired} expired ones dropped, ` +
-        `${done.deleted ? 'its request stream deleted' : 'requests still arriving: run this again'}\n`,
+        `${forgotten ? 'its request stream and registry keys deleted' : 'requests still arriving or an instance started: run this again'}\n`,
     );
-    if (!done.deleted) code = 1;
+    if (!forgotten) code = 1;
   }
   return code;
 }

@@ -32,6 +32,22 @@ describe('RedisAgentRegistry', () => {
     keywords: ['tax'],
   });
 
+  // agents:retire: a retired type whose instances are gone leaves no registry key behind.
+  it('forgets a type with no live instance entirely, and refuses one that still runs', async () => {
+    const registry = new RedisAgentRegistry(redis, prefix.prefix, STALE_MS);
+    const [gone, running] = [`retired-${++n}`, `running-${++n}`];
+    await registry.heartbeat(descriptorOf(gone), 'gone-1', Date.now());
+    await registry.remove(gone, 'gone-1');
+    await registry.heartbeat(descriptorOf(running), 'run-1', Date.now());
+    expect(await registry.forget(gone)).toBe(true);
+    expect(await registry.forget(running)).toBe(false);
+    const { started, descriptors } = typeKeys(gone);
+    const instances = `${prefix.prefix}agents:{registry}:${gone}`;
+    expect(await redis.exists(instances, started, descriptors)).toBe(0);
+    expect(await redis.hexists(`${prefix.prefix}agents:{registry}`, gone)).toBe(0);
+    expect((await registry.live()).map((a) => a.descriptor.agentType)).toContain(running);
+  });
+
   // Nothing beats for a type whose instances were all killed: what only its heartbeats prune
   // must expire by itself, or each such type leaves its descriptors in Redis for good.
   it('lets the start times and descriptors of a type whose instances all died expire', async () => {

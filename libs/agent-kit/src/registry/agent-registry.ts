@@ -117,6 +117,17 @@ for i = 1, #all, 2 do
 end
 return out`;
 
+/**
+ * KEYS the descriptors hash and the type's three keys, ARGV the type and the oldest live beat:
+ * 1 and everything of the type deleted, or 0 when an instance was heard from since then.
+ */
+const FORGET = `
+if redis.call('ZCOUNT', KEYS[2], ARGV[2], '+inf') > 0 then return 0 end
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
+return 1`;
+
+type ForgetCommand = (...keysAndArgs: (string | number)[]) => Promise<number>;
 type LiveCommand = (key: string, since: number) => Promise<string[]>;
 type HeartbeatCommand = (...keysAndArgs: (string | number)[]) => Promise<string[] | null>;
 
@@ -135,6 +146,8 @@ export class RedisAgentRegistry implements AgentRegistry {
   ) {
     if (!('loomRegistryLive' in redis))
       redis.defineCommand('loomRegistryLive', { numberOfKeys: 1, lua: LIVE });
+    if (!('loomRegistryForget' in redis))
+      redis.defineCommand('loomRegistryForget', { numberOfKeys: 4, lua: FORGET });
     if (!('loomRegistryHeartbeat' in redis))
       redis.defineCommand('loomRegistryHeartbeat', { numberOfKeys: 4, lua: HEARTBEAT });
   }
@@ -190,6 +203,26 @@ export class RedisAgentRegistry implements AgentRegistry {
       .zrem(`${instances}:started`, instanceId)
       .hdel(`${instances}:descriptors`, instanceId)
       .exec();
+  }
+
+  /**
+   * Removes a type from the registry (its descriptor and its instances' keys), only while no
+   * instance of it has been heard from within the staleness: a retired type leaves nothing
+   * behind. False when one still runs.
+   */
+  async forget(agentType: string): Promise<boolean> {
+    const instances = this.instancesKey(agentType);
+    const forget = (this.redis as unknown as Record<string, ForgetCommand>).loomRegistryForget;
+    const done = await forget.call(
+      this.redis,
+      this.descriptorsKey(),
+      instances,
+      `${instances}:started`,
+      `${instances}:descriptors`,
+      agentType,
+      Date.now() - this.staleMs,
+    );
+    return done === 1;
   }
 
   /** One round trip (every turn plans with it): the descriptors and their live counts. */
