@@ -10,8 +10,9 @@ const { execFileSync } = require('child_process');
 const { root, APPS, startApp, stopAll, freePort, waitFor, signJwt } = require('./lib/processes');
 const { playConsultation } = require('./lib/consultation');
 
-const REDIS_URL = process.env.REDIS_URL ?? 'redis://127.0.0.1:6379';
-const MYSQL_URL = process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/loom';
+// Unset or empty (as the apps read them): the local defaults.
+const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';
+const MYSQL_URL = process.env.MYSQL_URL || 'mysql://root@127.0.0.1:3306/loom';
 /**
  * MYSQL_URL with its database replaced by the demo's own (created by the apps, dropped after):
  * its user, server and query (`?ssl=…`) stay as they are.
