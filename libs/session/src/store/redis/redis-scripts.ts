@@ -223,12 +223,15 @@ return last`;
 /**
  * Marks a key absent (cache mode): the durable store holds no value for it. Only in a session the
  * tenant already owns here and only where the key holds nothing, so it never claims a session,
- * never hides a write that landed first and is overwritten by the next write. The key joins the
- * _keys index, so purging or deleting the session drops the marker too. ARGV[2] marker, ARGV[3]
- * ttl ms, ARGV[4] state key.
+ * never hides a write that landed first and is overwritten by the next write. Not while KEYS[5],
+ * the tombstone of the key's deletion, exists: a save then leaves Redis empty (SAVE_CACHED), so a
+ * marker of a read made before that save's MySQL write would hide it. The key joins the _keys
+ * index, so purging or deleting the session drops the marker too. ARGV[2] marker, ARGV[3] ttl ms,
+ * ARGV[4] state key.
  */
 export const MARK_ABSENT = `${PRELUDE}
 if owner ~= ARGV[1] then return 0 end
+if redis.call('EXISTS', KEYS[5]) == 1 then return 0 end
 if not redis.call('SET', KEYS[3], ARGV[2], 'NX', 'PX', tonumber(ARGV[3])) then return 0 end
 redis.call('SADD', KEYS[2], ARGV[4])
 return 1`;

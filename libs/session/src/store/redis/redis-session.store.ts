@@ -172,7 +172,8 @@ export class RedisSessionStore implements SessionStore {
   ): Promise<boolean> {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
-    const res = await this.run.MARK_ABSENT(this.writeKeys(sid, this.keys.value(sid, key)), [
+    const keys = [...this.writeKeys(sid, this.keys.value(sid, key)), this.keys.keyGone(sid, key)];
+    const res = await this.run.MARK_ABSENT(keys, [
       scope.tenantId,
       ABSENT_MARKER,
       Math.max(1, Math.floor(ttlSeconds * 1000)),

@@ -323,6 +323,22 @@ describe('tiered store: a read racing a delete', () => {
     expect(await t.store.get(alice, sid, key)).toBeNull();
   });
 
+  it('a key saved again while its tombstone lasts is not marked absent by a read that missed it before', async () => {
+    const sid = await coldConversation();
+    const key = 'agent:a_mark1234';
+    await t.store.save(alice, sid, key, { n: 1 });
+    await t.store.deleteKeys(alice, sid, [key]);
+    const read = t.durable.get.bind(t.durable);
+    jest.spyOn(t.durable, 'get').mockImplementationOnce(async (...args) => {
+      const none = await read(...args); // MySQL holds nothing: the key was deleted
+      await t.store.save(alice, sid, key, { n: 2 }); // saved again before the read marks it absent
+      return none;
+    });
+    expect(await t.store.get(alice, sid, key)).toBeNull();
+    expect(await t.durable.get(alice, sid, key)).toEqual({ n: 2 });
+    expect(await t.store.get(alice, sid, key)).toEqual({ n: 2 });
+  });
+
   it('a key saved again after its deletion is read as saved, from MySQL while its tombstone lasts', async () => {
     const sid = await coldConversation();
     const key = 'agent:a_again123';
