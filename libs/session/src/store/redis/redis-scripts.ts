@@ -87,11 +87,17 @@ return 0`;
  * tombstone of this key's deletion, exists: the write may have passed MySQL before the deletion
  * (an execution's write just before its task closed) and would put the deleted key back for its
  * TTL. Its value is dropped too, so Redis holds nothing for the key meanwhile and reads go to
- * MySQL, which orders the write and the deletion. 0 written, 1 refused.
+ * MySQL, which orders the write and the deletion. A refused write leaves Redis empty as the
+ * deletion did, so it renews the tombstone for the time it was set for (its value, ms): a refill
+ * that read MySQL before this write and lands after the first tombstone lapsed would otherwise
+ * put the older value back. 0 written, 1 refused.
  */
 export const SAVE_CACHED = `${PRELUDE}
-if redis.call('EXISTS', KEYS[5]) == 1 then
+local gone = redis.call('GET', KEYS[5])
+if gone then
   if owner == ARGV[1] then redis.call('DEL', KEYS[3]) end
+  local ms = tonumber(gone)
+  if ms and ms > 1 then redis.call('PEXPIRE', KEYS[5], math.floor(ms), 'GT') end
   return 1
 end
 ${WRITE_GUARD}${SET_VALUE}${BOOKKEEPING_TTL}

@@ -299,7 +299,8 @@ export class RedisSessionStore implements SessionStore {
     if (keys.length === 0) return;
     const px = Math.max(1, Math.floor(ttlMs));
     const pipe = this.redis.multi();
-    for (const key of keys) pipe.set(this.keys.keyGone(sid, key), '1', 'PX', px);
+    // Its value is its duration, which a save refused under it renews (SAVE_CACHED).
+    for (const key of keys) pipe.set(this.keys.keyGone(sid, key), String(px), 'PX', px);
     await pipe.exec();
   }
 

@@ -339,6 +339,26 @@ describe('tiered store: a read racing a delete', () => {
     expect(await t.store.get(alice, sid, key)).toEqual({ n: 2 });
   });
 
+  it('a refill that read MySQL before a refused save is refused after the tombstone it began under', async () => {
+    const sid = await coldConversation();
+    const key = 'agent:a_late5678';
+    await t.store.save(alice, sid, key, { n: 1 });
+    await t.store.deleteKeys(alice, sid, [key]);
+    await t.store.save(alice, sid, key, { n: 2 }); // in MySQL only: the tombstone lasts
+    const gone = t.store.hot.keys.keyGone(sid, key);
+    const read = t.durable.get.bind(t.durable);
+    jest.spyOn(t.durable, 'get').mockImplementationOnce(async (...args) => {
+      const old = await read(...args); // { n: 2 }
+      await t.redis.pexpire(gone, 50); // the tombstone's last moments
+      await t.store.save(alice, sid, key, { n: 3 }); // refused in Redis, made in MySQL
+      await new Promise((r) => setTimeout(r, 100)); // the first tombstone has lapsed
+      return old;
+    });
+    expect(await t.store.get(alice, sid, key)).toEqual({ n: 2 });
+    expect(await t.store.get(alice, sid, key)).toEqual({ n: 3 });
+    expect(await t.store.hot.probe(alice, sid, key)).toBeNull();
+  });
+
   it('a key saved again after its deletion is read as saved, from MySQL while its tombstone lasts', async () => {
     const sid = await coldConversation();
     const key = 'agent:a_again123';
