@@ -606,6 +606,16 @@ function fencingTests(store: GetStore): void {
       expect(await s.nextFence(a, sid)).toBe(4);
     });
 
+    it("delete of a session never fenced keeps nothing: its id is anyone's again, as in MySQL", async () => {
+      const [s, a, b, sid] = [store(), tenant(), tenant(), newId('c')];
+      await s.save(a, sid, 'state', 'first');
+      await s.append(a, sid, 'log', 'x');
+      await s.delete(a, sid);
+      await s.save(b, sid, 'state', 'other');
+      expect(await s.get(b, sid, 'state')).toBe('other');
+      expect(await s.nextFence(b, sid)).toBe(1);
+    });
+
     it('delete keeps the counter: a holder paused across it stays fenced out when the id is locked again', async () => {
       const [s, a, b, sid] = [store(), tenant(), tenant(), newId('c')];
       const paused = await s.nextFence(a, sid); // the conversation's first turn, paused

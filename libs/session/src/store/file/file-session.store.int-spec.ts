@@ -114,6 +114,14 @@ describe('FileSessionStore on disk', () => {
     });
   });
 
+  it('a deletion of a session never fenced removes its directory: nothing is left to lapse', async () => {
+    const store = new FileSessionStore(base());
+    const sid = newId('c');
+    await store.save(scope, sid, 'plan', 1);
+    await store.delete(scope, sid);
+    expect(await readdir(base())).not.toContain(sid);
+  });
+
   it('lays a session out as {key}.json, {key}.jsonl and _meta.json', async () => {
     const store = new FileSessionStore(base());
     const sid = newId('c');

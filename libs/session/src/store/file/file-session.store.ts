@@ -133,7 +133,7 @@ export class FileSessionStore implements SessionStore {
 
   /**
    * Removes the session's files, all but its `_meta.json`, which then holds only the owner and the
-   * fencing counter (another tenant's session: no-op): a holder paused across the deletion stays
+   * fencing counter (another tenant's session: no-op; a session never fenced: its directory): a holder paused across the deletion stays
    * fenced out when the id is locked again, rather than matching a counter started over at 1. It
    * lapses an hour later unless the session is written again (the next write then replaces it).
    */
@@ -142,6 +142,12 @@ export class FileSessionStore implements SessionStore {
     await serialised(dir, async () => {
       const meta = await files.ownedMeta(scope.tenantId, dir, this.now());
       if (!meta) return;
+      if (meta.fence === 0) {
+        // No counter to keep (never locked): nothing stays, as MySQL keeps no row then.
+        await rm(dir, { recursive: true, force: true });
+        forgetLists(dir, true);
+        return;
+      }
       const metaFile = `${files.META_KEY}.json`;
       const names = (await readdir(dir)).filter((name) => name !== metaFile);
       await Promise.all(

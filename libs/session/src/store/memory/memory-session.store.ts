@@ -123,13 +123,19 @@ export class MemorySessionStore implements SessionStore {
   }
 
   /**
-   * Removes the session, all but its owner and fencing counter (another tenant's session: no-op):
+   * Removes the session, all but its owner and fencing counter (another tenant's session: no-op; a
+   * session never fenced: all of it):
    * a holder paused across the deletion stays fenced out when the id is locked again. Those lapse
    * an hour later unless the session is written again.
    */
   async delete(scope: StoreScope, sessionId: string): Promise<void> {
     const session = this.readable(scope, sessionId);
     if (!session) return;
+    // No counter to keep (never locked): nothing stays, as MySQL keeps no row then.
+    if (session.fence === 0) {
+      this.sessions.delete(sessionId);
+      return;
+    }
     session.values.clear();
     session.lists.clear();
     session.fenceExpiresAt = this.now() + rules.ORPHAN_FENCE_MS;
