@@ -34,6 +34,16 @@ export function registryContract(make: () => AgentRegistry, uniqueType: () => st
     };
     return { older, newer };
   };
+  /** A type with a newer instance ('new-1', started now) and an older one ('old-1', a minute before). */
+  const bothVersionsRunning = async () => {
+    const registry = make();
+    const type = uniqueType();
+    const { older, newer } = versions(type);
+    const started = Date.now();
+    await registry.heartbeat(newer, 'new-1', started);
+    await registry.heartbeat(older, 'old-1', started - 60_000);
+    return { registry, type, older, newer, started };
+  };
   const readOf = async (registry: AgentRegistry, agentType: string) =>
     (await registry.live()).find((a) => a.descriptor.agentType === agentType);
 
@@ -59,12 +69,7 @@ export function registryContract(make: () => AgentRegistry, uniqueType: () => st
   });
 
   it('goes back to the older instance once the newer one is removed, and once it falls silent', async () => {
-    const registry = make();
-    const type = uniqueType();
-    const { older, newer } = versions(type);
-    const started = Date.now();
-    await registry.heartbeat(newer, 'new-1', started);
-    await registry.heartbeat(older, 'old-1', started - 60_000);
+    const { registry, type, older, newer, started } = await bothVersionsRunning();
     expect((await readOf(registry, type))?.descriptor).toEqual(newer);
 
     await registry.remove(type, 'new-1');
@@ -98,12 +103,7 @@ export function registryContract(make: () => AgentRegistry, uniqueType: () => st
   });
 
   it('forgets an instance silent for four times the staleness, and never brings its descriptor back', async () => {
-    const registry = make();
-    const type = uniqueType();
-    const { older, newer } = versions(type);
-    const started = Date.now();
-    await registry.heartbeat(newer, 'new-1', started);
-    await registry.heartbeat(older, 'old-1', started - 60_000);
+    const { registry, type, older, started } = await bothVersionsRunning();
     offset = STALE_MS * 4 + 1;
     await registry.heartbeat(older, 'old-1', started - 60_000);
     expect(await readOf(registry, type)).toEqual({ descriptor: older, instances: 1 });
