@@ -23,6 +23,25 @@ describe('resuming a task whose reply was stored before the crash (in-process, r
   });
   afterAll(() => orch?.close());
 
+  /** The dead orchestrator's last write: the reply of `taskId`, by a specialist now gone. */
+  const storeReply = (id: string, taskId: string, content: string) =>
+    orch.get(ConversationRepository).appendMessage({ tenantId: 'acme', userId: 'alice' }, id, {
+      role: 'assistant',
+      content,
+      agentType: 'ghost-law',
+      taskId,
+      createdAt: new Date().toISOString(),
+      tokens: 0,
+    });
+
+  /** Alice's same-key retry of the turn. */
+  const retry = (id: string, key: string, question: string) =>
+    request(orch.app.getHttpServer())
+      .post(`/v1/conversations/${id}/messages`)
+      .set('authorization', orch.auth('alice', 'acme'))
+      .set('idempotency-key', key)
+      .send({ content: question });
+
   it('answers the retry with the stored reply, not the error of a step asked again', async () => {
     const owner = { tenantId: 'acme', userId: 'alice' };
     const conversations = orch.get(ConversationRepository);
@@ -43,20 +62,9 @@ describe('resuming a task whose reply was stored before the crash (in-process, r
     await tasks.create(owner, task);
     await conversations.save(owner, { ...meta, activeTaskIds: [taskId] });
     // Its last write: the reply. It died before the conversation update and the completion.
-    const reply = await conversations.appendMessage(owner, id, {
-      role: 'assistant',
-      content: 'The clause is valid only with compensation.',
-      agentType: 'ghost-law',
-      taskId,
-      createdAt: new Date().toISOString(),
-      tokens: 0,
-    });
+    const reply = await storeReply(id, taskId, 'The clause is valid only with compensation.');
 
-    const res = await request(orch.app.getHttpServer())
-      .post(`/v1/conversations/${id}/messages`)
-      .set('authorization', orch.auth('alice', 'acme'))
-      .set('idempotency-key', 'key-1')
-      .send({ content: question });
+    const res = await retry(id, 'key-1', question);
     expect(res.status).toBe(201);
     expect(res.body.taskId).toBe(taskId);
     expect(res.body.userMessage).toMatchObject({ seq: 1, content: question });
@@ -112,20 +120,9 @@ describe('resuming a task whose reply was stored before the crash (in-process, r
       usage: counted,
       activeTaskIds: [taskId],
     });
-    await conversations.appendMessage(owner, id, {
-      role: 'assistant',
-      content: 'Not without your consent.',
-      agentType: 'ghost-law',
-      taskId,
-      createdAt: new Date().toISOString(),
-      tokens: 0,
-    });
+    await storeReply(id, taskId, 'Not without your consent.');
 
-    const res = await request(orch.app.getHttpServer())
-      .post(`/v1/conversations/${id}/messages`)
-      .set('authorization', orch.auth('alice', 'acme'))
-      .set('idempotency-key', 'key-2')
-      .send({ content: question });
+    const res = await retry(id, 'key-2', question);
     expect(res.status).toBe(201);
     expect(res.body.reply).toMatchObject({ seq: 2, content: 'Not without your consent.' });
     const after = await conversations.get(owner, id, true);
