@@ -4,6 +4,14 @@ const { waitFor } = require('../scripts/lib/processes');
 
 export { waitFor };
 
+/** The answer to a same-key retry of a failed turn once the conversation has gone on. */
+export const WENT_ON_CONFLICT = {
+  statusCode: 409,
+  code: 'CONFLICT',
+  message:
+    'this turn failed and the conversation has gone on since: send the message again under a new Idempotency-Key',
+};
+
 export interface StoredMessage {
   seq: number;
   role: 'user' | 'assistant';
