@@ -122,6 +122,9 @@ describe('orchestrator (HTTP, in-process)', () => {
     check('/v1/conversations/{id}', 'get', await get('/v1/conversations/missing-conversation'));
     check('/v1/conversations/{id}', 'get', await get('/v1/conversations/bad!id'));
     check('/v1/agents', 'get', await request(server).get('/v1/agents'));
+    // A key every object inherits is 400 in any route's query (bootstrap.ts), these two included.
+    check('/v1/agents', 'get', await get('/v1/agents?constructor=1'));
+    check('/health', 'get', await request(server).get('/health?constructor=1'));
     check(
       '/v1/conversations/{id}/messages',
       'post',

@@ -14,6 +14,7 @@ export class AgentsController {
 
   @Get()
   @ApiOkResponse({ type: AgentList, description: 'The agents registered now' })
+  @ApiErrors(400)
   async list() {
     const live = await this.registry.live();
     return {

@@ -3,6 +3,7 @@ import { Response } from 'express';
 import { ApiServiceUnavailableResponse, ApiTags } from '@nestjs/swagger';
 import { HealthCheck, HealthCheckService, HealthIndicatorService } from '@nestjs/terminus';
 import { SESSION_INFRA, SessionInfra, SYSTEM_TENANT, SystemSessions } from '@loom/session';
+import { ApiErrors } from '../openapi/api-errors.decorator';
 
 /**
  * 200 when the stores answer, else 503: MySQL and Redis (distributed), or the JSON-file store
@@ -18,6 +19,7 @@ export class HealthController {
   ) {}
 
   @Get()
+  @ApiErrors(400)
   @ApiServiceUnavailableResponse({
     description: "A store does not answer: API.md's error body, with terminus's report of which",
     schema: {
