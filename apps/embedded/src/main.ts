@@ -2,8 +2,9 @@ import 'reflect-metadata';
 import { Logger } from '@nestjs/common';
 import { existsSync, readdirSync } from 'fs';
 import { join } from 'path';
-import { AgentDefinition, bootstrapAgent, loadEnvOrExit } from '@loom/agent-kit';
+import { AgentDefinition, loadEnvOrExit } from '@loom/agent-kit';
 import { createOrchestrator } from '../../orchestrator/src/bootstrap';
+import { startEmbeddedAgents } from './embedded-agents';
 
 /** apps/ (or dist/apps/ when built): every app beside this one that defines an agent. */
 const APPS_DIR = join(__dirname, '..', '..');
@@ -33,11 +34,13 @@ async function main(): Promise<void> {
   process.stdout.write(
     `loom: embedded profile (JSON files in ${env.LOOM_DATA_DIR}, TCP transport, no Redis or MySQL); agents: ${agents.map((a) => a.app).join(', ')}\n`,
   );
-  for (const { app, agent } of agents) {
+  for (const { app, agent } of agents)
     if (!agent?.descriptor || !agent.handler)
       throw new Error(`apps/${app}/src/agent exports no AGENT`);
-    await bootstrapAgent(agent, env);
-  }
+  await startEmbeddedAgents(
+    agents.map((a) => a.agent),
+    env,
+  );
   const app = await createOrchestrator(env);
   await app.listen(env.PORT, '127.0.0.1');
   new Logger('Bootstrap').log(

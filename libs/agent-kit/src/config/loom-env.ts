@@ -113,7 +113,7 @@ export class LoomEnv {
   /** A statement MySQL has not answered in this long fails with 503 UNAVAILABLE. */
   @Transform(toInt) @IsInt() @Min(100) @Max(600_000) DB_QUERY_TIMEOUT_MS = 10_000;
   @IsString() LOOM_DATA_DIR = '.loom-data';
-  /** Embedded profile: TCP port of an agent app (0 = any free port). */
+  /** Embedded profile: the first agent's TCP port, the next ones' after it (0 = any free ports). */
   @Transform(toInt) @IsInt() @Min(0) @Max(65535) AGENT_PORT = 0;
   /** Shared-context ACL: JSON `{ "<taskType>|*": { "<key>": ["<agentType>", …] } }` (README "Security"). */
   @IsOptional() @IsString() LOOM_SHARED_ACL?: string;
