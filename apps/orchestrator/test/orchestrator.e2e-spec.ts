@@ -61,6 +61,11 @@ describe('orchestrator (HTTP, in-process)', () => {
     const names = (op: { parameters: { name: string }[] }) => op.parameters.map((p) => p.name);
     expect(names(messages.get)).toEqual(expect.arrayContaining(['id', 'afterSeq', 'limit']));
     expect(names(messages.post)).toEqual(expect.arrayContaining(['Idempotency-Key', 'Accept']));
+    // What the route refuses with 400 (README, Input hardening).
+    const key = messages.post.parameters.find(
+      (p: { name: string }) => p.name === 'Idempotency-Key',
+    );
+    expect(key.schema).toEqual({ type: 'string', pattern: '^[\\x21-\\x7e]{1,200}$' });
   });
 
   it('answers every route with the schema its OpenAPI document gives, errors included', async () => {

@@ -37,6 +37,9 @@ import {
 } from './dto/conversation.dto';
 import { conversationView, messageView } from './views';
 
+/** An Idempotency-Key: 1-200 visible ASCII characters, else 400 VALIDATION_FAILED. */
+const IDEMPOTENCY_KEY = /^[\x21-\x7e]{1,200}$/;
+
 /** A conversation's metadata, as JSON: larger is 413 PAYLOAD_TOO_LARGE. */
 export const MAX_METADATA_BYTES = 16 * 1024;
 
@@ -125,6 +128,7 @@ export class ConversationsController {
   @ApiHeader({
     name: 'Idempotency-Key',
     required: false,
+    schema: { type: 'string', pattern: IDEMPOTENCY_KEY.source },
     description:
       'Retries with the same key and message return the first TurnView and add nothing; another message: 409. ' +
       'A turn that failed 503 or was cut off is finished or run again by such a retry, from its checkpoint, its message stored once ' +
@@ -145,7 +149,7 @@ export class ConversationsController {
     @Res({ passthrough: true }) res: Response,
   ) {
     assertId(id, 'conversationId');
-    if (idempotencyKey !== undefined && !/^[\x21-\x7e]{1,200}$/.test(idempotencyKey)) {
+    if (idempotencyKey !== undefined && !IDEMPOTENCY_KEY.test(idempotencyKey)) {
       throw new LoomError(
         LoomErrorCode.VALIDATION_FAILED,
         'Idempotency-Key must be 1-200 visible ASCII characters',
