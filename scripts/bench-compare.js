@@ -9,15 +9,30 @@ const os = require('os');
 const path = require('path');
 
 const root = path.resolve(__dirname, '..');
+const USAGE = 'usage: npm run bench:compare -- <git rev> [rounds, default 3]';
 const [rev, roundsArg] = process.argv.slice(2);
+if (rev === '--help' || rev === '-h') {
+  console.log(USAGE);
+  process.exit(0);
+}
 const rounds = Number(roundsArg ?? 3);
-if (!rev || !Number.isInteger(rounds) || rounds < 1) {
-  console.error('usage: npm run bench:compare -- <git rev> [rounds]');
+if (!rev || rev.startsWith('-') || !Number.isInteger(rounds) || rounds < 1) {
+  console.error(USAGE);
   process.exit(2);
 }
 
 const git = (...args) => execFileSync('git', args, { cwd: root, encoding: 'utf8' }).trim();
-const commit = git('rev-parse', '--verify', `${rev}^{commit}`);
+let commit;
+try {
+  commit = execFileSync('git', ['rev-parse', '--verify', '--quiet', `${rev}^{commit}`], {
+    cwd: root,
+    encoding: 'utf8',
+    stdio: ['ignore', 'pipe', 'ignore'],
+  }).trim();
+} catch {
+  console.error(`bench:compare: ${rev} names no commit of this repository`);
+  process.exit(2);
+}
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'loom-compare-'));
 const trees = { [`${rev} (${commit.slice(0, 7)})`]: dir, 'this checkout': root };
 
