@@ -1,6 +1,5 @@
 import 'reflect-metadata';
 import {
-  AGENT_TYPE_PATTERN,
   agentExecutePattern,
   loadEnvOrExit,
   RedisAgentRegistry,
@@ -9,8 +8,7 @@ import {
 } from '@loom/agent-kit';
 import { createSessionInfra, SessionInfra, SystemRepository, SystemSessions } from '@loom/session';
 import { RETIRED_KEY } from '../turn/agent-catalog';
-
-const USAGE = 'usage: npm run agents:retire -- [--force] <agentType>…';
+import { parseRetireArgs, RETIRE_USAGE } from './retire-args';
 
 /**
  * `npm run agents:retire -- <agentType>…`: the planner stops using agent types that were removed
@@ -22,12 +20,16 @@ const USAGE = 'usage: npm run agents:retire -- [--force] <agentType>…';
  * is deleted (see drainRetired); a type with live instances keeps its stream.
  */
 async function main(args: string[]): Promise<number> {
-  const force = args.includes('--force');
-  const types = args.filter((a) => a !== '--force');
-  if (types.length === 0 || types.some((t) => !AGENT_TYPE_PATTERN.test(t))) {
-    process.stderr.write(`${USAGE}\n`);
+  const parsed = parseRetireArgs(args);
+  if (parsed?.help) {
+    process.stdout.write(`${RETIRE_USAGE}\n`);
+    return 0;
+  }
+  if (!parsed) {
+    process.stderr.write(`${RETIRE_USAGE}\n`);
     return 2;
   }
+  const { force, types } = parsed;
   const infra = await createSessionInfra({
     ...sessionOptionsFrom(loadEnvOrExit({}, 'tool')),
     databaseClaim: 'check', // a tool never claims a database for its prefix
