@@ -15,7 +15,6 @@ export const ID_PATTERN = ID.source;
 
 /** Codes that stay inside Loom: an agent's, or mapped to CONFLICT before a client sees them. */
 const INTERNAL_CODES: string[] = [
-  LoomErrorCode.FORBIDDEN,
   LoomErrorCode.LOCK_TIMEOUT,
   LoomErrorCode.STALE_FENCING_TOKEN,
   LoomErrorCode.ASSIGNMENT_REJECTED,

@@ -1,7 +1,6 @@
 /** Codes shared by every Loom service; the edges map them to HTTP statuses or RPC errors. */
 export enum LoomErrorCode {
   UNAUTHENTICATED = 'UNAUTHENTICATED',
-  FORBIDDEN = 'FORBIDDEN',
   VALIDATION_FAILED = 'VALIDATION_FAILED',
   INVALID_ID = 'INVALID_ID',
   NOT_FOUND = 'NOT_FOUND',
