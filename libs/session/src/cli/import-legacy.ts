@@ -31,7 +31,7 @@ async function main(argv: string[]): Promise<number> {
   }
   const store = new MysqlSessionStore(
     await openSessionDataSource({
-      url: process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/loom',
+      url: process.env.MYSQL_URL || 'mysql://root@127.0.0.1:3306/loom',
       sslCaFile: process.env.MYSQL_SSL_CA || undefined,
     }),
   );

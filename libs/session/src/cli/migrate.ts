@@ -7,7 +7,7 @@ import { openSessionDataSource } from '../store/mysql/data-source';
  * that start the apps with DB_MIGRATIONS_RUN=false.
  */
 async function main(): Promise<number> {
-  const url = process.env.MYSQL_URL ?? 'mysql://root@127.0.0.1:3306/loom';
+  const url = process.env.MYSQL_URL || 'mysql://root@127.0.0.1:3306/loom';
   const dataSource = await openSessionDataSource({
     url,
     sslCaFile: process.env.MYSQL_SSL_CA || undefined,
