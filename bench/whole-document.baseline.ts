@@ -3,7 +3,7 @@
  * conversation (every message) and rewrites it on each change — here to MySQL as one row upsert
  * and to Redis as one SET with the conversation TTL.
  */
-import type Redis from 'ioredis';
+import type { RedisClient } from '@loom/session';
 import type { DataSource } from 'typeorm';
 
 const CONVERSATION_TTL_SECONDS = 7 * 86400;
@@ -17,7 +17,7 @@ export interface WholeDocument {
   bytes(): number;
 }
 
-export function openWholeDocument(dataSource: DataSource, redis: Redis, keyPrefix: string) {
+export function openWholeDocument(dataSource: DataSource, redis: RedisClient, keyPrefix: string) {
   return {
     start(conversationId: string, length: number, message: (n: number) => unknown): WholeDocument {
       const session = {

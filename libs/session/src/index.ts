@@ -28,3 +28,4 @@ export * from './lock/execution-claim';
 export * from './store/mysql/mysql-errors';
 export * from './store/redis/redis-errors';
 export * from './lock/lock-holder-liveness';
+export * from './redis/redis-client';

@@ -1,4 +1,4 @@
-import Redis from 'ioredis';
+import type { RedisOptions } from 'ioredis';
 import { DataSource } from 'typeorm';
 import { DEFAULT_SESSION_OPTIONS, SessionOptions, ttlRules } from './config/session-options';
 import { FileSessionStore } from './store/file/file-session.store';
@@ -10,27 +10,29 @@ import { SessionStore } from './store/session-store';
 import { TieredSessionStore } from './store/tiered/tiered-session.store';
 import { SYSTEM_TENANT, SystemSessions } from './conversation/system.repository';
 import { LoomError, LoomErrorCode } from './errors/session-error';
+import { masters, openRedis, RedisClient, RedisTarget } from './redis/redis-client';
 
 const fileStores = new Map<string, FileSessionStore>();
 
 export interface SessionInfra {
   store: SessionStore;
   /** Null in the embedded profile. */
-  redis: Redis | null;
+  redis: RedisClient | null;
   dataSource: DataSource | null;
   keys: RedisKeys;
   close(): Promise<void>;
 }
 
 /** A Redis connection for the hot tier and locks: fails fast while Redis is away, reconnects by itself. */
-export function createRedis(url: string, name: string): Redis {
-  return new Redis(url, {
+export function createRedis(target: RedisTarget | string, name: string): RedisClient {
+  const options: RedisOptions = {
     connectionName: name,
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     commandTimeout: 2000,
     retryStrategy: (times) => Math.min(times * 100, 2000),
-  });
+  };
+  return openRedis(typeof target === 'string' ? { url: target } : target, options);
 }
 
 /**
@@ -63,13 +65,13 @@ export async function createSessionInfra(
     void dataSource.destroy().catch(() => undefined);
     throw err;
   }
-  const redis = createRedis(opts.redisUrl, 'loom-session');
+  const redis = createRedis(
+    { url: opts.redisUrl, clusterNodes: opts.redisClusterNodes },
+    'loom-session',
+  );
   redis.on('error', (err) => onHotError?.(err));
   await connected(redis, 3000);
-  const tooOld =
-    redis.status === 'ready'
-      ? redisVersionProblem(await redis.info('server').catch(() => ''))
-      : null;
+  const tooOld = redis.status === 'ready' ? await oldestRedisProblem(redis) : null;
   if (tooOld) {
     redis.disconnect();
     void dataSource.destroy().catch(() => undefined);
@@ -109,11 +111,17 @@ export function redisVersionProblem(info: string): string | null {
   return `the Redis at REDIS_URL is version ${version[1]}.${version[2]}: Loom needs Redis 7.0 or later`;
 }
 
+/** The version problem of any master (INFO answers for one node only). */
+async function oldestRedisProblem(redis: RedisClient): Promise<string | null> {
+  const infos = await Promise.all(masters(redis).map((m) => m.info('server').catch(() => '')));
+  return infos.map(redisVersionProblem).find((problem) => problem !== null) ?? null;
+}
+
 /**
  * Waits (bounded) until the connection is ready, so an app does not start by failing its first
  * Redis calls; if Redis is down the app starts anyway and the breaker sends calls to MySQL.
  */
-async function connected(redis: Redis, timeoutMs: number): Promise<void> {
+async function connected(redis: RedisClient, timeoutMs: number): Promise<void> {
   if (redis.status === 'ready') return;
   await new Promise<void>((resolve) => {
     const done = () => {

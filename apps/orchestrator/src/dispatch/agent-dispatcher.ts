@@ -40,6 +40,7 @@ export class AgentDispatcher implements OnModuleInit, OnApplicationShutdown {
     if (this.env.LOOM_PROFILE === 'embedded') return;
     this.streams = new RedisStreamsClient({
       redisUrl: this.env.REDIS_URL,
+      redisClusterNodes: this.env.redisClusterNodes,
       keyPrefix: this.env.LOOM_KEY_PREFIX,
       timeoutMs: this.env.AGENT_TIMEOUT_MS,
       maxExecutionMs: this.env.AGENT_MAX_EXECUTION_MS,

@@ -1,5 +1,5 @@
 import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
-import Redis from 'ioredis';
+import { duplicateRedis, RedisClient } from '@loom/session';
 import { SESSION_INFRA, SessionInfra } from '@loom/session';
 import { ORCHESTRATOR_ID } from '../turn/task-run';
 
@@ -21,7 +21,7 @@ export interface RecoveryDue {
 export class RecoverySignal implements OnApplicationShutdown {
   private readonly log = new Logger('RecoverySignal');
   private readonly channel: string;
-  private subscriber: Redis | null = null;
+  private subscriber: RedisClient | null = null;
 
   constructor(
     @Inject(SESSION_INFRA) private readonly infra: SessionInfra,
@@ -45,7 +45,7 @@ export class RecoverySignal implements OnApplicationShutdown {
     // Its SUBSCRIBE waits for Redis however long it is away (maxRetriesPerRequest: null): the
     // session connection's limit would fail it while Redis is down at start, and ioredis only
     // resubscribes to channels it once subscribed to, so the replica would never hear a signal.
-    const sub = this.infra.redis.duplicate({
+    const sub = duplicateRedis(this.infra.redis, {
       enableOfflineQueue: true,
       commandTimeout: undefined,
       maxRetriesPerRequest: null,

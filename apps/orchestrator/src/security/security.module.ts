@@ -8,7 +8,7 @@ import {
   OnApplicationShutdown,
 } from '@nestjs/common';
 import { ThrottlerModule } from '@nestjs/throttler';
-import Redis from 'ioredis';
+import { openRedis, RedisClient } from '@loom/session';
 import { LoomEnv } from '@loom/agent-kit';
 import { RedisThrottlerStorage } from '@loom/security';
 import { RequestLogMiddleware } from './request-log.middleware';
@@ -17,7 +17,7 @@ import { TenantThrottlerGuard } from './tenant-throttler.guard';
 /** The rate limiter's own Redis connection (distributed profile only). */
 @Injectable()
 export class ThrottleRedis implements OnApplicationShutdown {
-  readonly redis: Redis | null;
+  readonly redis: RedisClient | null;
   private readonly log = new Logger('RateLimit');
   private lastError = 0;
 
@@ -25,13 +25,16 @@ export class ThrottleRedis implements OnApplicationShutdown {
     this.redis =
       env.LOOM_PROFILE === 'embedded'
         ? null
-        : new Redis(env.REDIS_URL, {
-            connectionName: 'loom-throttle',
-            enableOfflineQueue: false,
-            maxRetriesPerRequest: 1,
-            commandTimeout: 500,
-            retryStrategy: (times) => Math.min(times * 100, 2000),
-          });
+        : openRedis(
+            { url: env.REDIS_URL, clusterNodes: env.redisClusterNodes },
+            {
+              connectionName: 'loom-throttle',
+              enableOfflineQueue: false,
+              maxRetriesPerRequest: 1,
+              commandTimeout: 500,
+              retryStrategy: (times) => Math.min(times * 100, 2000),
+            },
+          );
     this.redis?.on('error', () => undefined);
   }
 

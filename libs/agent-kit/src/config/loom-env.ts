@@ -14,7 +14,12 @@ import {
   validateSync,
 } from 'class-validator';
 import type { LlmConfig } from '../llm/llm.factory';
-import { mysqlConnectionConfig, parseSharedAclRules, SharedAclRules } from '@loom/session';
+import {
+  mysqlConnectionConfig,
+  parseClusterNodes,
+  parseSharedAclRules,
+  SharedAclRules,
+} from '@loom/session';
 
 /**
  * Decimal text (`8080`, ` 0.5 `, `.5`, `+1`, as Number() read it) as a number; anything else,
@@ -51,6 +56,10 @@ const TYPE_RULES = ['isInt', 'isNumber', 'isBoolean', 'isString'];
 export class LoomEnv {
   @IsIn(['distributed', 'embedded']) LOOM_PROFILE: 'distributed' | 'embedded' = 'distributed';
   @Matches(/^rediss?:\/\//) REDIS_URL = 'redis://127.0.0.1:6379';
+  /** `host:port,host:port`: seeds of a Redis Cluster; REDIS_URL then gives credentials and TLS. */
+  @IsOptional() @IsString() REDIS_CLUSTER_NODES?: string;
+  /** REDIS_CLUSTER_NODES as a list (empty: standalone Redis at REDIS_URL), set by parseEnv. */
+  redisClusterNodes: string[] = [];
   /** Its one query option is mysql2's `ssl` (mysqlConnectionConfig, checked in parseEnv). */
   @Matches(/^mysql:\/\/[^/]+\/[A-Za-z0-9_$-]{1,64}(\?.*)?$/, {
     message: 'MYSQL_URL must look like mysql://user[:pass]@host:port/database[?ssl=…]',
@@ -173,6 +182,13 @@ export function parseEnv(
     throw new ConfigError(
       'invalid configuration: REDIS_URL must look like redis[s]://[user:password@]host[:port][/db]',
     );
+  try {
+    env.redisClusterNodes = parseClusterNodes(env.REDIS_CLUSTER_NODES);
+  } catch (err) {
+    throw new ConfigError(
+      `invalid configuration: REDIS_CLUSTER_NODES: ${(err as Error).message} (a comma-separated list of a Redis Cluster's seed nodes)`,
+    );
+  }
   try {
     mysqlConnectionConfig(env.MYSQL_URL, env.MYSQL_SSL_CA);
   } catch (err) {

@@ -13,6 +13,7 @@ export function sessionOptionsFrom(env: LoomEnv): SessionOptions & {
     mysqlUrl: env.MYSQL_URL,
     mysqlSslCa: env.MYSQL_SSL_CA,
     redisUrl: env.REDIS_URL,
+    redisClusterNodes: env.redisClusterNodes,
     keyPrefix: env.LOOM_KEY_PREFIX,
     migrationsRun: env.DB_MIGRATIONS_RUN,
     mysqlPoolSize: env.DB_POOL_SIZE,

@@ -1,4 +1,4 @@
-import Redis from 'ioredis';
+import { RedisClient } from '@loom/session';
 import { AgentRegistration, RegisteredAgent } from '../contracts/agent-descriptor';
 import { wellFormedDescriptor } from '../contracts/agent-descriptor-check';
 
@@ -139,7 +139,7 @@ type HeartbeatCommand = (...keysAndArgs: (string | number)[]) => Promise<string[
  */
 export class RedisAgentRegistry implements AgentRegistry {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly prefix: string,
     private readonly staleMs = 15_000,
     private readonly ownsConnection = false,

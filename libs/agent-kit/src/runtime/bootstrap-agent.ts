@@ -53,6 +53,7 @@ export async function bootstrapAgent(
     options = {
       strategy: new RedisStreamsServer({
         redisUrl: env.REDIS_URL,
+        redisClusterNodes: env.redisClusterNodes,
         keyPrefix: env.LOOM_KEY_PREFIX,
         claimIdleMs: env.AGENT_CLAIM_IDLE_MS,
         maxDeliveries: env.AGENT_MAX_DELIVERIES,

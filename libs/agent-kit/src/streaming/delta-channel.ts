@@ -1,5 +1,5 @@
 import { EventEmitter } from 'events';
-import Redis from 'ioredis';
+import { duplicateRedis, RedisClient } from '@loom/session';
 
 /** The embedded profile runs every app in one process: deltas go through memory there. */
 const local = new EventEmitter().setMaxListeners(0);
@@ -19,7 +19,7 @@ export interface DeltaSubscription {
  */
 export class DeltaChannel {
   constructor(
-    private readonly redis: Redis | null,
+    private readonly redis: RedisClient | null,
     private readonly prefix: string,
   ) {}
 
@@ -49,7 +49,10 @@ export class DeltaChannel {
       local.on(key, onDelta);
       return { stop: async () => void local.off(key, onDelta) };
     }
-    const reader = this.redis.duplicate({ enableOfflineQueue: true, commandTimeout: BLOCK_MS * 4 });
+    const reader = duplicateRedis(this.redis, {
+      enableOfflineQueue: true,
+      commandTimeout: BLOCK_MS * 4,
+    });
     reader.on('error', () => undefined);
     let stopped = false;
     let lastId = '0';

@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { ClientProxy, ReadPacket, WritePacket } from '@nestjs/microservices';
 import { randomBytes } from 'crypto';
-import Redis from 'ioredis';
+import { RedisClient } from '@loom/session';
 import {
   DEFAULTS,
   RedisStreamsClientOptions,
@@ -48,8 +48,8 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
   private readonly timeoutMs: number;
   private readonly maxExecutionMs: number;
   private readonly blockMs: number;
-  private cmd?: Redis;
-  private reader?: Redis;
+  private cmd?: RedisClient;
+  private reader?: RedisClient;
   private stop = new AbortController();
   private readLoop?: Promise<void>;
   private lastId = '0-0';
@@ -90,7 +90,7 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
 
   /** Registers a listener on both connections (`(type, ...args)`, type `cmd` or `reader`). */
   override on<K extends string, C extends RedisStreamsEvents[K]>(event: K, callback: C): void {
-    listenOnBoth(this.cmd, this.reader, this.listeners, event, callback);
+    listenOnBoth(this.cmd, [this.reader], this.listeners, event, callback);
   }
 
   /** Returns `[commandConnection, blockingReaderConnection]`. */
@@ -163,8 +163,9 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
     return { silence, total };
   }
 
-  private connection(type: 'cmd' | 'reader'): Redis {
-    return createConnection(this.options.redisUrl, `loom-rpc-client-${type}-${this.clientId}`, {
+  private connection(type: 'cmd' | 'reader'): RedisClient {
+    const { redisUrl: url, redisClusterNodes: clusterNodes } = this.options;
+    return createConnection({ url, clusterNodes }, `loom-rpc-client-${type}-${this.clientId}`, {
       type,
       logger: this.logger,
       listeners: this.listeners,
@@ -172,7 +173,7 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
     });
   }
 
-  private async readReplies(reader: Redis): Promise<void> {
+  private async readReplies(reader: RedisClient): Promise<void> {
     const { signal } = this.stop;
     while (!signal.aborted) {
       try {

@@ -1,5 +1,5 @@
 import { RpcException, WritePacket } from '@nestjs/microservices';
-import Redis from 'ioredis';
+import { isCluster, RedisClient } from '@loom/session';
 import {
   CONSUMER_GROUP,
   DEAD_LETTER_MAXLEN,
@@ -22,7 +22,7 @@ export interface Entry {
   deliveryCount: number;
 }
 
-export type Multi = ReturnType<Redis['multi']>;
+export type Multi = ReturnType<RedisClient['multi']>;
 
 export function deadlineOf(entry: Entry): number {
   const deadline = Number(entry.fields.deadline ?? Infinity);
@@ -104,11 +104,54 @@ export function appendFinish(tx: Multi, entry: Entry): Multi {
 
 /** Queues the move to the dead-letter stream, the `DEAD_LETTERED` reply, XACK and XDEL. */
 export function appendDeadLetter(tx: Multi, entry: Entry, deadKey: string, reason: string): Multi {
+  appendDeadCopy(tx, entry, deadKey, reason);
+  return appendReply(tx, entry, deadLetteredPacket(entry, reason), true);
+}
+
+/** Queues the entry's copy on the dead-letter stream (the request's slot: `{pattern}`). */
+function appendDeadCopy(tx: Multi, entry: Entry, deadKey: string, reason: string): Multi {
   const fields = [...Object.entries(entry.fields).flat(), 'entryId', entry.entryId];
-  tx.xadd(deadKey, 'MAXLEN', '~', DEAD_LETTER_MAXLEN, '*', ...fields, 'reason', reason);
+  return tx.xadd(deadKey, 'MAXLEN', '~', DEAD_LETTER_MAXLEN, '*', ...fields, 'reason', reason);
+}
+
+function deadLetteredPacket(entry: Entry, reason: string): WritePacket {
   const message = `Request ${entry.fields.id} was dead-lettered: ${reason}`;
-  const packet = { err: { code: 'DEAD_LETTERED', message }, isDisposed: true };
-  return appendReply(tx, entry, packet, true);
+  return { err: { code: 'DEAD_LETTERED', message }, isDisposed: true };
+}
+
+/**
+ * Writes a reply packet and, when `last`, acknowledges and deletes the entry. Standalone: one
+ * MULTI. On a cluster the reply stream and the request stream sit in different slots, which no
+ * MULTI spans, so the reply goes first and XACK + XDEL follow in the request's slot: a crash
+ * between the two leaves the entry pending, to be redelivered and answered again (executions
+ * are idempotent by agentSessionId), and the caller ignores a reply to a call it has settled.
+ */
+export async function writeReply(
+  cmd: RedisClient,
+  entry: Entry,
+  packet: WritePacket,
+  last: boolean,
+): Promise<void> {
+  if (!isCluster(cmd)) return execOrThrow(appendReply(cmd.multi(), entry, packet, last));
+  if (entry.fields.replyTo) await execOrThrow(appendReply(cmd.multi(), entry, packet, false));
+  if (last) await execOrThrow(appendFinish(cmd.multi(), entry));
+}
+
+/**
+ * Dead-letters an entry: the copy, the `DEAD_LETTERED` reply, XACK and XDEL. Standalone: one
+ * MULTI. On a cluster the reply first, then the copy with XACK + XDEL (the dead-letter stream
+ * shares the request stream's hash tag): at-least-once as in writeReply.
+ */
+export async function writeDeadLetter(
+  cmd: RedisClient,
+  entry: Entry,
+  deadKey: string,
+  reason: string,
+): Promise<void> {
+  if (!isCluster(cmd)) return execOrThrow(appendDeadLetter(cmd.multi(), entry, deadKey, reason));
+  const packet = deadLetteredPacket(entry, reason);
+  if (entry.fields.replyTo) await execOrThrow(appendReply(cmd.multi(), entry, packet, false));
+  await execOrThrow(appendFinish(appendDeadCopy(cmd.multi(), entry, deadKey, reason), entry));
 }
 
 /** Runs a MULTI and throws the first command error (exec() only reports them). */

@@ -1,4 +1,4 @@
-import Redis from 'ioredis';
+import { RedisClient } from '@loom/session';
 import { Entry } from './redis-streams.entries';
 import { CONSUMER_GROUP } from './redis-streams.options';
 import { errorMessage, fieldsToRecord } from './redis-streams.util';
@@ -40,7 +40,7 @@ export class ConsumerGroup {
   ) {}
 
   /** `XGROUP CREATE key workers 0 MKSTREAM` for every stream; an existing group is fine. */
-  async create(cmd: Redis): Promise<void> {
+  async create(cmd: RedisClient): Promise<void> {
     for (const key of this.streams.keys()) {
       try {
         await cmd.xgroup('CREATE', key, CONSUMER_GROUP, '0', 'MKSTREAM');
@@ -51,8 +51,12 @@ export class ConsumerGroup {
   }
 
   /** `XREADGROUP … COUNT count BLOCK blockMs STREAMS …keys >`: entries never delivered before. */
-  async readNew(reader: Redis, count: number, blockMs: number): Promise<Entry[]> {
-    const keys = [...this.streams.keys()];
+  async readNew(
+    reader: RedisClient,
+    keys: string[],
+    count: number,
+    blockMs: number,
+  ): Promise<Entry[]> {
     const reply = (await reader.call(
       ...['XREADGROUP', 'GROUP', CONSUMER_GROUP, this.consumer, 'COUNT', count],
       ...['BLOCK', blockMs, 'STREAMS', ...keys, ...keys.map(() => '>')],
@@ -68,7 +72,12 @@ export class ConsumerGroup {
    * than 10 × `count` pending entries, so this follows its cursor (up to CLAIM_STEPS calls) and
    * carries it over to the next call: an idle entry behind many busy ones is reached too.
    */
-  async claimIdle(cmd: Redis, key: string, minIdleMs: number, count: number): Promise<Entry[]> {
+  async claimIdle(
+    cmd: RedisClient,
+    key: string,
+    minIdleMs: number,
+    count: number,
+  ): Promise<Entry[]> {
     const entries: [string, unknown][] = [];
     let cursor = this.claimCursors.get(key) ?? '0-0';
     for (let step = 0; step < CLAIM_STEPS && entries.length < count; step++) {
@@ -93,7 +102,7 @@ export class ConsumerGroup {
   }
 
   /** `XCLAIM … 0 ids JUSTID` to ourselves: resets idle time, not the delivery count. */
-  async touch(cmd: Redis, entries: Entry[]): Promise<void> {
+  async touch(cmd: RedisClient, entries: Entry[]): Promise<void> {
     const byKey = new Map<string, string[]>();
     for (const { key, entryId } of entries) byKey.set(key, [...(byKey.get(key) ?? []), entryId]);
     if (byKey.size === 0) return;
@@ -105,7 +114,7 @@ export class ConsumerGroup {
   }
 
   /** This instance leaves every group, where it holds nothing (what it holds stays reclaimable). */
-  async leave(cmd: Redis): Promise<void> {
+  async leave(cmd: RedisClient): Promise<void> {
     for (const key of this.streams.keys())
       await cmd.eval(FORGET_CONSUMERS, 1, key, CONSUMER_GROUP, this.consumer, 0, '');
   }
@@ -115,7 +124,7 @@ export class ConsumerGroup {
    * reclaimed): each start is a new consumer, so without this the groups grow with every
    * deploy. A live consumer is never that idle: its XREADGROUP refreshes it every blockMs.
    */
-  async forgetIdle(cmd: Redis, idleMs: number): Promise<number> {
+  async forgetIdle(cmd: RedisClient, idleMs: number): Promise<number> {
     let removed = 0;
     for (const key of this.streams.keys())
       removed += Number(

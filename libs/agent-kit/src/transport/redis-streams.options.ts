@@ -1,7 +1,9 @@
 /** Options of the Redis Streams server (and, in part, of the client). */
 export interface RedisStreamsOptions {
-  /** e.g. `redis://127.0.0.1:6379/0`. */
+  /** e.g. `redis://127.0.0.1:6379/0`; on a cluster, its credentials and TLS. */
   redisUrl: string;
+  /** `host:port` seeds of a Redis Cluster (REDIS_CLUSTER_NODES); none: standalone Redis. */
+  redisClusterNodes?: string[];
   /** Prepended to every key this transport touches, e.g. `loom:`. */
   keyPrefix: string;
   /** Consumer name inside the group; defaults to `<host>-<pid>-<random>`, unique per server. */
@@ -23,6 +25,7 @@ export interface RedisStreamsOptions {
 /** Options of the Redis Streams client. */
 export interface RedisStreamsClientOptions {
   redisUrl: string;
+  redisClusterNodes?: string[];
   keyPrefix: string;
   /** How long one XREAD on the reply stream blocks (ms). Default 1000. */
   blockMs?: number;
@@ -92,7 +95,10 @@ export function deadLetterStreamKey(keyPrefix: string, pattern: string): string 
   return `${keyPrefix}rpc:dead:{${pattern}}`;
 }
 
-/** The reply stream of one client instance. */
+/**
+ * The reply stream of one client instance. Its slot differs from the request streams': on a
+ * cluster an agent writes the reply, then acknowledges the request (see writeReply).
+ */
 export function replyStreamKey(keyPrefix: string, clientId: string): string {
   return `${keyPrefix}rpc:reply:${clientId}`;
 }

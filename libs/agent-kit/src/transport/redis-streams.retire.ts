@@ -1,4 +1,4 @@
-import Redis from 'ioredis';
+import { isCluster, RedisClient } from '@loom/session';
 import { appendReply, Entry, execOrThrow, isExpired } from './redis-streams.entries';
 import { requestStreamKey } from './redis-streams.options';
 
@@ -40,7 +40,7 @@ export interface RetiredStream {
  * arriving (an orchestrator that still plans the type): run it again later.
  */
 export async function retireRequestStream(
-  redis: Redis,
+  redis: RedisClient,
   keyPrefix: string,
   pattern: string,
   error: { code: string; message: string },
@@ -52,16 +52,21 @@ export async function retireRequestStream(
     for (;;) {
       const page = await redis.xrange(key, `(${last}`, '+', 'COUNT', PAGE);
       if (page.length === 0) break;
+      // One MULTI of every reply; on a cluster, whose reply streams sit in many slots, one each.
+      const cluster = isCluster(redis);
       const tx = redis.multi();
+      const each: Promise<void>[] = [];
       for (const [entryId, flat] of page) {
         const entry = toEntry(key, pattern, entryId, flat);
         if (isExpired(entry) || !entry.fields.replyTo) out.expired++;
         else {
           out.failed++;
-          appendReply(tx, entry, { err: error, isDisposed: true }, false);
+          const packet = { err: error, isDisposed: true };
+          if (cluster) each.push(execOrThrow(appendReply(redis.multi(), entry, packet, false)));
+          else appendReply(tx, entry, packet, false);
         }
       }
-      await execOrThrow(tx);
+      await (cluster ? Promise.all(each) : execOrThrow(tx));
       last = page[page.length - 1][0];
     }
     if (Number(await redis.eval(DELETE_IF_LAST, 1, key, last)) === 1) {

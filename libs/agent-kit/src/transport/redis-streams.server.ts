@@ -8,14 +8,12 @@ import {
 import { NO_MESSAGE_HANDLER } from '@nestjs/microservices/constants';
 import { randomBytes } from 'crypto';
 import { hostname } from 'os';
-import Redis from 'ioredis';
+import { isCluster, RedisClient } from '@loom/session';
 import { RedisStreamsContext } from './redis-streams.context';
 import {
   Entry,
-  appendDeadLetter,
   appendFinish,
   appendProgress,
-  appendReply,
   deadlineOf,
   execOrThrow,
   isExpired,
@@ -23,6 +21,8 @@ import {
   progressMsOf,
   serializeError,
   startByOf,
+  writeDeadLetter,
+  writeReply,
 } from './redis-streams.entries';
 import {
   DEFAULTS,
@@ -86,8 +86,9 @@ export class RedisStreamsServer
   private readonly consumer: string;
   private readonly claimIdleMs: number;
   private readonly slots: Slots;
-  private cmd?: Redis;
-  private reader?: Redis;
+  private cmd?: RedisClient;
+  /** The blocking readers: one for every stream on a cluster (no XREADGROUP spans slots). */
+  private readers: RedisClient[] = [];
   private streams = new Map<string, string>(); // stream key -> pattern
   private group?: ConsumerGroup;
   private groupsReady = false;
@@ -122,10 +123,19 @@ export class RedisStreamsServer
     this.group = new ConsumerGroup(this.consumer, this.streams);
     this.groupsReady = false;
     this.cmd = this.connection('cmd');
-    this.reader = this.connection('reader');
+    // Standalone: one XREADGROUP over every stream, as always. A cluster refuses one across
+    // slots, so each stream gets its own blocking reader there (an entry of one stream never
+    // waits for another's BLOCK to end); they share the slots, and may fetch a little past
+    // them (the surplus waits in the local backlog, heartbeated like the rest).
+    const keys = [...this.streams.keys()];
+    const readGroups = isCluster(this.cmd) && keys.length > 1 ? keys.map((k) => [k]) : [keys];
+    this.readers = readGroups.map((_, i) => this.connection(i === 0 ? 'reader' : `reader${i}`));
     if (this.streams.size === 0) return callback();
     this.ensureGroups().then(() => {
-      this.loops = [this.readLoop(), this.reclaimLoop()];
+      this.loops = [
+        ...readGroups.map((group, i) => this.readLoop(this.readers[i], group)),
+        this.reclaimLoop(),
+      ];
       callback();
     }, callback);
   }
@@ -139,7 +149,7 @@ export class RedisStreamsServer
   async close(): Promise<void> {
     this.stop.abort();
     this.slots.wakeAll();
-    this.reader?.disconnect(); // interrupts the blocking XREADGROUP
+    this.readers.forEach((reader) => reader.disconnect()); // interrupts the blocking XREADGROUP
     // With Redis away, a loop's command waits in ioredis's offline queue for as long as Redis
     // stays away: a close must not (the process would never exit, nor leave the registry).
     // Closing the command connection below fails whatever is still queued.
@@ -167,22 +177,24 @@ export class RedisStreamsServer
         CLOSE_STEP_MS,
       );
     await closeConnection(this.cmd);
-    this.cmd = this.reader = undefined;
+    this.cmd = undefined;
+    this.readers = [];
     this.loops = [];
   }
 
   /** Registers a listener on both connections (`(type, ...args)`, type `cmd` or `reader`). */
   on<K extends string, C extends RedisStreamsEvents[K]>(event: K, callback: C): void {
-    listenOnBoth(this.cmd, this.reader, this.listeners, event, callback);
+    listenOnBoth(this.cmd, this.readers, this.listeners, event, callback);
   }
 
   /** Returns `[commandConnection, blockingReaderConnection]`. */
   unwrap<T>(): T {
-    return unwrapBoth<T>(this.cmd, this.reader, 'listen');
+    return unwrapBoth<T>(this.cmd, this.readers[0], 'listen');
   }
 
-  private connection(type: 'cmd' | 'reader'): Redis {
-    return createConnection(this.options.redisUrl, `loom-rpc-${type}-${this.consumer}`, {
+  private connection(type: string): RedisClient {
+    const { redisUrl: url, redisClusterNodes: clusterNodes } = this.options;
+    return createConnection({ url, clusterNodes }, `loom-rpc-${type}-${this.consumer}`, {
       type,
       logger: this.logger,
       listeners: this.listeners,
@@ -211,12 +223,12 @@ export class RedisStreamsServer
     }
   }
 
-  private readLoop(): Promise<void> {
+  private readLoop(reader: RedisClient, keys: string[]): Promise<void> {
     const blockMs = this.options.blockMs ?? DEFAULTS.blockMs;
     return this.loop('read', async () => {
       await this.slots.wait();
       if (this.stop.signal.aborted) return;
-      const entries = await this.group!.readNew(this.reader!, this.slots.free(), blockMs);
+      const entries = await this.group!.readNew(reader, keys, this.slots.free(), blockMs);
       // close() stopped waiting for this read: what it brought stays pending for others.
       if (this.loopsAbandoned) return;
       entries.forEach((entry) => this.dispatch(entry));
@@ -315,7 +327,7 @@ export class RedisStreamsServer
     const write = (packet: WritePacket, last: boolean): Promise<void> =>
       flight.abandoned || !this.answering || this.closed || withheld(packet)
         ? Promise.resolve()
-        : execOrThrow(appendReply(this.cmd!.multi(), entry, packet, last));
+        : writeReply(this.cmd!, entry, packet, last);
     if (!handler) return write({ err: NO_MESSAGE_HANDLER, isDisposed: true }, true);
     flight.beat = this.progressBeat(flight);
     if (this.options.duplicateDeliveryForTests) {
@@ -381,7 +393,7 @@ export class RedisStreamsServer
   private async deadLetter(entry: Entry, reason: string): Promise<void> {
     this.logger.error(`Dead-lettering entry ${entry.entryId} of ${entry.pattern}: ${reason}`);
     const deadKey = deadLetterStreamKey(this.options.keyPrefix, entry.pattern);
-    await execOrThrow(appendDeadLetter(this.cmd!.multi(), entry, deadKey, reason));
+    await writeDeadLetter(this.cmd!, entry, deadKey, reason);
   }
 }
 

@@ -1,5 +1,5 @@
 import { LoggerService } from '@nestjs/common';
-import Redis from 'ioredis';
+import { openRedis, RedisClient, RedisTarget } from '@loom/session';
 
 /** ioredis events, called as `(connectionType, ...eventArgs)`. */
 export type RedisStreamsEvents = Record<string, (...args: any[]) => void>;
@@ -12,22 +12,26 @@ export type PendingListener = { event: string; callback: (...args: any[]) => voi
  * connection's type first, or waits in `pending` until createConnection() applies it.
  */
 export function listenOnBoth(
-  cmd: Redis | undefined,
-  reader: Redis | undefined,
+  cmd: RedisClient | undefined,
+  readers: Array<RedisClient | undefined>,
   pending: PendingListener[],
   event: string,
   callback: (...args: any[]) => void,
 ): void {
-  if (cmd && reader) {
+  if (cmd && readers.length && readers.every(Boolean)) {
     cmd.on(event, (...args) => callback('cmd', ...args));
-    reader.on(event, (...args) => callback('reader', ...args));
+    readers.forEach((reader) => reader!.on(event, (...args) => callback('reader', ...args)));
   } else {
     pending.push({ event, callback });
   }
 }
 
 /** `unwrap()` of the client and the server: `[commandConnection, blockingReaderConnection]`. */
-export function unwrapBoth<T>(cmd: Redis | undefined, reader: Redis | undefined, init: string): T {
+export function unwrapBoth<T>(
+  cmd: RedisClient | undefined,
+  reader: RedisClient | undefined,
+  init: string,
+): T {
   if (!cmd || !reader) throw new Error(`Not initialized: call ${init}() first`);
   return [cmd, reader] as T;
 }
@@ -43,12 +47,16 @@ export interface ConnectionHooks {
 }
 
 /** A connection that reconnects forever and queues commands while Redis is away. */
-export function createConnection(redisUrl: string, name: string, hooks: ConnectionHooks): Redis {
-  const redis = new Redis(redisUrl, {
+export function createConnection(
+  target: RedisTarget,
+  name: string,
+  hooks: ConnectionHooks,
+): RedisClient {
+  const redis = openRedis(target, {
     connectionName: name.replace(/[^\w.:-]/g, '_'),
     maxRetriesPerRequest: null,
     enableOfflineQueue: true,
-    retryStrategy: (times) => Math.min(100 * times, 2000),
+    retryStrategy: (times: number) => Math.min(100 * times, 2000),
   });
   let failing = false; // log the first error of an outage only
   redis.on('error', (err: Error) => {
@@ -61,13 +69,13 @@ export function createConnection(redisUrl: string, name: string, hooks: Connecti
   });
   redis.on('reconnecting', () => hooks.status('reconnecting'));
   for (const { event, callback } of hooks.listeners) {
-    redis.on(event, (...args) => callback(hooks.type, ...args));
+    redis.on(event, (...args: unknown[]) => callback(hooks.type, ...args));
   }
   return redis;
 }
 
 /** Quits gracefully when connected (pending writes go out), else just drops the socket. */
-export async function closeConnection(redis: Redis | undefined): Promise<void> {
+export async function closeConnection(redis: RedisClient | undefined): Promise<void> {
   if (redis?.status === 'ready') await redis.quit().catch(() => redis.disconnect());
   else redis?.disconnect();
 }

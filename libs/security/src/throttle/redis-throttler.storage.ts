@@ -1,4 +1,4 @@
-import type Redis from 'ioredis';
+import type { RedisClient } from '@loom/session';
 
 /** What @nestjs/throttler's ThrottlerStorage.increment resolves to (times in seconds). */
 export interface ThrottleRecord {
@@ -43,7 +43,7 @@ return {hits, ttl, 0, 0}
  */
 export class RedisThrottlerStorage {
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly prefix: string,
     private readonly onError: (err: unknown) => void = () => undefined,
   ) {

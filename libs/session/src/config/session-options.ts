@@ -9,6 +9,8 @@ export interface SessionOptions {
   /** MYSQL_SSL_CA: a PEM file of the CA that signed the MySQL server's certificate. */
   mysqlSslCa?: string;
   redisUrl: string;
+  /** REDIS_CLUSTER_NODES: seeds of a Redis Cluster (credentials and TLS from `redisUrl`). */
+  redisClusterNodes?: string[];
   keyPrefix: string;
   migrationsRun: boolean;
   /** MySQL connections per process (default 10). */

@@ -1,5 +1,5 @@
 import { randomBytes } from 'crypto';
-import Redis from 'ioredis';
+import { RedisClient } from '../redis/redis-client';
 import { LoomError, LoomErrorCode } from '../errors/session-error';
 import { assertId } from '../ids';
 import { RedisKeys } from '../store/redis/redis-keys';
@@ -40,7 +40,7 @@ export class ConversationLock {
   private readonly liveness: LockHolderLiveness | null;
 
   constructor(
-    private readonly redis: Redis | null,
+    private readonly redis: RedisClient | null,
     private readonly keys: RedisKeys,
     private readonly store: SessionStore,
     private readonly opts: { ttlMs: number; waitMs: number; onRedisError?: (err: unknown) => void },
@@ -182,7 +182,7 @@ export class ConversationLock {
     scope: StoreScope,
     sessionId: string,
     token: string,
-    redis: Redis | null,
+    redis: RedisClient | null,
   ): Promise<LockHandle> {
     const key = this.keys.lock(sessionId);
     let fence: number;

@@ -1,5 +1,5 @@
 import { randomBytes } from 'crypto';
-import Redis from 'ioredis';
+import { RedisClient } from '../redis/redis-client';
 import { LoomError, LoomErrorCode } from '../errors/session-error';
 import { assertId } from '../ids';
 import { RedisKeys } from '../store/redis/redis-keys';
@@ -96,7 +96,7 @@ const localClaims = new Map<string, string>();
  */
 export class ExecutionClaims {
   constructor(
-    private readonly redis: Redis | null,
+    private readonly redis: RedisClient | null,
     private readonly keys: RedisKeys,
     private readonly opts: ExecutionClaimOptions = { ttlMs: 15_000, pollMs: 200 },
   ) {}

@@ -1,8 +1,8 @@
 import { once } from 'events';
-import Redis from 'ioredis';
 import { PrivateRedisServer } from '@loom/testing';
 import { createRedis } from '../session.providers';
 import { LockHolderLiveness } from './lock-holder-liveness';
+import { RedisClient } from '../redis/redis-client';
 
 /**
  * A Redis of the suite's own, restarted empty under a holder: its liveness key is gone, and the
@@ -10,7 +10,7 @@ import { LockHolderLiveness } from './lock-holder-liveness';
  */
 describe('LockHolderLiveness across a Redis restart', () => {
   let server: PrivateRedisServer;
-  let redis: Redis;
+  let redis: RedisClient;
 
   beforeAll(async () => {
     server = await PrivateRedisServer.start();

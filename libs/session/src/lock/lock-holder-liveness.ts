@@ -1,5 +1,5 @@
 import { randomBytes } from 'crypto';
-import Redis from 'ioredis';
+import { RedisClient } from '../redis/redis-client';
 
 /** How often a process that waits for or holds a lock rewrites its liveness key. */
 export const LIVENESS_BEAT_MS = 1000;
@@ -28,7 +28,7 @@ export class LockHolderLiveness {
   private markedAt = 0;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     private readonly keyOf: (holderId: string) => string,
   ) {
     // Beats fail while Redis is away (no offline queue), and a Redis that restarts comes back

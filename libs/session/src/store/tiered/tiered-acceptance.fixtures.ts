@@ -4,7 +4,6 @@
  * (createRedis, own MySQL pool each), and a stopwatch.
  */
 import { once } from 'events';
-import Redis from 'ioredis';
 import { DEFAULT_TTL, ttlRules } from '../../config/session-options';
 import { createRedis } from '../../session.providers';
 import { openSessionDataSource } from '../mysql/data-source';
@@ -12,6 +11,7 @@ import { MysqlSessionStore } from '../mysql/mysql-session.store';
 import { RedisSessionStore } from '../redis/redis-session.store';
 import { HotTierGuardOptions } from './hot-tier-guard';
 import { TieredSessionStore } from './tiered-session.store';
+import { RedisClient } from '../../redis/redis-client';
 
 export { PrivateRedisServer, sleep } from '@loom/testing';
 
@@ -42,7 +42,7 @@ export async function openTieredStore(
  * createRedis's connection, once connected: it has no offline queue, so a call made before it
  * is ready fails (and would count as a Redis failure, or make a lock go without Redis).
  */
-export async function readyRedis(url: string, name: string): Promise<Redis> {
+export async function readyRedis(url: string, name: string): Promise<RedisClient> {
   const redis = createRedis(url, name);
   redis.on('error', () => undefined); // the breaker reports Redis failures; keep the log quiet
   if (redis.status !== 'ready') await once(redis, 'ready');
@@ -50,7 +50,7 @@ export async function readyRedis(url: string, name: string): Promise<Redis> {
 }
 
 /** Every key under `prefix` (SCAN, as a test may; the library never does). */
-export async function keysUnder(redis: Redis, prefix: string): Promise<string[]> {
+export async function keysUnder(redis: RedisClient, prefix: string): Promise<string[]> {
   const out: string[] = [];
   let cursor = '0';
   do {

@@ -1,0 +1,78 @@
+import Redis, { Cluster, ClusterNode, RedisOptions } from 'ioredis';
+
+/**
+ * A connection to standalone Redis or a Redis Cluster client. Both speak the same command
+ * interface; the few places that differ (SCAN, INFO, MULTI across slots, duplicate) ask
+ * {@link isCluster}.
+ */
+export type RedisClient = Redis | Cluster;
+
+/** Where Redis is: `url` alone is one endpoint; with `clusterNodes`, the seeds of a Cluster. */
+export interface RedisTarget {
+  /** `redis[s]://[user:password@]host[:port][/db]`; on a cluster, its credentials and TLS. */
+  url: string;
+  /** `host:port` seeds of a Redis Cluster (REDIS_CLUSTER_NODES); none: standalone. */
+  clusterNodes?: readonly string[];
+}
+
+export function isCluster(redis: RedisClient): redis is Cluster {
+  return redis.isCluster;
+}
+
+/**
+ * Opens `target` with `options`: `new Redis(url, options)` for one endpoint, exactly as
+ * before; for a cluster, a Cluster client that sends every command to its slot's master, each
+ * node connection with `options` and the URL's user, password and TLS.
+ */
+export function openRedis(target: RedisTarget, options: RedisOptions = {}): RedisClient {
+  if (!target.clusterNodes?.length) return new Redis(target.url, options);
+  const url = new URL(target.url);
+  const { retryStrategy, enableOfflineQueue, lazyConnect, ...nodeOptions } = options;
+  return new Cluster(target.clusterNodes.map(clusterNode), {
+    redisOptions: {
+      ...nodeOptions,
+      username: decodeURIComponent(url.username) || undefined,
+      password: decodeURIComponent(url.password) || undefined,
+      tls: url.protocol === 'rediss:' ? {} : undefined,
+    },
+    enableOfflineQueue: enableOfflineQueue ?? true,
+    lazyConnect,
+    scaleReads: 'master',
+    clusterRetryStrategy: retryStrategy ? (times) => retryStrategy(times) : undefined,
+    // A command that meets a failover is retried (MOVED/TRYAGAIN) rather than failed at once.
+    retryDelayOnFailover: 100,
+  });
+}
+
+/** A second connection to the same Redis (a blocking reader), with `override` applied. */
+export function duplicateRedis(redis: RedisClient, override: RedisOptions = {}): RedisClient {
+  if (!isCluster(redis)) return redis.duplicate(override);
+  const { enableOfflineQueue, ...nodeOptions } = override;
+  return redis.duplicate(undefined, {
+    ...(enableOfflineQueue === undefined ? {} : { enableOfflineQueue }),
+    redisOptions: { ...redis.options.redisOptions, ...nodeOptions },
+  });
+}
+
+/** Every master of a cluster, or the one server. */
+export function masters(redis: RedisClient): Redis[] {
+  return isCluster(redis) ? redis.nodes('master') : [redis];
+}
+
+/** `host:port` (a bracketed IPv6 host too) as a Cluster seed. */
+export function clusterNode(seed: string): ClusterNode {
+  const match = /^\[?([^\]]+?)\]?:(\d{1,5})$/.exec(seed.trim());
+  if (!match || Number(match[2]) < 1 || Number(match[2]) > 65535)
+    throw new Error(`"${seed}" is not host:port`);
+  return { host: match[1], port: Number(match[2]) };
+}
+
+/** REDIS_CLUSTER_NODES (`host:port,host:port`) as seeds; throws naming a bad one. */
+export function parseClusterNodes(text: string | undefined): string[] {
+  const seeds = (text ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
+  seeds.forEach((seed) => clusterNode(seed));
+  return seeds;
+}
