@@ -1,4 +1,4 @@
-import Redis from 'ioredis';
+import { isCluster as isClusterClient, masters, RedisClient } from '../../redis/redis-client';
 import { LoomError, LoomErrorCode } from '../../errors/session-error';
 import { assertId, assertPrincipal, assertStateKey, isValidId } from '../../ids';
 import { decodeValue, encodeValue } from '../codec';
@@ -35,7 +35,7 @@ export class RedisSessionStore implements SessionStore {
   private readonly run: Record<keyof typeof scripts, Script>;
 
   constructor(
-    private readonly redis: Redis,
+    private readonly redis: RedisClient,
     prefix: string,
     private readonly opts: { authoritative?: boolean; ownsConnection?: boolean } = {},
   ) {
@@ -405,18 +405,36 @@ export class RedisSessionStore implements SessionStore {
    * One step of dropping every cached session under the prefix (a whole-cache purge, when a
    * process lost track of which copies missed its writes): the sessions of one SCAN page of
    * `_keys` indexes. Returns the next cursor, '0' when the keyspace is done. Only for that
-   * recovery: listing and deletion otherwise never scan.
+   * recovery: listing and deletion otherwise never scan. On a cluster, SCAN covers one node: the
+   * cursor is then `<master>:<cursor>`, the masters' keyspaces one after the other.
    */
   async purgeStep(cursor: string, count = 100): Promise<string> {
     const head = this.keys.session('');
     const open = head.slice(0, -1); // `<prefix>s:{`
     const pattern = `${open.replace(/[*?[\]\\]/g, '\\$&')}*}:_keys`;
-    const [next, found] = await this.redis.scan(cursor, 'MATCH', pattern, 'COUNT', count);
+    const [next, found] = await this.scanStep(cursor, pattern, count);
     const sids = found
       .map((k) => k.slice(open.length, -'}:_keys'.length))
       .filter((sid) => isValidId(sid));
     await Promise.all(sids.map((sid) => this.purge(sid)));
     return next;
+  }
+
+  /** One SCAN page: of the server, or of one master of a cluster (cursor `<master>:<cursor>`). */
+  private async scanStep(
+    cursor: string,
+    pattern: string,
+    count: number,
+  ): Promise<[string, string[]]> {
+    if (!isClusterClient(this.redis))
+      return this.redis.scan(cursor, 'MATCH', pattern, 'COUNT', count);
+    const nodes = masters(this.redis).sort((a, b) => nodeName(a).localeCompare(nodeName(b)));
+    const [at, nodeCursor] = cursor.includes(':') ? cursor.split(':') : ['0', cursor];
+    const node = Number(at);
+    if (node >= nodes.length) return ['0', []];
+    const [next, found] = await nodes[node].scan(nodeCursor, 'MATCH', pattern, 'COUNT', count);
+    if (next !== '0') return [`${node}:${next}`, found];
+    return [node + 1 < nodes.length ? `${node + 1}:0` : '0', found];
   }
 
   async listSessions(
@@ -564,4 +582,9 @@ function fail(res: unknown): void {
     );
   if (res === -3) throw new LoomError(LoomErrorCode.CONFLICT, 'that list index is taken');
   if (res === -4) throw rules.executionSuperseded();
+}
+
+function nodeName(node: RedisClient): string {
+  const { host, port } = node.options as { host?: string; port?: number };
+  return `${host}:${port}`;
 }
