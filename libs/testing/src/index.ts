@@ -6,3 +6,4 @@ export * from './session-infra';
 export * from './tcp-proxy';
 export * from './fake-openai-server';
 export * from './test-certificates';
+export * from './private-redis-cluster';

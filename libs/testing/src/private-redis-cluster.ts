@@ -1,0 +1,132 @@
+/** A Redis Cluster of a suite's own: three masters on free ports (never the shared Redis). */
+import { ChildProcess, execFile, spawn } from 'child_process';
+import { once } from 'events';
+import { mkdtempSync, rmSync } from 'fs';
+import { tmpdir } from 'os';
+import { join } from 'path';
+import { promisify } from 'util';
+import Redis from 'ioredis';
+import { openRedis, RedisClient } from '@loom/session';
+import { freePort, sleep } from './private-redis';
+
+const run = promisify(execFile);
+const MASTERS = 3;
+const START_MS = 20_000;
+
+/**
+ * Three `cluster-enabled` redis-servers in a temp dir of their own, joined by
+ * `redis-cli --cluster create` (no replicas). `stop()` kills them and removes the dir.
+ */
+export class PrivateRedisCluster {
+  private constructor(
+    readonly ports: number[],
+    private readonly dir: string,
+    private readonly children: ChildProcess[],
+  ) {}
+
+  static async start(): Promise<PrivateRedisCluster> {
+    const dir = mkdtempSync(join(tmpdir(), 'loom-redis-cluster-'));
+    const ports: number[] = [];
+    const children: ChildProcess[] = [];
+    const cluster = new PrivateRedisCluster(ports, dir, children);
+    try {
+      for (let i = 0; i < MASTERS; i++) {
+        const port = await freePort();
+        ports.push(port);
+        children.push(spawnNode(port, await freePort(), dir));
+      }
+      await Promise.all(ports.map((port) => answers(port)));
+      await run('redis-cli', [
+        ...['--cluster', 'create', ...cluster.seeds],
+        ...['--cluster-replicas', '0', '--cluster-yes'],
+      ]);
+      await Promise.all(ports.map((port) => clusterOk(port)));
+      return cluster;
+    } catch (err) {
+      await cluster.stop();
+      throw err;
+    }
+  }
+
+  /** `host:port` of every master: REDIS_CLUSTER_NODES. */
+  get seeds(): string[] {
+    return this.ports.map((port) => `127.0.0.1:${port}`);
+  }
+
+  /** REDIS_URL beside REDIS_CLUSTER_NODES: one seed (credentials and TLS would come from it). */
+  get url(): string {
+    return `redis://127.0.0.1:${this.ports[0]}`;
+  }
+
+  /** A Cluster client, once ready. */
+  async client(): Promise<RedisClient> {
+    const redis = openRedis({ url: this.url, clusterNodes: this.seeds });
+    redis.on('error', () => undefined);
+    if (redis.status !== 'ready') await once(redis, 'ready');
+    return redis;
+  }
+
+  /** Per master (`host:port`), the keys under `prefix` it holds. */
+  async keysByMaster(prefix: string): Promise<Map<string, string[]>> {
+    const out = new Map<string, string[]>();
+    for (const port of this.ports) {
+      const node = new Redis(port, '127.0.0.1');
+      try {
+        const keys: string[] = [];
+        let cursor = '0';
+        do {
+          const [next, found] = await node.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+          cursor = next;
+          keys.push(...found);
+        } while (cursor !== '0');
+        out.set(`127.0.0.1:${port}`, keys);
+      } finally {
+        node.disconnect();
+      }
+    }
+    return out;
+  }
+
+  /** Kills every node and removes the temp dir (nodes.conf and all). */
+  async stop(): Promise<void> {
+    await Promise.all(
+      this.children.map(async (child) => {
+        if (child.exitCode !== null || child.signalCode !== null) return;
+        const exited = once(child, 'exit');
+        child.kill('SIGKILL');
+        await exited;
+      }),
+    );
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+function spawnNode(port: number, busPort: number, dir: string): ChildProcess {
+  const args = [
+    ...['--port', String(port), '--bind', '127.0.0.1', '--save', '', '--appendonly', 'no'],
+    ...['--cluster-enabled', 'yes', '--cluster-port', String(busPort)],
+    ...['--cluster-config-file', join(dir, `nodes-${port}.conf`), '--dir', dir],
+    ...['--cluster-node-timeout', '5000'],
+  ];
+  return spawn('redis-server', args, { stdio: 'ignore' });
+}
+
+/** Waits until `check` holds on the node at `port`, polling every 50 ms. */
+async function until(port: number, what: string, check: (node: Redis) => Promise<boolean>) {
+  const node = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0 });
+  node.on('error', () => undefined);
+  try {
+    for (const end = Date.now() + START_MS; Date.now() < end; await sleep(50))
+      if (await check(node).catch(() => false)) return;
+    throw new Error(`redis-server on port ${port}: ${what} within ${START_MS} ms`);
+  } finally {
+    node.disconnect();
+  }
+}
+
+const answers = (port: number) =>
+  until(port, 'no answer', async (node) => (await node.ping()) === 'PONG');
+const clusterOk = (port: number) =>
+  until(port, 'cluster_state not ok', async (node) =>
+    (await node.cluster('INFO')).includes('cluster_state:ok'),
+  );
