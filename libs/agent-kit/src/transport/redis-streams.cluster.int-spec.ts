@@ -1,0 +1,18 @@
+import { PrivateRedisCluster } from '@loom/testing';
+import { runTransportSuite } from './redis-streams.suite';
+
+runTransportSuite({
+  name: 'cluster',
+  open: async () => {
+    const cluster = await PrivateRedisCluster.start();
+    const redis = await cluster.client();
+    return {
+      target: { url: cluster.url, clusterNodes: cluster.seeds },
+      redis,
+      close: async () => {
+        redis.disconnect();
+        await cluster.stop();
+      },
+    };
+  },
+});
