@@ -465,13 +465,20 @@ export class RedisSessionStore implements SessionStore {
       if (page.before && !isBefore(summary, page.before)) continue;
       out.push(summary);
     }
-    const users = out.length
-      ? await this.redis
-          .pipeline(out.map((o) => ['hget', this.keys.meta(o.sessionId), 'user']))
-          .exec()
-      : [];
-    out.forEach((o, i) => (o.userId = (users?.[i]?.[1] as string | null) ?? null));
+    const users = await this.usersOf(out.map((o) => o.sessionId));
+    out.forEach((o, i) => (o.userId = users[i] ?? null));
     return out;
+  }
+
+  /** Each session's user: one pipeline; on a cluster one HGET each (they sit in many slots). */
+  private async usersOf(sids: string[]): Promise<Array<string | null>> {
+    if (sids.length === 0) return [];
+    if (isClusterClient(this.redis))
+      return Promise.all(sids.map((sid) => this.redis.hget(this.keys.meta(sid), 'user')));
+    const res = await this.redis
+      .pipeline(sids.map((sid) => ['hget', this.keys.meta(sid), 'user']))
+      .exec();
+    return sids.map((_, i) => (res?.[i]?.[1] as string | null) ?? null);
   }
 
   async nextFence(scope: StoreScope, sid: string): Promise<number> {
