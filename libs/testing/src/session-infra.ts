@@ -1,19 +1,22 @@
-import { createSessionInfra, DEFAULT_TTL, SessionInfra } from '@loom/session';
+import { createSessionInfra, DEFAULT_TTL, RedisTarget, SessionInfra } from '@loom/session';
 import { createTestDatabase, createTestPrefix, TEST_REDIS_URL } from './infra';
 
 /**
  * The distributed session infrastructure (tiered store over real MySQL and Redis) on a database
- * and key prefix of one suite's own; `cleanup()` closes it and drops both.
+ * and key prefix of one suite's own; `cleanup()` closes it and drops both. `redis`: another
+ * Redis than the shared one (a suite's own cluster, whose keys go when it stops).
  */
 export async function createTestSessionInfra(
   name = 'loom_test',
+  redis: RedisTarget = { url: TEST_REDIS_URL },
 ): Promise<{ infra: SessionInfra; mysqlUrl: string; cleanup: () => Promise<void> }> {
   const db = await createTestDatabase(name);
   const prefix = createTestPrefix(name.replace(/_/g, ''));
   const infra = await createSessionInfra({
     profile: 'distributed',
     mysqlUrl: db.url,
-    redisUrl: TEST_REDIS_URL,
+    redisUrl: redis.url,
+    redisClusterNodes: redis.clusterNodes ? [...redis.clusterNodes] : undefined,
     keyPrefix: prefix.prefix,
     migrationsRun: true,
     dataDir: '',
