@@ -282,37 +282,40 @@ export function runRecoverySupportSuite(backend: RecoveryBackend): void {
       await free.release();
     });
 
-    itStandalone("takes a lock over once its holder's process is gone, whatever it was doing, not while it lives", async () => {
-      const { meta } = await conversations.create(alice);
-      const id = meta.conversationId;
-      // The holder: another process, as Redis sees it (a connection of its own).
-      const holderRedis = openRedis(target, { maxRetriesPerRequest: 1 });
-      const holder = new ConversationLock(holderRedis, infra.keys, infra.store, {
-        ttlMs: 30_000,
-        waitMs: 200,
-      });
-      const held = await holder.acquire(alice, id);
-      expect(held.token).toMatch(/^[A-Za-z0-9_-]{12}\.[0-9a-f]{32}$/);
-      const waiter = new ConversationLock(infra.redis, infra.keys, infra.store, {
-        ttlMs: 30_000,
-        waitMs: LIVENESS_TTL_MS + LIVENESS_CONFIRM_MS + 1500,
-      });
-      // No task names it (a turn still planning, or summarizing after its task): a holder whose
-      // process lives is waited for all the same, longer than its liveness key would last.
-      await expect(waiter.acquire(alice, id)).rejects.toMatchObject({
-        code: LoomErrorCode.LOCK_TIMEOUT,
-      });
-      // Killed: nothing rewrites its liveness key or renews its lock, which would last 30 s.
-      holderRedis.disconnect();
-      const next = await waiter.acquire(alice, id, 15_000);
-      expect(next).toMatchObject({ takenOverFrom: held.token, holderGone: true });
-      expect(next.fence).toBeGreaterThan(held.fence);
-      expect(await infra.redis!.get(infra.keys.lock(id))).toBe(next.token);
-      await expect(conversations.save(alice, meta, held.fence)).rejects.toMatchObject({
-        code: LoomErrorCode.STALE_FENCING_TOKEN,
-      });
-      await next.release();
-    });
+    itStandalone(
+      "takes a lock over once its holder's process is gone, whatever it was doing, not while it lives",
+      async () => {
+        const { meta } = await conversations.create(alice);
+        const id = meta.conversationId;
+        // The holder: another process, as Redis sees it (a connection of its own).
+        const holderRedis = openRedis(target, { maxRetriesPerRequest: 1 });
+        const holder = new ConversationLock(holderRedis, infra.keys, infra.store, {
+          ttlMs: 30_000,
+          waitMs: 200,
+        });
+        const held = await holder.acquire(alice, id);
+        expect(held.token).toMatch(/^[A-Za-z0-9_-]{12}\.[0-9a-f]{32}$/);
+        const waiter = new ConversationLock(infra.redis, infra.keys, infra.store, {
+          ttlMs: 30_000,
+          waitMs: LIVENESS_TTL_MS + LIVENESS_CONFIRM_MS + 1500,
+        });
+        // No task names it (a turn still planning, or summarizing after its task): a holder whose
+        // process lives is waited for all the same, longer than its liveness key would last.
+        await expect(waiter.acquire(alice, id)).rejects.toMatchObject({
+          code: LoomErrorCode.LOCK_TIMEOUT,
+        });
+        // Killed: nothing rewrites its liveness key or renews its lock, which would last 30 s.
+        holderRedis.disconnect();
+        const next = await waiter.acquire(alice, id, 15_000);
+        expect(next).toMatchObject({ takenOverFrom: held.token, holderGone: true });
+        expect(next.fence).toBeGreaterThan(held.fence);
+        expect(await infra.redis!.get(infra.keys.lock(id))).toBe(next.token);
+        await expect(conversations.save(alice, meta, held.fence)).rejects.toMatchObject({
+          code: LoomErrorCode.STALE_FENCING_TOKEN,
+        });
+        await next.release();
+      },
+    );
 
     it('takes a holder for gone only when two looks LIVENESS_CONFIRM_MS apart find its key absent, however slow the lease check between', async () => {
       const { meta } = await conversations.create(alice);
