@@ -1,6 +1,6 @@
 import Redis from 'ioredis';
-import { RedisKeys, SessionInfra } from '@loom/session';
-import { PrivateRedisServer, sleep } from '@loom/testing';
+import { createRedis, RedisKeys, SessionInfra } from '@loom/session';
+import { PrivateRedisCluster, PrivateRedisServer, sleep } from '@loom/testing';
 import { RecoveryDue, RecoverySignal } from '../src/recovery/recovery-signal';
 
 /** The session connection's options (createRedis): fails fast while Redis is away. */
@@ -60,6 +60,42 @@ describe('RecoverySignal: a replica started while Redis is away hears signals on
       publisher.disconnect();
       signal.onApplicationShutdown();
       redis.disconnect();
+    }
+  });
+});
+
+describe('RecoverySignal on a Redis Cluster: every replica hears a signal, whichever node it reaches', () => {
+  let cluster: PrivateRedisCluster;
+  afterAll(async () => cluster?.stop());
+
+  it("delivers one replica's signal to the others, not to itself", async () => {
+    cluster = await PrivateRedisCluster.start();
+    const target = { url: cluster.url, clusterNodes: cluster.seeds };
+    const replicas = ['one', 'two', 'three'].map((id) => {
+      const redis = createRedis(target, `signal-${id}`);
+      redis.on('error', () => undefined);
+      const infra = { redis, keys: new RedisKeys('r2sigc:') } as unknown as SessionInfra;
+      const heard: RecoveryDue[] = [];
+      const signal = new RecoverySignal(infra, id);
+      return { redis, signal, heard };
+    });
+    try {
+      for (const r of replicas) {
+        if (r.redis.status !== 'ready') await new Promise((ok) => r.redis.once('ready', ok));
+        r.signal.listen((due) => r.heard.push(due));
+      }
+      // Subscribing takes a moment: signal until both others have heard (a hint, at most once).
+      for (let i = 0; i < 60 && replicas.some((r, n) => n > 0 && r.heard.length === 0); i++) {
+        await replicas[0].signal.publish(7);
+        await sleep(100);
+      }
+      expect(replicas[0].heard).toEqual([]);
+      for (const r of replicas.slice(1)) expect(r.heard[0]).toEqual({ from: 'one', inMs: 7 });
+    } finally {
+      for (const r of replicas) {
+        r.signal.onApplicationShutdown();
+        r.redis.disconnect();
+      }
     }
   });
 });
