@@ -31,6 +31,20 @@ describe('parseEnv', () => {
     );
   });
 
+  it('takes REDIS_CLUSTER_NODES as the seeds of a cluster, refusing one that is not host:port', () => {
+    expect(parseEnv(secrets).redisClusterNodes).toEqual([]); // standalone at REDIS_URL
+    const env = parseEnv({
+      ...secrets,
+      REDIS_URL: 'rediss://loom:pw@10.0.0.1:7000',
+      REDIS_CLUSTER_NODES: ' 10.0.0.1:7000, redis-b.internal:7001 ,[::1]:7002',
+    });
+    expect(env.redisClusterNodes).toEqual(['10.0.0.1:7000', 'redis-b.internal:7001', '[::1]:7002']);
+    for (const bad of ['10.0.0.1', '10.0.0.1:0', 'a:7000,b:99999', 'redis://a:7000'])
+      expect(() => parseEnv({ ...secrets, REDIS_CLUSTER_NODES: bad })).toThrow(
+        /^invalid configuration: REDIS_CLUSTER_NODES: ".*" is not host:port \(a comma-separated list of a Redis Cluster's seed nodes\)$/,
+      );
+  });
+
   it('hands the model settings to the model client, and bounds them', () => {
     const env = parseEnv({
       ...secrets,

@@ -61,10 +61,10 @@ export function masters(redis: RedisClient): Redis[] {
 
 /** `host:port` (a bracketed IPv6 host too) as a Cluster seed. */
 export function clusterNode(seed: string): ClusterNode {
-  const match = /^\[?([^\]]+?)\]?:(\d{1,5})$/.exec(seed.trim());
-  if (!match || Number(match[2]) < 1 || Number(match[2]) > 65535)
-    throw new Error(`"${seed}" is not host:port`);
-  return { host: match[1], port: Number(match[2]) };
+  const match = /^(?:([A-Za-z0-9._-]+)|\[([0-9A-Fa-f:.]+)\]):(\d{1,5})$/.exec(seed.trim());
+  const port = Number(match?.[3]);
+  if (!match || port < 1 || port > 65535) throw new Error(`"${seed}" is not host:port`);
+  return { host: match[1] ?? match[2], port };
 }
 
 /** REDIS_CLUSTER_NODES (`host:port,host:port`) as seeds; throws naming a bad one. */
