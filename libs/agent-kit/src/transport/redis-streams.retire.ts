@@ -53,8 +53,7 @@ export async function retireRequestStream(
       const page = await redis.xrange(key, `(${last}`, '+', 'COUNT', PAGE);
       if (page.length === 0) break;
       // One MULTI of every reply; on a cluster, whose reply streams sit in many slots, one each.
-      const cluster = isCluster(redis);
-      const tx = redis.multi();
+      const tx = isCluster(redis) ? null : redis.multi();
       const each: Promise<void>[] = [];
       for (const [entryId, flat] of page) {
         const entry = toEntry(key, pattern, entryId, flat);
@@ -62,11 +61,11 @@ export async function retireRequestStream(
         else {
           out.failed++;
           const packet = { err: error, isDisposed: true };
-          if (cluster) each.push(execOrThrow(appendReply(redis.multi(), entry, packet, false)));
-          else appendReply(tx, entry, packet, false);
+          if (tx) appendReply(tx, entry, packet, false);
+          else each.push(execOrThrow(appendReply(redis.multi(), entry, packet, false)));
         }
       }
-      await (cluster ? Promise.all(each) : execOrThrow(tx));
+      await (tx ? execOrThrow(tx) : Promise.all(each));
       last = page[page.length - 1][0];
     }
     if (Number(await redis.eval(DELETE_IF_LAST, 1, key, last)) === 1) {

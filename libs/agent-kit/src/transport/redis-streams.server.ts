@@ -129,7 +129,7 @@ export class RedisStreamsServer
     // them (the surplus waits in the local backlog, heartbeated like the rest).
     const keys = [...this.streams.keys()];
     const readGroups = isCluster(this.cmd) && keys.length > 1 ? keys.map((k) => [k]) : [keys];
-    this.readers = readGroups.map((_, i) => this.connection(i === 0 ? 'reader' : `reader${i}`));
+    this.readers = readGroups.map((_, i) => this.connection('reader', i));
     if (this.streams.size === 0) return callback();
     this.ensureGroups().then(() => {
       this.loops = [
@@ -192,9 +192,11 @@ export class RedisStreamsServer
     return unwrapBoth<T>(this.cmd, this.readers[0], 'listen');
   }
 
-  private connection(type: string): RedisClient {
+  /** The `n`th connection of its type (readers past the first: a cluster's other streams). */
+  private connection(type: 'cmd' | 'reader', n = 0): RedisClient {
     const { redisUrl: url, redisClusterNodes: clusterNodes } = this.options;
-    return createConnection({ url, clusterNodes }, `loom-rpc-${type}-${this.consumer}`, {
+    const name = `loom-rpc-${type}${n || ''}-${this.consumer}`;
+    return createConnection({ url, clusterNodes }, name, {
       type,
       logger: this.logger,
       listeners: this.listeners,
