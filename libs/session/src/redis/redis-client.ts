@@ -38,9 +38,8 @@ export function openRedis(target: RedisTarget, options: RedisOptions = {}): Redi
     enableOfflineQueue: enableOfflineQueue ?? true,
     lazyConnect,
     scaleReads: 'master',
+    // Reconnects to the cluster as `options` would to one server (undefined: ioredis' default).
     clusterRetryStrategy: retryStrategy ? (times) => retryStrategy(times) : undefined,
-    // A command that meets a failover is retried (MOVED/TRYAGAIN) rather than failed at once.
-    retryDelayOnFailover: 100,
   });
 }
 
