@@ -1,4 +1,4 @@
-import { RedisClient } from '@loom/session';
+import { isCluster, RedisClient } from '@loom/session';
 import { Entry } from './redis-streams.entries';
 import { CONSUMER_GROUP } from './redis-streams.options';
 import { errorMessage, fieldsToRecord } from './redis-streams.util';
@@ -101,15 +101,22 @@ export class ConsumerGroup {
     });
   }
 
-  /** `XCLAIM … 0 ids JUSTID` to ourselves: resets idle time, not the delivery count. */
+  /**
+   * `XCLAIM … 0 ids JUSTID` to ourselves: resets idle time, not the delivery count. One
+   * pipeline; on a cluster one call per stream (a pipeline there cannot span their slots).
+   */
   async touch(cmd: RedisClient, entries: Entry[]): Promise<void> {
     const byKey = new Map<string, string[]>();
     for (const { key, entryId } of entries) byKey.set(key, [...(byKey.get(key) ?? []), entryId]);
     if (byKey.size === 0) return;
-    const pipeline = cmd.pipeline();
-    for (const [key, ids] of byKey) {
-      pipeline.call('XCLAIM', key, CONSUMER_GROUP, this.consumer, 0, ...ids, 'JUSTID');
+    const claim = (key: string, ids: string[]) =>
+      ['XCLAIM', key, CONSUMER_GROUP, this.consumer, 0, ...ids, 'JUSTID'] as const;
+    if (isCluster(cmd)) {
+      await Promise.all([...byKey].map(([key, ids]) => cmd.call(...claim(key, ids))));
+      return;
     }
+    const pipeline = cmd.pipeline();
+    for (const [key, ids] of byKey) pipeline.call(...claim(key, ids));
     await pipeline.exec();
   }
 

@@ -30,6 +30,7 @@ interface Call {
 }
 
 let behavior: Behavior = (data, ctx, server) => ({ echo: data, server });
+let healthBehavior = (server: string): unknown => ({ ok: server });
 let calls: Call[] = [];
 const hanging: (() => void)[] = [];
 /** A handler that never returns (until the suite ends). */
@@ -74,7 +75,7 @@ function echoModule(server: string): new () => object {
 
     @MessagePattern(HEALTH)
     health(): unknown {
-      return { ok: server };
+      return healthBehavior(server);
     }
   }
   @Module({ controllers: [EchoController] })
@@ -180,6 +181,7 @@ export function runTransportSuite(backend: TransportBackend): void {
     beforeEach(() => {
       keyPrefix = `${prefix}t${++testNo}:`; // every test starts with empty streams
       behavior = (data, _ctx, server) => ({ echo: data, server });
+      healthBehavior = (server) => ({ ok: server });
       calls = [];
     });
 
@@ -230,6 +232,35 @@ export function runTransportSuite(backend: TransportBackend): void {
       await expect(call(client, { n: 1 })).resolves.toEqual({ echo: { n: 1 }, server: 'A' });
       expect(await redis.xlen(health)).toBe(0);
       expect(await redis.xlen(execute)).toBe(0);
+    });
+
+    it('keeps alive what it runs of every stream at once, not only of one', async () => {
+      const touches: Array<{ streams: number; ok: boolean }> = [];
+      const touch = ConsumerGroup.prototype.touch;
+      const spy = jest.spyOn(ConsumerGroup.prototype, 'touch').mockImplementation(async function (
+        this: ConsumerGroup,
+        ...args: Parameters<ConsumerGroup['touch']>
+      ) {
+        const streams = new Set(args[1].map((e) => e.key)).size;
+        const ok = await touch.apply(this, args).then(
+          () => true,
+          () => false,
+        );
+        touches.push({ streams, ok });
+      });
+      try {
+        behavior = () => hang();
+        healthBehavior = () => hang();
+        await startServer('A', { claimIdleMs: 400 });
+        const client = await startClient({ timeoutMs: 15000 });
+        void call(client, { job: 1 }).catch(() => undefined);
+        void lastValueFrom(client.send(HEALTH, {})).catch(() => undefined);
+
+        await waitFor('a touch of both streams', () => touches.some((t) => t.streams === 2));
+        expect(touches.filter((t) => t.streams === 2).every((t) => t.ok)).toBe(true);
+      } finally {
+        spy.mockRestore();
+      }
     });
 
     it('settles a call on its first reply: another (a redelivery answered again) is ignored', async () => {
