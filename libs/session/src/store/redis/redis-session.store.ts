@@ -1,4 +1,4 @@
-import { isCluster as isClusterClient, masters, RedisClient } from '../../redis/redis-client';
+import { isCluster, masters, RedisClient } from '../../redis/redis-client';
 import { LoomError, LoomErrorCode } from '../../errors/session-error';
 import { assertId, assertPrincipal, assertStateKey, isValidId } from '../../ids';
 import { decodeValue, encodeValue } from '../codec';
@@ -426,10 +426,11 @@ export class RedisSessionStore implements SessionStore {
     pattern: string,
     count: number,
   ): Promise<[string, string[]]> {
-    if (!isClusterClient(this.redis))
-      return this.redis.scan(cursor, 'MATCH', pattern, 'COUNT', count);
+    if (!isCluster(this.redis)) return this.redis.scan(cursor, 'MATCH', pattern, 'COUNT', count);
     const nodes = masters(this.redis).sort((a, b) => nodeName(a).localeCompare(nodeName(b)));
     const [at, nodeCursor] = cursor.includes(':') ? cursor.split(':') : ['0', cursor];
+    // No master known (the cluster not reached yet): a failure, never "the keyspace is done".
+    if (nodes.length === 0) throw new Error('no master of the Redis Cluster is reachable');
     const node = Number(at);
     if (node >= nodes.length) return ['0', []];
     const [next, found] = await nodes[node].scan(nodeCursor, 'MATCH', pattern, 'COUNT', count);
@@ -473,7 +474,7 @@ export class RedisSessionStore implements SessionStore {
   /** Each session's user: one pipeline; on a cluster one HGET each (they sit in many slots). */
   private async usersOf(sids: string[]): Promise<Array<string | null>> {
     if (sids.length === 0) return [];
-    if (isClusterClient(this.redis))
+    if (isCluster(this.redis))
       return Promise.all(sids.map((sid) => this.redis.hget(this.keys.meta(sid), 'user')));
     const res = await this.redis
       .pipeline(sids.map((sid) => ['hget', this.keys.meta(sid), 'user']))
