@@ -102,6 +102,14 @@ export function appendFinish(tx: Multi, entry: Entry): Multi {
   return tx.xack(entry.key, CONSUMER_GROUP, entry.entryId).xdel(entry.key, entry.entryId);
 }
 
+/**
+ * Queues the entry's return to its stream as a new entry (its fields as the client wrote them),
+ * with XACK + XDEL of the delivered one: undelivered again, for any consumer's next read.
+ */
+export function appendRequeue(tx: Multi, entry: Entry): Multi {
+  return appendFinish(tx.xadd(entry.key, '*', ...Object.entries(entry.fields).flat()), entry);
+}
+
 /** Queues the move to the dead-letter stream, the `DEAD_LETTERED` reply, XACK and XDEL. */
 export function appendDeadLetter(tx: Multi, entry: Entry, deadKey: string, reason: string): Multi {
   appendDeadCopy(tx, entry, deadKey, reason);

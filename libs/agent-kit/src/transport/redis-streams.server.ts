@@ -14,6 +14,7 @@ import {
   Entry,
   appendFinish,
   appendProgress,
+  appendRequeue,
   deadlineOf,
   execOrThrow,
   isExpired,
@@ -233,7 +234,13 @@ export class RedisStreamsServer
       const entries = await this.group!.readNew(reader, keys, this.slots.free(), blockMs);
       // close() stopped waiting for this read: what it brought stays pending for others.
       if (this.loopsAbandoned) return;
-      entries.forEach((entry) => this.dispatch(entry));
+      if (this.readers.length === 1) return entries.forEach((entry) => this.dispatch(entry));
+      // A cluster's readers block at once, one per stream, each asking for every free slot: what
+      // they bring beyond the slots goes back to its stream as a new entry, for any server,
+      // rather than wait here (kept alive) while another server idles and its caller gives up.
+      for (const entry of entries) {
+        if (this.slots.free() > 0 || !(await this.requeue(entry))) this.dispatch(entry);
+      }
     });
   }
 
@@ -380,6 +387,18 @@ export class RedisStreamsServer
       flight.abandoned || this.closed || isExpired(entry)
         ? Promise.resolve()
         : appendProgress(this.cmd!.pipeline(), entry).exec(),
+    );
+  }
+
+  /**
+   * Puts a delivered entry this server cannot run now back in its stream as a new, undelivered
+   * entry (one MULTI in the stream's slot: the copy, XACK, XDEL). False when Redis refused: it
+   * then waits here for a slot, as a standalone server's never needs to.
+   */
+  private async requeue(entry: Entry): Promise<boolean> {
+    return execOrThrow(appendRequeue(this.cmd!.multi(), entry)).then(
+      () => true,
+      () => false,
     );
   }
 

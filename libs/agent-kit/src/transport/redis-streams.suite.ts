@@ -234,6 +234,30 @@ export function runTransportSuite(backend: TransportBackend): void {
       expect(await redis.xlen(execute)).toBe(0);
     });
 
+    it('takes no more requests than it has free slots, over all its streams: the rest go to other servers', async () => {
+      let finish: (() => void) | undefined;
+      behavior = () => new Promise((resolve) => (finish = () => resolve({ slow: true })));
+      try {
+        await startServer('A', { concurrency: 1 });
+        const client = await startClient({ timeoutMs: 15000 });
+        const slow = call(client, { slow: true });
+        await waitFor('the slow call running on A', () => calls.length === 1);
+        const health = lastValueFrom(client.send(HEALTH, {}));
+        const healthKey = requestStreamKey(keyPrefix, HEALTH);
+        await waitFor('the health request queued', async () => (await redis.xlen(healthKey)) === 1);
+        await sleep(600); // three of A's blocking reads (blockMs 200): it would have taken it by now
+        // A's one slot is busy: the request is nobody's yet, for another server to take.
+        expect(await redis.xpending(healthKey, CONSUMER_GROUP)).toEqual([0, null, null, null]);
+
+        await startServer('B');
+        await expect(health).resolves.toEqual({ ok: 'B' });
+        finish?.();
+        await expect(slow).resolves.toEqual({ slow: true });
+      } finally {
+        finish?.();
+      }
+    });
+
     it('keeps alive what it runs of every stream at once, not only of one', async () => {
       const touches: Array<{ streams: number; ok: boolean }> = [];
       const touch = ConsumerGroup.prototype.touch;
