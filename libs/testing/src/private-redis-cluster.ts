@@ -22,18 +22,21 @@ export class PrivateRedisCluster {
     readonly ports: number[],
     private readonly dir: string,
     private readonly children: ChildProcess[],
+    private readonly busPorts: number[] = [],
   ) {}
 
   static async start(): Promise<PrivateRedisCluster> {
     const dir = mkdtempSync(join(tmpdir(), 'loom-redis-cluster-'));
     const ports: number[] = [];
     const children: ChildProcess[] = [];
-    const cluster = new PrivateRedisCluster(ports, dir, children);
+    const busPorts: number[] = [];
+    const cluster = new PrivateRedisCluster(ports, dir, children, busPorts);
     try {
       for (let i = 0; i < MASTERS; i++) {
         const port = await freePort();
         ports.push(port);
-        children.push(spawnNode(port, await freePort(), dir));
+        busPorts.push(await freePort());
+        children.push(spawnNode(port, busPorts[i], dir));
       }
       await Promise.all(ports.map((port) => answers(port)));
       await run('redis-cli', [
@@ -85,6 +88,34 @@ export class PrivateRedisCluster {
       }
     }
     return out;
+  }
+
+  /**
+   * SIGKILLs the master that holds `key` and starts it again on its port and nodes.conf: it
+   * rejoins with its slots and no data (no persistence). Resolves once the cluster is ok again.
+   */
+  async restartMasterOf(key: string): Promise<void> {
+    const probe = await this.client();
+    let port: number;
+    try {
+      const slot = Number(await probe.cluster('KEYSLOT', key));
+      const ranges = (await probe.cluster('SLOTS')) as unknown as Array<
+        [number, number, [string, number]]
+      >;
+      port = Number(ranges.find(([from, to]) => slot >= from && slot <= to)![2][1]);
+    } finally {
+      probe.disconnect();
+    }
+    const i = this.ports.indexOf(port);
+    const child = this.children[i];
+    if (child.exitCode === null && child.signalCode === null) {
+      const exited = once(child, 'exit');
+      child.kill('SIGKILL');
+      await exited;
+    }
+    this.children[i] = spawnNode(port, this.busPorts[i], this.dir);
+    await answers(port);
+    await Promise.all(this.ports.map((p) => clusterOk(p)));
   }
 
   /** Kills every node and removes the temp dir (nodes.conf and all). */

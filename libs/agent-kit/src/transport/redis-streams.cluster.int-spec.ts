@@ -1,10 +1,12 @@
 import { PrivateRedisCluster } from '@loom/testing';
 import { runTransportSuite } from './redis-streams.suite';
 
+let cluster: PrivateRedisCluster;
 runTransportSuite({
   name: 'cluster',
+  restartMasterOf: (key) => cluster.restartMasterOf(key),
   open: async () => {
-    const cluster = await PrivateRedisCluster.start();
+    cluster = await PrivateRedisCluster.start();
     const redis = await cluster.client();
     return {
       target: { url: cluster.url, clusterNodes: cluster.seeds },

@@ -96,6 +96,8 @@ export interface TransportBackend {
   name: 'standalone' | 'cluster';
   /** Connects (starting the cluster, if need be): the target, and a client to look with. */
   open(): Promise<{ target: RedisTarget; redis: RedisClient; close: () => Promise<void> }>;
+  /** A cluster's: kills and restarts the master holding `key` (data lost, slots kept). */
+  restartMasterOf?(key: string): Promise<void>;
 }
 
 /**
@@ -109,6 +111,8 @@ export function runTransportSuite(backend: TransportBackend): void {
   const standalone = backend.name === 'standalone';
   /** A test declared on standalone Redis only. */
   const itStandalone: jest.It = standalone ? it : ((() => undefined) as unknown as jest.It);
+  /** A test declared on a cluster only. */
+  const itCluster: jest.It = standalone ? ((() => undefined) as unknown as jest.It) : it;
   describe(`Redis Streams transport (${backend.name})`, () => {
     const { prefix, cleanup } = createTestPrefix('loomrpc');
     let redis: RedisClient;
@@ -257,6 +261,20 @@ export function runTransportSuite(backend: TransportBackend): void {
         finish?.();
       }
     });
+
+    itCluster(
+      'keeps serving after the masters of its request stream and reply stream restart',
+      async () => {
+        await startServer('A');
+        const client = await startClient({ timeoutMs: 20000 });
+        await expect(call(client, { n: 1 })).resolves.toEqual({ echo: { n: 1 }, server: 'A' });
+
+        await backend.restartMasterOf!(requestKey()); // its stream and consumer group are gone
+        await expect(call(client, { n: 2 })).resolves.toEqual({ echo: { n: 2 }, server: 'A' });
+        await backend.restartMasterOf!(client.replyKey);
+        await expect(call(client, { n: 3 })).resolves.toEqual({ echo: { n: 3 }, server: 'A' });
+      },
+    );
 
     it('keeps alive what it runs of every stream at once, not only of one', async () => {
       const touches: Array<{ streams: number; ok: boolean }> = [];
