@@ -45,6 +45,23 @@ describe('parseEnv', () => {
       );
   });
 
+  it('refuses a database number in REDIS_URL beside REDIS_CLUSTER_NODES: a cluster has database 0 only', () => {
+    const cluster = { ...secrets, REDIS_CLUSTER_NODES: '10.0.0.1:7000' };
+    for (const url of [
+      'redis://10.0.0.1:7000',
+      'redis://10.0.0.1:7000/',
+      'redis://10.0.0.1:7000/0',
+    ])
+      expect(parseEnv({ ...cluster, REDIS_URL: url }).redisClusterNodes).toEqual(['10.0.0.1:7000']);
+    expect(() => parseEnv({ ...cluster, REDIS_URL: 'rediss://u:p@10.0.0.1:7000/3' })).toThrow(
+      /^invalid configuration: REDIS_URL names database 3, but a Redis Cluster \(REDIS_CLUSTER_NODES\) has database 0 only: drop it, and keep deployments apart with LOOM_KEY_PREFIX$/,
+    );
+    // Standalone, a database number is as before.
+    expect(parseEnv({ ...secrets, REDIS_URL: 'redis://127.0.0.1:6379/3' }).REDIS_URL).toBe(
+      'redis://127.0.0.1:6379/3',
+    );
+  });
+
   it('hands the model settings to the model client, and bounds them', () => {
     const env = parseEnv({
       ...secrets,

@@ -189,6 +189,12 @@ export function parseEnv(
       `invalid configuration: REDIS_CLUSTER_NODES: ${(err as Error).message} (a comma-separated list of a Redis Cluster's seed nodes)`,
     );
   }
+  // Two deployments kept apart by database numbers would otherwise share the cluster's one.
+  const db = new URL(env.REDIS_URL).pathname.replace(/^\//, '');
+  if (env.redisClusterNodes.length && db !== '' && db !== '0')
+    throw new ConfigError(
+      `invalid configuration: REDIS_URL names database ${db}, but a Redis Cluster (REDIS_CLUSTER_NODES) has database 0 only: drop it, and keep deployments apart with LOOM_KEY_PREFIX`,
+    );
   try {
     mysqlConnectionConfig(env.MYSQL_URL, env.MYSQL_SSL_CA);
   } catch (err) {
