@@ -95,27 +95,30 @@ export class PrivateRedisCluster {
    * rejoins with its slots and no data (no persistence). Resolves once the cluster is ok again.
    */
   async restartMasterOf(key: string): Promise<void> {
-    const probe = await this.client();
-    let port: number;
-    try {
-      const slot = Number(await probe.cluster('KEYSLOT', key));
-      const ranges = (await probe.cluster('SLOTS')) as unknown as Array<
-        [number, number, [string, number]]
-      >;
-      port = Number(ranges.find(([from, to]) => slot >= from && slot <= to)![2][1]);
-    } finally {
-      probe.disconnect();
-    }
-    const i = this.ports.indexOf(port);
+    const i = this.ports.indexOf(await this.portOf(key));
     const child = this.children[i];
     if (child.exitCode === null && child.signalCode === null) {
       const exited = once(child, 'exit');
       child.kill('SIGKILL');
       await exited;
     }
-    this.children[i] = spawnNode(port, this.busPorts[i], this.dir);
-    await answers(port);
+    this.children[i] = spawnNode(this.ports[i], this.busPorts[i], this.dir);
+    await answers(this.ports[i]);
     await Promise.all(this.ports.map((p) => clusterOk(p)));
+  }
+
+  /** The port of the master that holds `key`'s slot. */
+  async portOf(key: string): Promise<number> {
+    const probe = await this.client();
+    try {
+      const slot = Number(await probe.cluster('KEYSLOT', key));
+      const ranges = (await probe.cluster('SLOTS')) as unknown as Array<
+        [number, number, [string, number]]
+      >;
+      return Number(ranges.find(([from, to]) => slot >= from && slot <= to)![2][1]);
+    } finally {
+      probe.disconnect();
+    }
   }
 
   /** Kills every node and removes the temp dir (nodes.conf and all). */

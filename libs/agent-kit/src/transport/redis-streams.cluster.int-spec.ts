@@ -5,6 +5,7 @@ let cluster: PrivateRedisCluster;
 runTransportSuite({
   name: 'cluster',
   restartMasterOf: (key) => cluster.restartMasterOf(key),
+  masterPortOf: (key) => cluster.portOf(key),
   open: async () => {
     cluster = await PrivateRedisCluster.start();
     const redis = await cluster.client();

@@ -6,6 +6,7 @@ import {
   REPLY_MAXLEN,
   REPLY_TTL_MS,
 } from './redis-streams.options';
+import { sleep } from './redis-streams.util';
 
 /** One request (or event) entry read from a pattern's stream. */
 export interface Entry {
@@ -142,7 +143,27 @@ export async function writeReply(
 ): Promise<void> {
   if (!isCluster(cmd)) return execOrThrow(appendReply(cmd.multi(), entry, packet, last));
   if (entry.fields.replyTo) await execOrThrow(appendReply(cmd.multi(), entry, packet, false));
-  if (last) await execOrThrow(appendFinish(cmd.multi(), entry));
+  if (last) await finishAfterReply(cmd, entry);
+}
+
+/** How often a cluster's XACK + XDEL after a reply is tried (about 15 s in all). */
+const FINISH_ATTEMPTS = 20;
+
+/**
+ * XACK + XDEL of an answered entry, tried again while its master is briefly away (a restart,
+ * a failover, a busy script): the caller has its reply, so an entry left pending now would be
+ * reclaimed and its work run again. Both are idempotent; after the last attempt the error
+ * stands (at-least-once).
+ */
+async function finishAfterReply(cmd: RedisClient, entry: Entry): Promise<void> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await execOrThrow(appendFinish(cmd.multi(), entry));
+    } catch (err) {
+      if (attempt >= FINISH_ATTEMPTS || cmd.status === 'end') throw err;
+      await sleep(Math.min(100 * attempt, 1000));
+    }
+  }
 }
 
 /**

@@ -3,7 +3,7 @@ import { NestFactory } from '@nestjs/core';
 import { Ctx, MessagePattern, Payload, RpcException } from '@nestjs/microservices';
 import { PrivateRedisServer, createTestPrefix, freePort } from '@loom/testing';
 import { RedisClient, RedisTarget } from '@loom/session';
-import type Redis from 'ioredis';
+import Redis from 'ioredis';
 import { lastValueFrom } from 'rxjs';
 import {
   CONSUMER_GROUP,
@@ -98,6 +98,8 @@ export interface TransportBackend {
   open(): Promise<{ target: RedisTarget; redis: RedisClient; close: () => Promise<void> }>;
   /** A cluster's: kills and restarts the master holding `key` (data lost, slots kept). */
   restartMasterOf?(key: string): Promise<void>;
+  /** A cluster's: the port of the master that holds `key`. */
+  masterPortOf?(key: string): Promise<number>;
 }
 
 /**
@@ -273,6 +275,50 @@ export function runTransportSuite(backend: TransportBackend): void {
         await expect(call(client, { n: 2 })).resolves.toEqual({ echo: { n: 2 }, server: 'A' });
         await backend.restartMasterOf!(client.replyKey);
         await expect(call(client, { n: 3 })).resolves.toEqual({ echo: { n: 3 }, server: 'A' });
+      },
+    );
+
+    itCluster(
+      'runs a request once when its acknowledgement fails a moment after the reply went out',
+      async () => {
+        // The reply stream must sit on another master than the request stream, which goes busy.
+        let client = await startClient({ timeoutMs: 15000 });
+        const port = await backend.masterPortOf!(requestKey());
+        while ((await backend.masterPortOf!(client.replyKey)) === port) {
+          await client.close();
+          clients = clients.filter((c) => c !== client);
+          client = await startClient({ timeoutMs: 15000 });
+        }
+        const master = { node: new Redis(port, '127.0.0.1') };
+        master.node.on('error', () => undefined);
+        const blocker = master.node.duplicate();
+        blocker.on('error', () => undefined);
+        await master.node.config('SET', 'busy-reply-threshold', '50');
+        let busy: Promise<unknown> | undefined;
+        behavior = async (data, _ctx, server) => {
+          if (!busy) {
+            // The request's master answers BUSY while this script runs: the reply (another
+            // master) goes out, its XACK + XDEL are refused.
+            busy = blocker.eval('while true do end', 0).catch(() => undefined);
+            await sleep(200);
+          }
+          return { echo: data, server };
+        };
+        try {
+          await startServer('A', { claimIdleMs: 600 });
+          await expect(call(client, { n: 1 })).resolves.toEqual({ echo: { n: 1 }, server: 'A' });
+          await sleep(300);
+          await master.node.call('SCRIPT', 'KILL');
+          await busy;
+          await acknowledged();
+          await sleep(1500); // past claimIdleMs twice: a request left pending would run again
+          expect(calls.map((c) => c.data)).toEqual([{ n: 1 }]);
+        } finally {
+          await master.node.call('SCRIPT', 'KILL').catch(() => undefined);
+          await master.node.config('SET', 'busy-reply-threshold', '5000');
+          blocker.disconnect();
+          master.node.disconnect();
+        }
       },
     );
 
