@@ -107,6 +107,15 @@ export class PrivateRedisCluster {
     await Promise.all(this.ports.map((p) => clusterOk(p)));
   }
 
+  /** SIGKILLs the master at `port` (no failover: no replicas). */
+  async kill(port: number): Promise<void> {
+    const child = this.children[this.ports.indexOf(port)];
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    const exited = once(child, 'exit');
+    child.kill('SIGKILL');
+    await exited;
+  }
+
   /** The port of the master that holds `key`'s slot. */
   async portOf(key: string): Promise<number> {
     const probe = await this.client();

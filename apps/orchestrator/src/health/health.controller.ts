@@ -2,7 +2,13 @@ import { Controller, Get, Inject, Res, ServiceUnavailableException } from '@nest
 import { Response } from 'express';
 import { ApiServiceUnavailableResponse, ApiTags } from '@nestjs/swagger';
 import { HealthCheck, HealthCheckService, HealthIndicatorService } from '@nestjs/terminus';
-import { SESSION_INFRA, SessionInfra, SYSTEM_TENANT, SystemSessions } from '@loom/session';
+import {
+  pingRedis,
+  SESSION_INFRA,
+  SessionInfra,
+  SYSTEM_TENANT,
+  SystemSessions,
+} from '@loom/session';
 import { ApiErrors } from '../openapi/api-errors.decorator';
 
 /**
@@ -67,7 +73,7 @@ export class HealthController {
         this.probe('mysql', () =>
           this.infra.dataSource?.query('SELECT 1 FROM loom_session_state LIMIT 1'),
         ),
-      () => this.probe('redis', () => this.infra.redis?.ping()),
+      () => this.probe('redis', () => (this.infra.redis ? pingRedis(this.infra.redis) : undefined)),
     ];
   }
 

@@ -75,3 +75,31 @@ export function parseClusterNodes(text: string | undefined): string[] {
   seeds.forEach((seed) => clusterNode(seed));
   return seeds;
 }
+
+/**
+ * The readiness probe's check: PING standalone (as always); on a cluster, every master that
+ * `CLUSTER SLOTS` names must answer. A plain PING there reaches one pooled node, and a dead
+ * master leaves the pool: it would answer with part of the slots unreachable.
+ */
+export async function pingRedis(redis: RedisClient): Promise<void> {
+  if (!isCluster(redis)) {
+    await redis.ping();
+    return;
+  }
+  const ranges = (await redis.cluster('SLOTS')) as unknown as Array<
+    [number, number, [string, number]]
+  >;
+  const wanted = new Set(ranges.map(([, , [host, port]]) => `${host}:${port}`));
+  const pool = new Map(redis.nodes('master').map((node) => [nodeKey(node), node]));
+  await Promise.all(
+    [...wanted].map(async (key) => {
+      const node = pool.get(key);
+      if (!node) throw new Error(`Redis Cluster master ${key} is not reachable`);
+      await node.ping();
+    }),
+  );
+}
+
+function nodeKey(node: Redis): string {
+  return `${node.options.host}:${node.options.port}`;
+}
