@@ -196,7 +196,10 @@ export class AgentRunner {
       session,
       task,
     );
-    this.log.log(`executing with ${ctx.history.length} history messages`);
+    this.log.log({
+      msg: `executing with ${ctx.history.length} history messages`,
+      agentSessionId: claims.agentSessionId,
+    });
     const language = req.language ?? 'en';
     try {
       // A cancelled or settled execution streams nothing more, whatever its handler still does.
@@ -243,6 +246,8 @@ export class AgentRunner {
         output: result,
         completedAt: new Date().toISOString(),
       });
+      // One line per execution whose work was stored: the chaos audit counts them per id.
+      this.log.log({ msg: 'executed', agentSessionId: claims.agentSessionId });
       return result;
     } catch (err) {
       // A delivery that lost its claim (whatever the handler made of that) leaves the agent
