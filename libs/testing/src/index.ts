@@ -7,3 +7,4 @@ export * from './tcp-proxy';
 export * from './fake-openai-server';
 export * from './test-certificates';
 export * from './private-redis-cluster';
+export * from './chaos/run-chaos';

@@ -1,0 +1,83 @@
+import { sleep } from '../private-redis';
+import { ChaosCluster } from './chaos-cluster';
+import { SeededRandom } from './random';
+
+export interface KillCounts {
+  sigkill: Record<string, number>;
+  sigterm: Record<string, number>;
+  sigstop: Record<string, number>;
+  redisPauses: number;
+}
+
+/**
+ * Every few hundred ms to a few seconds: SIGKILL a random process and start it again (most
+ * often), SIGTERM one (SIGKILL after 0.5 to 25 s if it still runs), SIGSTOP one for up to 6 s,
+ * or SIGSTOP the private redis-server for up to 4 s.
+ */
+export class ChaosKiller {
+  readonly counts: KillCounts = { sigkill: {}, sigterm: {}, sigstop: {}, redisPauses: 0 };
+  private running = true;
+  private readonly pending: Array<Promise<void>> = [];
+
+  constructor(
+    private readonly cluster: ChaosCluster,
+    private readonly rnd: SeededRandom,
+    private readonly gapMs: [number, number] = [300, 3000],
+  ) {}
+
+  async run(): Promise<void> {
+    while (this.running) {
+      await sleep(this.rnd.int(...this.gapMs));
+      if (!this.running) break;
+      const roll = this.rnd.next();
+      const live = this.cluster.slots.filter((s) => s.child && !s.paused && !s.killing);
+      if (roll < 0.08) this.pending.push(this.pauseRedis(this.rnd.int(1000, 4000)));
+      else if (roll < 0.25 && live.length)
+        this.pending.push(this.pause(this.rnd.pick(live), this.rnd.int(500, 6000)));
+      else if (roll < 0.35 && live.length)
+        this.pending.push(
+          this.terminate(this.rnd.pick(live), this.rnd.int(500, 25_000), this.rnd.int(0, 2000)),
+        );
+      else if (live.length)
+        this.pending.push(this.kill(this.rnd.pick(live), this.rnd.int(0, 2000)));
+    }
+    await Promise.all(this.pending);
+  }
+
+  /** Stops choosing victims; resolves once every stopped process runs again. */
+  stop(): void {
+    this.running = false;
+  }
+
+  private async kill(slot: ChaosCluster['slots'][number], restartAfterMs: number): Promise<void> {
+    this.counts.sigkill[slot.app] = (this.counts.sigkill[slot.app] ?? 0) + 1;
+    await this.cluster.kill(slot);
+    await sleep(restartAfterMs);
+    if (!slot.child) this.cluster.launch(slot);
+  }
+
+  private async terminate(
+    slot: ChaosCluster['slots'][number],
+    killAfterMs: number,
+    restartAfterMs: number,
+  ): Promise<void> {
+    this.counts.sigterm[slot.app] = (this.counts.sigterm[slot.app] ?? 0) + 1;
+    await this.cluster.terminate(slot, killAfterMs);
+    await sleep(restartAfterMs);
+    if (!slot.child) this.cluster.launch(slot);
+  }
+
+  private async pause(slot: ChaosCluster['slots'][number], forMs: number): Promise<void> {
+    this.counts.sigstop[slot.app] = (this.counts.sigstop[slot.app] ?? 0) + 1;
+    this.cluster.pause(slot);
+    await sleep(forMs);
+    this.cluster.resume(slot);
+  }
+
+  private async pauseRedis(forMs: number): Promise<void> {
+    this.counts.redisPauses += 1;
+    this.cluster.redis.pause();
+    await sleep(forMs);
+    this.cluster.redis.resume();
+  }
+}

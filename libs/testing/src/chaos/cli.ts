@@ -1,0 +1,30 @@
+import { formatReport, runChaos } from './run-chaos';
+
+/** `npm run chaos -- [--minutes N] [--seed S] [--conversations C]`: exits 1 when an invariant broke. */
+async function main(): Promise<void> {
+  const args = process.argv.slice(2);
+  const opt = (name: string) => {
+    const i = args.indexOf(`--${name}`);
+    return i >= 0 ? args[i + 1] : undefined;
+  };
+  const minutes = Number(opt('minutes') ?? 2);
+  const seed = Number(opt('seed') ?? Math.floor(Math.random() * 1_000_000));
+  const conversations = Number(opt('conversations') ?? 6);
+  if (!(minutes > 0) || !Number.isInteger(seed) || !(conversations > 0)) {
+    console.error('usage: npm run chaos -- [--minutes N] [--seed S] [--conversations C]');
+    process.exit(2);
+  }
+  const report = await runChaos({
+    seed,
+    durationMs: minutes * 60_000,
+    conversations,
+    log: (l) => console.log(l),
+  });
+  console.log(formatReport(report));
+  process.exit(report.violations.length ? 1 : 0);
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(2);
+});
