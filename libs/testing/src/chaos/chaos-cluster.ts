@@ -49,6 +49,8 @@ export interface LogTally {
   executing: Map<string, number>;
   executed: Map<string, Array<{ slot: string; taskId: unknown }>>;
   errors: Map<string, number>;
+  /** The first whole line of each error message, stack included. */
+  errorSamples: Map<string, string>;
   nonJson: Map<string, number>;
 }
 
@@ -63,6 +65,7 @@ export class ChaosCluster {
     executing: new Map(),
     executed: new Map(),
     errors: new Map(),
+    errorSamples: new Map(),
     nonJson: new Map(),
   };
   readonly bases: string[] = [];
@@ -165,9 +168,15 @@ export class ChaosCluster {
           { slot: slot.name, taskId: j.taskId },
         ]);
     }
-    if (typeof j.level === 'number' && j.level >= 50) {
+    // Levels are labels (LOG_FORMAT json), or pino's numbers.
+    if (
+      j.level === 'error' ||
+      j.level === 'fatal' ||
+      (typeof j.level === 'number' && j.level >= 50)
+    ) {
       const key = `${slot.app}: ${msg.slice(0, 160)}`;
       this.tally.errors.set(key, (this.tally.errors.get(key) ?? 0) + 1);
+      if (!this.tally.errorSamples.has(key)) this.tally.errorSamples.set(key, line.slice(0, 3000));
     }
   }
 

@@ -7,16 +7,24 @@ export interface KillCounts {
   sigterm: Record<string, number>;
   sigstop: Record<string, number>;
   redisPauses: number;
+  redisRestarts: number;
 }
 
 /**
  * Every few hundred ms to a few seconds: SIGKILL a random process and start it again (most
  * often), SIGTERM one (SIGKILL after 0.5 to 25 s if it still runs), SIGSTOP one for up to 6 s,
- * or SIGSTOP the private redis-server for up to 4 s.
+ * or SIGSTOP the private redis-server for up to 4 s, or (rarely) SIGKILL it and start it empty.
  */
 export class ChaosKiller {
-  readonly counts: KillCounts = { sigkill: {}, sigterm: {}, sigstop: {}, redisPauses: 0 };
+  readonly counts: KillCounts = {
+    sigkill: {},
+    sigterm: {},
+    sigstop: {},
+    redisPauses: 0,
+    redisRestarts: 0,
+  };
   private running = true;
+  private redisDown = false;
   private readonly pending: Array<Promise<void>> = [];
 
   constructor(
@@ -31,7 +39,8 @@ export class ChaosKiller {
       if (!this.running) break;
       const roll = this.rnd.next();
       const live = this.cluster.slots.filter((s) => s.child && !s.paused && !s.killing);
-      if (roll < 0.08) this.pending.push(this.pauseRedis(this.rnd.int(1000, 4000)));
+      if (roll < 0.02) this.pending.push(this.restartRedis(this.rnd.int(0, 1000)));
+      else if (roll < 0.08) this.pending.push(this.pauseRedis(this.rnd.int(1000, 4000)));
       else if (roll < 0.25 && live.length)
         this.pending.push(this.pause(this.rnd.pick(live), this.rnd.int(500, 6000)));
       else if (roll < 0.35 && live.length)
@@ -72,6 +81,20 @@ export class ChaosKiller {
     this.cluster.pause(slot);
     await sleep(forMs);
     this.cluster.resume(slot);
+  }
+
+  /** SIGKILL of the redis-server, started again empty: a FLUSHALL, or a failover that lost it all. */
+  private async restartRedis(afterMs: number): Promise<void> {
+    if (this.redisDown) return;
+    this.redisDown = true;
+    this.counts.redisRestarts += 1;
+    try {
+      await this.cluster.redis.kill();
+      await sleep(afterMs);
+      await this.cluster.redis.restart();
+    } finally {
+      this.redisDown = false;
+    }
   }
 
   private async pauseRedis(forMs: number): Promise<void> {

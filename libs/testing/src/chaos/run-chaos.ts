@@ -27,6 +27,8 @@ export interface ChaosReport {
   executions: { ids: number; runs: number; stored: number };
   recoveredWithinMs: number | null;
   errorLogs: Record<string, number>;
+  /** The first line of each error message logged, whole (a stack included). */
+  errorSamples: string[];
   nonJsonLogs: Record<string, number>;
   violations: Violation[];
 }
@@ -128,6 +130,12 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
           conversationId: null,
           what: `execution ${id} (task ${String(runs[0].taskId)}) stored its work ${runs.length} times: ${runs.map((r) => r.slot).join(', ')}`,
         });
+    // A crash trace or an unhandled rejection is printed outside the JSON logger, or names itself.
+    for (const [line, n] of cluster.tally.nonJson)
+      violations.push({ conversationId: null, what: `${n}x output outside the JSON log: ${line}` });
+    for (const [line, n] of cluster.tally.errors)
+      if (/unhandled|uncaught/i.test(line))
+        violations.push({ conversationId: null, what: `${n}x ${line}` });
     for (const e of cluster.exits)
       violations.push({
         conversationId: null,
@@ -150,6 +158,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
       },
       recoveredWithinMs,
       errorLogs: Object.fromEntries(cluster.tally.errors),
+      errorSamples: [...cluster.tally.errorSamples.values()],
       nonJsonLogs: Object.fromEntries(cluster.tally.nonJson),
       violations,
     };
@@ -164,11 +173,12 @@ export function formatReport(r: ChaosReport): string {
     `chaos seed ${r.seed}, ${Math.round(r.durationMs / 1000)} s: ${r.turnsAcked} turns acknowledged, ${r.messagesUnacked} sent again under a new key or never acknowledged`,
     `  responses ${JSON.stringify(r.clients.statuses)}, connection errors ${r.clients.connectionErrors}, same-key retries ${r.clients.retriesSameKey}, new keys ${r.clients.newKeys}, double sends ${r.clients.doubleSends}`,
     `  502s ${JSON.stringify(r.clients.agentFailed)}`,
-    `  SIGKILL ${JSON.stringify(r.kills.sigkill)}, SIGTERM ${JSON.stringify(r.kills.sigterm)}, SIGSTOP ${JSON.stringify(r.kills.sigstop)}, redis paused ${r.kills.redisPauses}x, process starts ${r.processStarts}, longest SIGTERM stop ${JSON.stringify(r.longestStopMs)}`,
+    `  SIGKILL ${JSON.stringify(r.kills.sigkill)}, SIGTERM ${JSON.stringify(r.kills.sigterm)}, SIGSTOP ${JSON.stringify(r.kills.sigstop)}, redis paused ${r.kills.redisPauses}x, restarted empty ${r.kills.redisRestarts}x, process starts ${r.processStarts}, longest SIGTERM stop ${JSON.stringify(r.longestStopMs)}`,
     `  executions: ${r.executions.ids} agentSessionIds, ${r.executions.runs} runs started, ${r.executions.stored} stored`,
     `  recovery closed every task ${r.recoveredWithinMs === null ? 'NOT within the quiet period' : `${r.recoveredWithinMs} ms into the quiet period`}`,
     `  error log lines ${JSON.stringify(r.errorLogs)}`,
     `  non-JSON output ${JSON.stringify(r.nonJsonLogs)}`,
+    ...r.errorSamples.map((l) => `    ${l.slice(0, 1500)}`),
     r.violations.length ? `VIOLATED (${r.violations.length}):` : 'every invariant held',
     ...r.violations.map((v) => `  [${v.conversationId ?? '-'}] ${v.what}`),
   ];
