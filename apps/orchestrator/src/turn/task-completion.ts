@@ -105,18 +105,28 @@ export class TaskCompletion {
         LoomErrorCode.CONFLICT,
         'the first request with this Idempotency-Key has not finished',
       );
-    const message = async (seq: number, have?: ConversationMessage) => {
-      if (have?.seq === seq) return have;
+    const replySeq = task.replySeq;
+    const read = async (seq: number) => {
       const [m] = await this.conversations.messages(owner, task.conversationId, {
         afterSeq: seq - 1,
         limit: 1,
       });
-      return m;
+      return m?.seq === seq ? m : null;
     };
-    const [user, reply] = await Promise.all([
-      message(task.userSeq, known.user),
-      message(task.replySeq, known.reply),
-    ]);
+    const both = () =>
+      Promise.all([
+        known.user?.seq === task.userSeq ? known.user : read(task.userSeq),
+        known.reply?.seq === replySeq ? known.reply : read(replySeq),
+      ]);
+    let [user, reply] = await both();
+    if (!user || !reply) {
+      // Redis may list the messages short yet complete (a refill that read MySQL before an
+      // append whose own Redis write was lost): drop the cached copies and read them again.
+      await this.conversations.refresh(task.conversationId);
+      [user, reply] = await both();
+    }
+    if (!user || !reply)
+      throw new LoomError(LoomErrorCode.UNAVAILABLE, 'the stored turn could not be read: retry');
     return {
       taskId: task.taskId,
       agents: task.plan.map((s) => s.agentType),
