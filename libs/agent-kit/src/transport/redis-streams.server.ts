@@ -126,8 +126,8 @@ export class RedisStreamsServer
     this.cmd = this.connection('cmd');
     // Standalone: one XREADGROUP over every stream, as always. A cluster refuses one across
     // slots, so each stream gets its own blocking reader there (an entry of one stream never
-    // waits for another's BLOCK to end); they share the slots, and may fetch a little past
-    // them (the surplus waits in the local backlog, heartbeated like the rest).
+    // waits for another's BLOCK to end); they share the slots, and what they fetch past them
+    // goes back to its stream (readLoop).
     const keys = [...this.streams.keys()];
     const readGroups = isCluster(this.cmd) && keys.length > 1 ? keys.map((k) => [k]) : [keys];
     this.readers = readGroups.map((_, i) => this.connection('reader', i));
