@@ -95,16 +95,29 @@ export class PrivateRedisCluster {
    * rejoins with its slots and no data (no persistence). Resolves once the cluster is ok again.
    */
   async restartMasterOf(key: string): Promise<void> {
-    const i = this.ports.indexOf(await this.portOf(key));
-    const child = this.children[i];
-    if (child.exitCode === null && child.signalCode === null) {
-      const exited = once(child, 'exit');
-      child.kill('SIGKILL');
-      await exited;
-    }
+    await this.restartMaster(await this.portOf(key));
+  }
+
+  /**
+   * SIGKILLs the master at `port`, waits `afterMs`, and starts it again on its port and
+   * nodes.conf (empty, with its slots). Resolves once the cluster is ok again.
+   */
+  async restartMaster(port: number, afterMs = 0): Promise<void> {
+    const i = this.ports.indexOf(port);
+    await this.kill(port);
+    await sleep(afterMs);
     this.children[i] = spawnNode(this.ports[i], this.busPorts[i], this.dir);
     await answers(this.ports[i]);
     await Promise.all(this.ports.map((p) => clusterOk(p)));
+  }
+
+  /** SIGSTOP of the master at `port`: it keeps its connections open but answers nothing. */
+  pause(port: number): void {
+    this.children[this.ports.indexOf(port)]?.kill('SIGSTOP');
+  }
+
+  resume(port: number): void {
+    this.children[this.ports.indexOf(port)]?.kill('SIGCONT');
   }
 
   /** SIGKILLs the master at `port` (no failover: no replicas). */
@@ -112,6 +125,7 @@ export class PrivateRedisCluster {
     const child = this.children[this.ports.indexOf(port)];
     if (child.exitCode !== null || child.signalCode !== null) return;
     const exited = once(child, 'exit');
+    child.kill('SIGCONT');
     child.kill('SIGKILL');
     await exited;
   }

@@ -2,7 +2,8 @@ import { randomBytes } from 'crypto';
 import { existsSync } from 'fs';
 import { dirname, join } from 'path';
 import { createTestDatabase } from '../infra';
-import { PrivateRedisServer, sleep } from '../private-redis';
+import { sleep } from '../private-redis';
+import { ChaosRedis, ClusterChaosRedis, StandaloneChaosRedis } from './chaos-redis';
 
 type ChildLike = import('child_process').ChildProcess & { app: string; lines: string[] };
 interface Processes {
@@ -56,7 +57,8 @@ export interface LogTally {
 
 /**
  * Every app as real processes (two orchestrators on fixed ports, `agentInstances` of each agent)
- * on a private redis-server (which the killer may pause) and a database of its own.
+ * on a private redis-server, or a private Redis Cluster (`redisCluster`), which the killer may
+ * pause and restart empty, and a database of its own.
  */
 export class ChaosCluster {
   readonly slots: Slot[] = [];
@@ -75,24 +77,38 @@ export class ChaosCluster {
   private jwtSecret = '';
   private dropDb: () => Promise<void> = async () => undefined;
   mysqlUrl = '';
-  redis!: PrivateRedisServer;
+  redis!: ChaosRedis;
   prefix = 'loomchaos:';
   private closing = false;
 
-  static async start(env: Record<string, string>, agentInstances = 2): Promise<ChaosCluster> {
+  static async start(
+    env: Record<string, string>,
+    opts: { agentInstances?: number; redisCluster?: boolean } = {},
+  ): Promise<ChaosCluster> {
     const cluster = new ChaosCluster();
-    await cluster.boot(env, agentInstances);
+    try {
+      await cluster.boot(env, opts.agentInstances ?? 2, opts.redisCluster ?? false);
+    } catch (err) {
+      await cluster.stop();
+      throw err;
+    }
     return cluster;
   }
 
-  private async boot(extraEnv: Record<string, string>, agentInstances: number): Promise<void> {
-    this.redis = await PrivateRedisServer.start();
+  private async boot(
+    extraEnv: Record<string, string>,
+    agentInstances: number,
+    redisCluster: boolean,
+  ): Promise<void> {
+    this.redis = redisCluster
+      ? await ClusterChaosRedis.start()
+      : await StandaloneChaosRedis.start();
     const db = await createTestDatabase('loom_chaos');
     this.dropDb = db.drop;
     this.mysqlUrl = db.url;
     this.jwtSecret = randomBytes(24).toString('hex');
     const env: Record<string, string> = {
-      REDIS_URL: this.redis.url,
+      ...this.redis.env,
       MYSQL_URL: db.url,
       LOOM_KEY_PREFIX: this.prefix,
       LOOM_JWT_SECRET: this.jwtSecret,
@@ -243,7 +259,7 @@ export class ChaosCluster {
       this.resume(s);
       if (!s.child) this.launch(s);
     }
-    this.redis.resume();
+    this.redis.resumeAll();
     await this.ready();
   }
 
@@ -273,17 +289,17 @@ export class ChaosCluster {
     );
   }
 
-  /** Stops every process, the private redis-server, and drops the database. */
+  /** Stops every process, the private redis-server (or cluster), and drops the database. */
   async stop(): Promise<void> {
     this.closing = true;
     for (const s of this.slots) if (s.child && s.paused) s.child.kill('SIGCONT');
-    this.redis?.resume();
+    this.redis?.resumeAll();
     await this.procs.stopAll(
       this.slots.map((s) => s.child).filter((c): c is ChildLike => c !== null),
       'SIGKILL',
     );
     await sleep(100);
-    await this.redis?.kill();
+    await this.redis?.stop();
     await this.dropDb();
   }
 }

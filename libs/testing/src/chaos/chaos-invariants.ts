@@ -170,26 +170,33 @@ async function checkApi(
 }
 
 async function redisAgentKeys(cluster: ChaosCluster): Promise<string[]> {
-  const redis = new Redis(cluster.redis.url, { lazyConnect: true });
-  try {
-    await redis.connect();
-    const found: string[] = [];
-    let cursor = '0';
-    do {
-      const [next, keys] = await redis.scan(
-        cursor,
-        'MATCH',
-        `${cluster.prefix}s:*:agent:*`,
-        'COUNT',
-        1000,
-      );
-      cursor = next;
-      found.push(...keys.filter((k) => !k.includes(':_gone:')));
-    } while (cursor !== '0');
-    // An absent marker is not a session; a value is.
-    const values = found.length ? await redis.mget(...found) : [];
-    return found.filter((_, i) => values[i] !== null && values[i] !== '\u0000absent');
-  } finally {
-    redis.disconnect();
+  const sessions: string[] = [];
+  // Node by node: a cluster's keys are spread over its masters.
+  for (const url of cluster.redis.nodeUrls) {
+    const redis = new Redis(url, { lazyConnect: true });
+    try {
+      await redis.connect();
+      const found: string[] = [];
+      let cursor = '0';
+      do {
+        const [next, keys] = await redis.scan(
+          cursor,
+          'MATCH',
+          `${cluster.prefix}s:*:agent:*`,
+          'COUNT',
+          1000,
+        );
+        cursor = next;
+        found.push(...keys.filter((k) => !k.includes(':_gone:')));
+      } while (cursor !== '0');
+      // An absent marker is not a session; a value is. (GETs: an MGET across slots is refused.)
+      const pipeline = redis.pipeline();
+      for (const k of found) pipeline.get(k);
+      const values = found.length ? ((await pipeline.exec()) ?? []).map(([, v]) => v) : [];
+      sessions.push(...found.filter((_, i) => values[i] !== null && values[i] !== '\u0000absent'));
+    } finally {
+      redis.disconnect();
+    }
   }
+  return sessions;
 }

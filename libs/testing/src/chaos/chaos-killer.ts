@@ -13,7 +13,8 @@ export interface KillCounts {
 /**
  * Every few hundred ms to a few seconds: SIGKILL a random process and start it again (most
  * often), SIGTERM one (SIGKILL after 0.5 to 25 s if it still runs), SIGSTOP one for up to 6 s,
- * or SIGSTOP the private redis-server for up to 4 s, or (rarely) SIGKILL it and start it empty.
+ * or SIGSTOP the private redis-server (a random master of a cluster) for up to 4 s, or (rarely)
+ * SIGKILL it and start it empty.
  */
 export class ChaosKiller {
   readonly counts: KillCounts = {
@@ -83,15 +84,16 @@ export class ChaosKiller {
     this.cluster.resume(slot);
   }
 
-  /** SIGKILL of the redis-server, started again empty: a FLUSHALL, or a failover that lost it all. */
+  /**
+   * SIGKILL of the redis-server (one master), started again empty: a FLUSHALL, or a failover
+   * that lost it all.
+   */
   private async restartRedis(afterMs: number): Promise<void> {
     if (this.redisDown) return;
     this.redisDown = true;
     this.counts.redisRestarts += 1;
     try {
-      await this.cluster.redis.kill();
-      await sleep(afterMs);
-      await this.cluster.redis.restart();
+      await this.cluster.redis.restartOne(this.rnd, afterMs);
     } finally {
       this.redisDown = false;
     }
@@ -99,8 +101,6 @@ export class ChaosKiller {
 
   private async pauseRedis(forMs: number): Promise<void> {
     this.counts.redisPauses += 1;
-    this.cluster.redis.pause();
-    await sleep(forMs);
-    this.cluster.redis.resume();
+    await this.cluster.redis.pauseOne(this.rnd, forMs);
   }
 }

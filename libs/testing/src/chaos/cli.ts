@@ -1,6 +1,9 @@
 import { formatReport, runChaos } from './run-chaos';
 
-/** `npm run chaos -- [--minutes N] [--seed S] [--conversations C]`: exits 1 when an invariant broke. */
+/**
+ * `npm run chaos -- [--minutes N] [--seed S] [--conversations C] [--redis-cluster]`: exits 1
+ * when an invariant broke.
+ */
 async function main(): Promise<void> {
   const args = process.argv.slice(2);
   const opt = (name: string) => {
@@ -10,14 +13,18 @@ async function main(): Promise<void> {
   const minutes = Number(opt('minutes') ?? 2);
   const seed = Number(opt('seed') ?? Math.floor(Math.random() * 1_000_000));
   const conversations = Number(opt('conversations') ?? 6);
+  const redisCluster = args.includes('--redis-cluster');
   if (!(minutes > 0) || !Number.isInteger(seed) || !(conversations > 0)) {
-    console.error('usage: npm run chaos -- [--minutes N] [--seed S] [--conversations C]');
+    console.error(
+      'usage: npm run chaos -- [--minutes N] [--seed S] [--conversations C] [--redis-cluster]',
+    );
     process.exit(2);
   }
   const report = await runChaos({
     seed,
     durationMs: minutes * 60_000,
     conversations,
+    redisCluster,
     log: (l) => console.log(l),
   });
   console.log(formatReport(report));

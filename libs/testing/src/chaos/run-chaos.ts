@@ -10,6 +10,8 @@ export interface ChaosOptions {
   /** How long the clients send turns while the killer works. */
   durationMs: number;
   conversations?: number;
+  /** A private three-master Redis Cluster instead of one redis-server. */
+  redisCluster?: boolean;
   /** The longest the quiet period waits for recovery to close every task. */
   quietMs?: number;
   log?: (line: string) => void;
@@ -17,6 +19,7 @@ export interface ChaosOptions {
 
 export interface ChaosReport {
   seed: number;
+  redis: string;
   durationMs: number;
   turnsAcked: number;
   messagesUnacked: number;
@@ -57,7 +60,8 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   const killRnd = rnd.fork(1);
   const env = chaosEnv(rnd.fork(2));
   log(`seed ${opts.seed}: starting the apps (${JSON.stringify(env)})`);
-  const cluster = await ChaosCluster.start(env);
+  const cluster = await ChaosCluster.start(env, { redisCluster: opts.redisCluster });
+  log(`  on ${cluster.redis.describe}`);
   try {
     const token = cluster.token('chaos-tenant', 'chaos-user');
     const counts: ClientCounts = {
@@ -144,6 +148,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
     const executed = [...cluster.tally.executed.values()];
     return {
       seed: opts.seed,
+      redis: opts.redisCluster ? 'cluster' : 'standalone',
       durationMs: opts.durationMs,
       turnsAcked: conversations.reduce((n, c) => n + c.record.acked.length, 0),
       messagesUnacked: conversations.reduce((n, c) => n + c.record.unacked.length, 0),
@@ -170,7 +175,7 @@ export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
 /** The report as lines for a person: counts first, then every violated invariant. */
 export function formatReport(r: ChaosReport): string {
   const lines = [
-    `chaos seed ${r.seed}, ${Math.round(r.durationMs / 1000)} s: ${r.turnsAcked} turns acknowledged, ${r.messagesUnacked} sent again under a new key or never acknowledged`,
+    `chaos seed ${r.seed} (${r.redis} Redis), ${Math.round(r.durationMs / 1000)} s: ${r.turnsAcked} turns acknowledged, ${r.messagesUnacked} sent again under a new key or never acknowledged`,
     `  responses ${JSON.stringify(r.clients.statuses)}, connection errors ${r.clients.connectionErrors}, same-key retries ${r.clients.retriesSameKey}, new keys ${r.clients.newKeys}, double sends ${r.clients.doubleSends}`,
     `  502s ${JSON.stringify(r.clients.agentFailed)}`,
     `  SIGKILL ${JSON.stringify(r.kills.sigkill)}, SIGTERM ${JSON.stringify(r.kills.sigterm)}, SIGSTOP ${JSON.stringify(r.kills.sigstop)}, redis paused ${r.kills.redisPauses}x, restarted empty ${r.kills.redisRestarts}x, process starts ${r.processStarts}, longest SIGTERM stop ${JSON.stringify(r.longestStopMs)}`,
