@@ -70,6 +70,8 @@ const RETRY_DELAY_MS = 500;
 const RECLAIM_BATCH = 100;
 /** How long close() waits for each step that needs Redis (the loops to stop, leaving the groups). */
 const CLOSE_STEP_MS = 2000;
+/** How often listen() tries to create the consumer groups (about 15 s in all). */
+const START_ATTEMPTS = 20;
 
 /** Waits for `work`, but no longer than `ms`. */
 const within = (work: Promise<unknown>, ms: number): Promise<unknown> =>
@@ -132,7 +134,7 @@ export class RedisStreamsServer
     const readGroups = isCluster(this.cmd) && keys.length > 1 ? keys.map((k) => [k]) : [keys];
     this.readers = readGroups.map((_, i) => this.connection('reader', i));
     if (this.streams.size === 0) return callback();
-    this.ensureGroups().then(() => {
+    this.startGroups().then(() => {
       this.loops = [
         ...readGroups.map((group, i) => this.readLoop(this.readers[i], group)),
         this.reclaimLoop(),
@@ -203,6 +205,23 @@ export class RedisStreamsServer
       listeners: this.listeners,
       status: (status) => this.stop.signal.aborted || this._status$.next(status),
     });
+  }
+
+  /**
+   * The consumer groups at start, tried again for about 15 s while a stream's master is briefly
+   * away (a cluster answers CLUSTERDOWN or redirects while a restarted master rejoins), rather
+   * than fail the start: the app would exit.
+   */
+  private async startGroups(): Promise<void> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.ensureGroups();
+      } catch (err) {
+        if (attempt >= START_ATTEMPTS || this.stop.signal.aborted) throw err;
+        this.logger.warn(`creating the consumer groups: ${errorMessage(err)}; retrying`);
+        await sleep(Math.min(100 * attempt, 1000), this.stop.signal);
+      }
+    }
   }
 
   private async ensureGroups(): Promise<void> {
