@@ -173,13 +173,10 @@ export class RedisAgentRegistry implements AgentRegistry {
   ): Promise<HeartbeatResult> {
     const beat = (this.redis as unknown as Record<string, HeartbeatCommand>).loomRegistryHeartbeat;
     const own = JSON.stringify(descriptor);
-    const instances = this.instancesKey(descriptor.agentType);
     const f = await beat.call(
       this.redis,
       this.descriptorsKey(),
-      instances,
-      `${instances}:started`,
-      `${instances}:descriptors`,
+      ...this.typeKeys(descriptor.agentType),
       descriptor.agentType,
       instanceId,
       Date.now(),
@@ -196,12 +193,12 @@ export class RedisAgentRegistry implements AgentRegistry {
   }
 
   async remove(agentType: string, instanceId: string): Promise<void> {
-    const instances = this.instancesKey(agentType);
+    const [instances, started, descriptors] = this.typeKeys(agentType);
     await this.redis
       .multi()
       .zrem(instances, instanceId)
-      .zrem(`${instances}:started`, instanceId)
-      .hdel(`${instances}:descriptors`, instanceId)
+      .zrem(started, instanceId)
+      .hdel(descriptors, instanceId)
       .exec();
   }
 
@@ -211,14 +208,11 @@ export class RedisAgentRegistry implements AgentRegistry {
    * behind. False when one still runs.
    */
   async forget(agentType: string): Promise<boolean> {
-    const instances = this.instancesKey(agentType);
     const forget = (this.redis as unknown as Record<string, ForgetCommand>).loomRegistryForget;
     const done = await forget.call(
       this.redis,
       this.descriptorsKey(),
-      instances,
-      `${instances}:started`,
-      `${instances}:descriptors`,
+      ...this.typeKeys(agentType),
       agentType,
       Date.now() - this.staleMs,
     );
@@ -245,8 +239,10 @@ export class RedisAgentRegistry implements AgentRegistry {
     return `${this.prefix}agents:{registry}`;
   }
 
-  private instancesKey(agentType: string): string {
-    return `${this.prefix}agents:{registry}:${agentType}`;
+  /** A type's instances by last heartbeat, by start time, and each one's descriptor. */
+  private typeKeys(agentType: string): [string, string, string] {
+    const instances = `${this.prefix}agents:{registry}:${agentType}`;
+    return [instances, `${instances}:started`, `${instances}:descriptors`];
   }
 }
 
