@@ -6,7 +6,7 @@ import {
   REPLY_MAXLEN,
   REPLY_TTL_MS,
 } from './redis-streams.options';
-import { sleep } from './redis-streams.util';
+import { errorMessage, sleep } from './redis-streams.util';
 
 /** One request (or event) entry read from a pattern's stream. */
 export interface Entry {
@@ -142,25 +142,36 @@ export async function writeReply(
   last: boolean,
 ): Promise<void> {
   if (!isCluster(cmd)) return execOrThrow(appendReply(cmd.multi(), entry, packet, last));
-  if (entry.fields.replyTo) await execOrThrow(appendReply(cmd.multi(), entry, packet, false));
-  if (last) await finishAfterReply(cmd, entry);
+  // A last reply may go twice (a retry after a lost answer): the caller settles on the first.
+  // A delta or progress report is tried again only when the cluster surely did not run it.
+  if (entry.fields.replyTo)
+    await retryOnCluster(cmd, () => appendReply(cmd.multi(), entry, packet, false), !last);
+  if (last) await retryOnCluster(cmd, () => appendFinish(cmd.multi(), entry), false);
 }
 
-/** How often a cluster's XACK + XDEL after a reply is tried (about 15 s in all). */
-const FINISH_ATTEMPTS = 20;
+/** How often a cluster's write of a reply, or of XACK + XDEL after it, is tried (about 15 s in all). */
+const CLUSTER_WRITE_ATTEMPTS = 20;
+/** What a cluster answers when it ran none of a MULTI: a master restarting, failing over or busy. */
+const NOT_RUN = /^(CLUSTERDOWN|TRYAGAIN|BUSY|LOADING|MASTERDOWN|EXECABORT)\b/;
 
 /**
- * XACK + XDEL of an answered entry, tried again while its master is briefly away (a restart,
- * a failover, a busy script): the caller has its reply, so an entry left pending now would be
- * reclaimed and its work run again. Both are idempotent; after the last attempt the error
- * stands (at-least-once).
+ * A cluster's MULTI, tried again while its master is briefly away (a restart, a failover, a busy
+ * script): the reply must reach the caller and the XACK + XDEL must follow it, or the entry,
+ * left pending, is reclaimed and its work run again. `onlyNotRun`: tried again only on an
+ * answer that says nothing ran (a write that must not go twice); else on any error. After the
+ * last attempt the error stands (at-least-once: the entry stays pending).
  */
-async function finishAfterReply(cmd: RedisClient, entry: Entry): Promise<void> {
+async function retryOnCluster(
+  cmd: RedisClient,
+  tx: () => Multi,
+  onlyNotRun: boolean,
+): Promise<void> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await execOrThrow(appendFinish(cmd.multi(), entry));
+      return await execOrThrow(tx());
     } catch (err) {
-      if (attempt >= FINISH_ATTEMPTS || cmd.status === 'end') throw err;
+      const again = !onlyNotRun || NOT_RUN.test(errorMessage(err));
+      if (!again || attempt >= CLUSTER_WRITE_ATTEMPTS || cmd.status === 'end') throw err;
       await sleep(Math.min(100 * attempt, 1000));
     }
   }
@@ -169,7 +180,8 @@ async function finishAfterReply(cmd: RedisClient, entry: Entry): Promise<void> {
 /**
  * Dead-letters an entry: the copy, the `DEAD_LETTERED` reply, XACK and XDEL. Standalone: one
  * MULTI. On a cluster the reply first, then the copy with XACK + XDEL (the dead-letter stream
- * shares the request stream's hash tag): at-least-once as in writeReply.
+ * shares the request stream's hash tag), each tried again as in writeReply: at-least-once (a
+ * retry after a lost answer may leave a second copy).
  */
 export async function writeDeadLetter(
   cmd: RedisClient,
@@ -179,8 +191,13 @@ export async function writeDeadLetter(
 ): Promise<void> {
   if (!isCluster(cmd)) return execOrThrow(appendDeadLetter(cmd.multi(), entry, deadKey, reason));
   const packet = deadLetteredPacket(entry, reason);
-  if (entry.fields.replyTo) await execOrThrow(appendReply(cmd.multi(), entry, packet, false));
-  await execOrThrow(appendFinish(appendDeadCopy(cmd.multi(), entry, deadKey, reason), entry));
+  if (entry.fields.replyTo)
+    await retryOnCluster(cmd, () => appendReply(cmd.multi(), entry, packet, false), false);
+  await retryOnCluster(
+    cmd,
+    () => appendFinish(appendDeadCopy(cmd.multi(), entry, deadKey, reason), entry),
+    false,
+  );
 }
 
 /** Runs a MULTI and throws the first command error (exec() only reports them). */

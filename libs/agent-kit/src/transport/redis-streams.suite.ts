@@ -322,6 +322,52 @@ export function runTransportSuite(backend: TransportBackend): void {
       },
     );
 
+    itCluster(
+      "runs a request once when its reply's master is busy as the reply goes out",
+      async () => {
+        // The reply stream must sit on another master than the request stream: the reply's goes busy.
+        let client = await startClient({ timeoutMs: 15000 });
+        const requestPort = await backend.masterPortOf!(requestKey());
+        while ((await backend.masterPortOf!(client.replyKey)) === requestPort) {
+          await client.close();
+          clients = clients.filter((c) => c !== client);
+          client = await startClient({ timeoutMs: 15000 });
+        }
+        const master = {
+          node: new Redis(await backend.masterPortOf!(client.replyKey), '127.0.0.1'),
+        };
+        master.node.on('error', () => undefined);
+        const blocker = master.node.duplicate();
+        blocker.on('error', () => undefined);
+        await master.node.config('SET', 'busy-reply-threshold', '50');
+        let busy: Promise<unknown> | undefined;
+        behavior = async (data, _ctx, server) => {
+          if (!busy) {
+            // The reply's master answers BUSY while this script runs: the reply's MULTI is refused.
+            busy = blocker.eval('while true do end', 0).catch(() => undefined);
+            await sleep(200);
+          }
+          return { echo: data, server };
+        };
+        try {
+          await startServer('A', { claimIdleMs: 600 });
+          const answer = call(client, { n: 1 });
+          await waitFor('the handler ran', () => calls.length === 1);
+          await sleep(1500); // past claimIdleMs twice: a request left pending would run again
+          await master.node.call('SCRIPT', 'KILL');
+          await busy;
+          await expect(answer).resolves.toEqual({ echo: { n: 1 }, server: 'A' });
+          await acknowledged();
+          expect(calls.map((c) => c.data)).toEqual([{ n: 1 }]);
+        } finally {
+          await master.node.call('SCRIPT', 'KILL').catch(() => undefined);
+          await master.node.config('SET', 'busy-reply-threshold', '5000');
+          blocker.disconnect();
+          master.node.disconnect();
+        }
+      },
+    );
+
     it('keeps alive what it runs of every stream at once, not only of one', async () => {
       const touches: Array<{ streams: number; ok: boolean }> = [];
       const touch = ConsumerGroup.prototype.touch;
