@@ -156,10 +156,10 @@ import { ${pascal}Handler } from './${name}.handler';
 export const AGENT: AgentDefinition = { descriptor: ${constant}, handler: ${pascal}Handler };
 `,
   'src/main.ts': `import 'reflect-metadata';
-import { bootstrapAgent } from '@loom/agent-kit';
+import { runAgent } from '@loom/agent-kit';
 import { AGENT } from './agent';
 
-void bootstrapAgent(AGENT);
+runAgent(AGENT);
 `,
   [`test/${app}.e2e-spec.ts`]: `import { AgentHarness } from '@loom/testing';
 import { AGENT } from '../src/agent';

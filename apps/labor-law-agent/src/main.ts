@@ -1,5 +1,5 @@
 import 'reflect-metadata';
-import { bootstrapAgent } from '@loom/agent-kit';
+import { runAgent } from '@loom/agent-kit';
 import { AGENT } from './agent';
 
-void bootstrapAgent(AGENT);
+runAgent(AGENT);

@@ -2,7 +2,7 @@ import { spawnSync } from 'child_process';
 import { existsSync, mkdtempSync, rmSync } from 'fs';
 import { tmpdir } from 'os';
 import * as path from 'path';
-import { bootstrapAgent } from '../runtime/bootstrap-agent';
+import { bootstrapAgent, runAgent } from '../runtime/bootstrap-agent';
 import { descriptorProblem } from './agent-descriptor-check';
 
 const good = {
@@ -47,6 +47,30 @@ describe('descriptorProblem', () => {
     await expect(
       bootstrapAgent({ ...good, intents: undefined } as never, class {} as never),
     ).rejects.toThrow("the agent's descriptor is invalid: intents:");
+  });
+
+  it("an agent app's runAgent prints one line saying why it did not start, and exits 1", async () => {
+    const exited = new Promise<unknown>((resolve) =>
+      jest.spyOn(process, 'exit').mockImplementation((code) => resolve(code) as never),
+    );
+    const written: string[] = [];
+    jest.spyOn(process.stderr, 'write').mockImplementation((chunk) => {
+      written.push(String(chunk));
+      return true;
+    });
+    try {
+      runAgent({
+        descriptor: { ...good, intents: undefined } as never,
+        handler: class {} as never,
+      });
+      expect(await exited).toBe(1);
+      expect(written).toEqual([
+        "loom tax-law agent: failed to start: the agent's descriptor is invalid: " +
+          `${descriptorProblem({ ...good, intents: undefined })}\n`,
+      ]);
+    } finally {
+      jest.restoreAllMocks();
+    }
   });
 
   it.each([

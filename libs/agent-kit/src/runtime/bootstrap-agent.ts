@@ -71,6 +71,19 @@ export async function bootstrapAgent(
   return app;
 }
 
+/**
+ * An agent app's `main`: starts the agent, or says in one line why it could not (an invalid
+ * descriptor, Redis or MySQL unreachable) and exits with code 1.
+ */
+export function runAgent(agent: AgentDefinition): void {
+  bootstrapAgent(agent).catch((err: unknown) => {
+    const name = typeof agent.descriptor?.agentType === 'string' ? agent.descriptor.agentType : '';
+    const why = err instanceof Error ? err.message : String(err);
+    process.stderr.write(`loom ${name ? `${name} ` : ''}agent: failed to start: ${why}\n`);
+    process.exit(1);
+  });
+}
+
 async function freePort(): Promise<number> {
   const net = await import('net');
   return new Promise((resolve, reject) => {
