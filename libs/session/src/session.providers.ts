@@ -85,6 +85,8 @@ export async function createSessionInfra(
       lruMax: opts.lruMax,
       lruTtlMs: opts.lruTtlMs,
       guard: { callTimeoutMs: opts.redisCallTimeoutMs, failureThreshold: 3, halfOpenAfterMs: 2000 },
+      // A write's deadline outlasts the longest MySQL statement it may wait for.
+      writeDeadlineMs: Math.max(15_000, (opts.mysqlQueryTimeoutMs ?? 10_000) + 5_000),
       onHotError,
     },
   );

@@ -187,7 +187,8 @@ async function redisAgentKeys(cluster: ChaosCluster): Promise<string[]> {
           1000,
         );
         cursor = next;
-        found.push(...keys.filter((k) => !k.includes(':_gone:')));
+        // Tombstones and write records name an agent session's key; they hold none.
+        found.push(...keys.filter((k) => !k.includes(':_gone:') && !k.includes(':_writing:')));
       } while (cursor !== '0');
       // An absent marker is not a session; a value is. (GETs: an MGET across slots is refused.)
       const pipeline = redis.pipeline();

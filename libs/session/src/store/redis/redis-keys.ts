@@ -12,6 +12,8 @@
  *   <prefix>lockholder:<holderId>       string   a lock-holding process's liveness, PX
  *   <prefix>s:{<sid>}:_gone             string   tombstone of a deletion (cache mode): refills refused, PX
  *   <prefix>s:{<sid>}:_gone:<stateKey>  string   tombstone of one key's deletion (cache mode), PX
+ *   <prefix>s:{<sid>}:_writing:<stateKey>  zset  durable writes of the key under way (cache mode):
+ *                                                 member a write's token, score its deadline (ms)
  *   <prefix>idx:{<tenant>}:<stateKey>[:u:<user>]  zset  session ids by updatedAt (standalone backend only)
  */
 export class RedisKeys {
@@ -40,6 +42,9 @@ export class RedisKeys {
   }
   keyGone(sid: string, key: string): string {
     return `${this.session(sid)}:_gone:${key}`;
+  }
+  writing(sid: string, key: string): string {
+    return `${this.session(sid)}:_writing:${key}`;
   }
   lock(sid: string): string {
     return `${this.session(sid)}:lock`;

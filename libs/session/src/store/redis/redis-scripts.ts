@@ -3,6 +3,7 @@
  * so each runs on one Redis Cluster slot. Common KEYS: [1] _meta hash (tenant, user, u:<key> =
  * updatedAt ms), [2] _keys set, [3] the state key, [4] _fence counter; refills also [5] the
  * `_gone` tombstone a session's deletion leaves and [6] the one a deletion of this key leaves.
+ * A cache's reads, refills and writes are also given the key's `_writing` set (see MARK_WRITING).
  * Return codes below 0: -1 another tenant owns the session, -2 stale fence, -3 index taken,
  * -4 the execution's task no longer runs it.
  */
@@ -15,6 +16,28 @@ local function extend(k, ttl, fresh)
   redis.call('PEXPIRE', k, ttl, 'GT')
 end
 local owner = redis.call('HGET', KEYS[1], 'tenant')
+`;
+
+/**
+ * A cache's durable writes of a key under way: its `_writing` set holds each write's token until
+ * the write's Redis half removes it, scored by a deadline (ms, Redis's clock). `under_way(k)`:
+ * 'none'; 'live' (deadlines ahead); or 'lost' when a deadline passed: that writer stopped between
+ * its durable commit and its Redis write (killed, or it never learned whether MySQL committed),
+ * so a cached copy may lack its write. Lost writes are removed as they are found.
+ */
+const UNDER_WAY = `
+local function under_way(k)
+  if redis.call('EXISTS', k) == 0 then return 'none' end
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  if redis.call('ZREMRANGEBYSCORE', k, '-inf', now) > 0 then return 'lost' end
+  return 'live'
+end
+`;
+
+/** A read's first step in a cache (KEYS[5] the `_writing` set): a copy that may lack a lost write goes, and the read misses. */
+const lostWriteMiss = (miss: string) => `
+if KEYS[5] and under_way(KEYS[5]) == 'lost' then redis.call('DEL', KEYS[3]); return ${miss} end
 `;
 
 /**
@@ -90,9 +113,11 @@ return 0`;
  * MySQL, which orders the write and the deletion. A refused write leaves Redis empty as the
  * deletion did, so it renews the tombstone for the time it was set for (its value, ms): a refill
  * that read MySQL before this write and lands after the first tombstone lapsed would otherwise
- * put the older value back. 0 written, 1 refused.
+ * put the older value back. KEYS[6] (when given) the key's `_writing` set, from which the write's
+ * token ARGV[10] goes either way: its Redis half is done. 0 written, 1 refused.
  */
 export const SAVE_CACHED = `${PRELUDE}
+if KEYS[6] then redis.call('ZREM', KEYS[6], ARGV[10]) end
 local gone = redis.call('GET', KEYS[5])
 if gone then
   if owner == ARGV[1] then redis.call('DEL', KEYS[3]) end
@@ -106,10 +131,13 @@ return 0`;
 /**
  * Refused by a refill while either tombstone exists (KEYS[5] the session's, KEYS[6] the key's):
  * the session or the key was deleted after the refill's durable read may have been made, so what
- * it carries may be gone.
+ * it carries may be gone. Refused too while a durable write of the key is under way or was lost
+ * (KEYS[7], its `_writing` set): the read may predate that write's commit, whose Redis half, if
+ * it comes, may come first; reads meanwhile go to MySQL.
  */
-const NOT_DELETED = `
+const NOT_DELETED = `${UNDER_WAY}
 if redis.call('EXISTS', KEYS[5], KEYS[6]) > 0 then return 0 end
+if KEYS[7] and under_way(KEYS[7]) ~= 'none' then return 0 end
 `;
 
 /**
@@ -153,6 +181,20 @@ ${LIST_TTL}${BOOKKEEPING_TTL}
 return idx`;
 
 /**
+ * APPEND of a cache (the tiered store's hot write after its MySQL write, which chose the index
+ * ARGV[8]): -3 when a refill cached that index already. KEYS[5] the key's `_writing` set, from
+ * which the write's token ARGV[9] goes either way: its Redis half is done.
+ */
+export const APPEND_CACHED = `${PRELUDE}
+redis.call('ZREM', KEYS[5], ARGV[9])
+${WRITE_GUARD}
+local idx = tonumber(ARGV[8])
+if redis.call('ZCOUNT', KEYS[3], idx, idx) > 0 then return -3 end
+redis.call('ZADD', KEYS[3], idx, idx .. '|' .. ARGV[3])
+${LIST_TTL}${BOOKKEEPING_TTL}
+return idx`;
+
+/**
  * Refills a list from the durable store, a page per call: ARGV[5..] are index/member pairs;
  * ARGV[3] '1' on the last page marks the list complete (the sentinel '!'), so a list whose fill
  * stopped midway stays a miss. 1 done, 0 refused (the session was deleted).
@@ -169,8 +211,11 @@ for i = 5, #ARGV, 2 do redis.call('ZADD', KEYS[3], tonumber(ARGV[i]), ARGV[i + 1
 ${LIST_TTL}${BOOKKEEPING_TTL}
 return 1`;
 
-/** Value of one key for its owner; ARGV[2] sliding ttl ms (0: none). Returns false when absent/foreign. */
-export const GET = `${PRELUDE}
+/**
+ * Value of one key for its owner; ARGV[2] sliding ttl ms (0: none). Returns false when absent/foreign
+ * (in a cache also when a write of the key was lost: KEYS[5]).
+ */
+export const GET = `${PRELUDE}${UNDER_WAY}${lostWriteMiss('false')}
 if owner ~= ARGV[1] then return false end
 local v = redis.call('GET', KEYS[3])
 local slide = tonumber(ARGV[2])
@@ -182,9 +227,10 @@ return v`;
  * A range of a list for its owner: ARGV[2] after index, ARGV[3] last N (-1 none), ARGV[4] limit (-1 none),
  * ARGV[5] '1' = treat a gap in the indexes as a miss (cache mode), ARGV[6] sliding ttl ms (0: none;
  * a hit extends the list as GET extends a value: the conversation's log slides with it).
- * Returns { complete(0/1), members… }; complete is 0 when the list is not known whole (cache miss).
+ * Returns { complete(0/1), members… }; complete is 0 when the list is not known whole (cache miss,
+ * or a write of it was lost: KEYS[5]).
  */
-export const GET_LIST = `${PRELUDE}
+export const GET_LIST = `${PRELUDE}${UNDER_WAY}${lostWriteMiss('{0}')}
 if owner ~= ARGV[1] then return {0} end
 local complete = 0
 if redis.call('ZSCORE', KEYS[3], '!') then
@@ -216,8 +262,11 @@ end
 table.insert(items, 1, complete)
 return items`;
 
-/** Last index of a list for its owner, or -1 when the list is not known whole (ARGV[2] '1': cache mode). */
-export const LIST_LENGTH = `${PRELUDE}
+/**
+ * Last index of a list for its owner, or -1 when the list is not known whole (ARGV[2] '1': cache
+ * mode; KEYS[5] its `_writing` set).
+ */
+export const LIST_LENGTH = `${PRELUDE}${UNDER_WAY}${lostWriteMiss('-1')}
 if owner ~= ARGV[1] then return ARGV[2] == '1' and -1 or 0 end
 if redis.call('EXISTS', KEYS[3]) == 0 then return ARGV[2] == '1' and -1 or 0 end
 if not redis.call('ZSCORE', KEYS[3], '!') then return -1 end
@@ -232,14 +281,33 @@ return last`;
  * never hides a write that landed first and is overwritten by the next write. Not while KEYS[5],
  * the tombstone of the key's deletion, exists: a save then leaves Redis empty (SAVE_CACHED), so a
  * marker of a read made before that save's MySQL write would hide it. The key joins the _keys
- * index, so purging or deleting the session drops the marker too. ARGV[2] marker, ARGV[3] ttl ms,
- * ARGV[4] state key.
+ * index, so purging or deleting the session drops the marker too. Nor while a write of the key is
+ * under way or was lost (KEYS[6], its `_writing` set), as for a refill. ARGV[2] marker, ARGV[3]
+ * ttl ms, ARGV[4] state key.
  */
-export const MARK_ABSENT = `${PRELUDE}
+export const MARK_ABSENT = `${PRELUDE}${UNDER_WAY}
 if owner ~= ARGV[1] then return 0 end
 if redis.call('EXISTS', KEYS[5]) == 1 then return 0 end
+if under_way(KEYS[6]) ~= 'none' then return 0 end
 if not redis.call('SET', KEYS[3], ARGV[2], 'NX', 'PX', tonumber(ARGV[3])) then return 0 end
 redis.call('SADD', KEYS[2], ARGV[4])
+return 1`;
+
+/**
+ * Records a cache's durable write of a key as under way, before it starts: ARGV[1] its token,
+ * deadline ARGV[2] ms from now (Redis's clock), by when its Redis half (which removes the token)
+ * must have come, or readers drop what is cached of the key (see UNDER_WAY). KEYS[1] the key's
+ * `_writing` set, which lasts ARGV[3] ms (the key's own TTL, at least twice the deadline). ARGV[4]
+ * '1' also drops the cached copy (KEYS[2] value, KEYS[3] list) at once: the write failed without
+ * saying whether MySQL committed it, and a late commit must find nothing cached that lacks it.
+ */
+export const MARK_WRITING = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+local keep = math.max(tonumber(ARGV[3]), 2 * tonumber(ARGV[2]))
+redis.call('PEXPIRE', KEYS[1], keep, 'NX'); redis.call('PEXPIRE', KEYS[1], keep, 'GT')
+if ARGV[4] == '1' then redis.call('DEL', KEYS[2], KEYS[3]) end
 return 1`;
 
 /** Deletes the listed state keys (KEYS[3..]) of a session owned by ARGV[1]; ARGV[2..] their names. */

@@ -64,20 +64,29 @@ export class RedisSessionStore implements SessionStore {
     await this.saveIfNotDeleted(scope, sid, key, value, opts);
   }
 
-  /** save; false when a cache refused it for the key's deletion tombstone. */
+  /**
+   * save; false when a cache refused it for the key's deletion tombstone. `writeToken`: the
+   * cache's record of the durable write this follows (markWriting), which it ends.
+   */
   async saveIfNotDeleted(
     scope: StoreScope,
     sid: string,
     key: string,
     value: unknown,
     opts: WriteOptions = {},
+    writeToken = '',
   ): Promise<boolean> {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
     rules.assertWriteOptions(opts);
     const args = [...this.writeArgs(scope, key, encodeValue(value), opts), '', ''];
     if (this.cacheMode && !opts.execution) {
-      const keys = [...this.writeKeys(sid, this.keys.value(sid, key)), this.keys.keyGone(sid, key)];
+      const keys = [
+        ...this.writeKeys(sid, this.keys.value(sid, key)),
+        this.keys.keyGone(sid, key),
+        this.keys.writing(sid, key),
+      ];
+      args.push(writeToken);
       const res = await this.run.SAVE_CACHED(keys, args);
       fail(res);
       return res === 0;
@@ -105,7 +114,7 @@ export class RedisSessionStore implements SessionStore {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
     const res = await this.run.FILL(
-      [...this.writeKeys(sid, this.keys.value(sid, key)), ...this.tombstones(sid, key)],
+      [...this.writeKeys(sid, this.keys.value(sid, key)), ...this.refillGuards(sid, key)],
       this.writeArgs(scope, key, encodeValue(value), { ttlSeconds }),
     );
     fail(res);
@@ -155,7 +164,7 @@ export class RedisSessionStore implements SessionStore {
   ): Promise<{ value: T } | typeof ABSENT | null> {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
-    const raw = (await this.run.GET(this.writeKeys(sid, this.keys.value(sid, key)), [
+    const raw = (await this.run.GET(this.readKeys(sid, key, this.keys.value(sid, key)), [
       scope.tenantId,
       slideTtlSeconds * 1000,
     ])) as string | null;
@@ -172,7 +181,11 @@ export class RedisSessionStore implements SessionStore {
   ): Promise<boolean> {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
-    const keys = [...this.writeKeys(sid, this.keys.value(sid, key)), this.keys.keyGone(sid, key)];
+    const keys = [
+      ...this.writeKeys(sid, this.keys.value(sid, key)),
+      this.keys.keyGone(sid, key),
+      this.keys.writing(sid, key),
+    ];
     const res = await this.run.MARK_ABSENT(keys, [
       scope.tenantId,
       ABSENT_MARKER,
@@ -203,6 +216,54 @@ export class RedisSessionStore implements SessionStore {
     return Number(res);
   }
 
+  /**
+   * A cache's append after the durable one, at the index it chose (CONFLICT when a refill cached
+   * it already); it ends the cache's record of that write (`writeToken`, see markWriting).
+   */
+  async appendCached(
+    scope: StoreScope,
+    sid: string,
+    key: string,
+    item: unknown,
+    opts: { index: number; ttlSeconds: number; writeToken: string },
+  ): Promise<void> {
+    assertPrincipal(scope.tenantId, 'tenant id');
+    this.check(sid, key);
+    const keys = [...this.writeKeys(sid, this.keys.list(sid, key)), this.keys.writing(sid, key)];
+    const args = [
+      ...this.writeArgs(scope, key, encodeValue(item), opts),
+      opts.index,
+      opts.writeToken,
+    ];
+    fail(await this.run.APPEND_CACHED(keys, args));
+  }
+
+  /**
+   * A cache's record that a durable write of `key` is under way (see MARK_WRITING): until the
+   * write's Redis half ends it, or for `deadlineMs`, refills of the key are refused; past the
+   * deadline, readers drop what is cached of the key. `drop`: the cached copy goes at once.
+   */
+  async markWriting(
+    sid: string,
+    key: string,
+    writeToken: string,
+    deadlineMs: number,
+    keepMs: number,
+    drop = false,
+  ): Promise<void> {
+    this.check(sid, key);
+    await this.run.MARK_WRITING(
+      [this.keys.writing(sid, key), this.keys.value(sid, key), this.keys.list(sid, key)],
+      [writeToken, Math.max(1, Math.floor(deadlineMs)), Math.floor(keepMs), drop ? '1' : ''],
+    );
+  }
+
+  /** Ends a cache's record of a durable write that wrote nothing (see markWriting). */
+  async endWriting(sid: string, key: string, writeToken: string): Promise<void> {
+    this.check(sid, key);
+    await this.redis.zrem(this.keys.writing(sid, key), writeToken);
+  }
+
   async getList<T>(
     scope: StoreScope,
     sid: string,
@@ -227,7 +288,7 @@ export class RedisSessionStore implements SessionStore {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
     rules.assertRange(range);
-    const res = (await this.run.GET_LIST(this.writeKeys(sid, this.keys.list(sid, key)), [
+    const res = (await this.run.GET_LIST(this.readKeys(sid, key, this.keys.list(sid, key)), [
       scope.tenantId,
       Math.max(range.afterIndex ?? 0, 0),
       range.last ?? -1,
@@ -258,7 +319,7 @@ export class RedisSessionStore implements SessionStore {
   ): Promise<boolean> {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
-    const keys = [...this.writeKeys(sid, this.keys.list(sid, key)), ...this.tombstones(sid, key)];
+    const keys = [...this.writeKeys(sid, this.keys.list(sid, key)), ...this.refillGuards(sid, key)];
     const call = async (members: Array<string | number>, last: boolean): Promise<boolean> => {
       const head = [scope.tenantId, key, last ? '1' : '', ttlSeconds * 1000];
       const res = await this.run.FILL_LIST(keys, [...head, ...members]);
@@ -314,7 +375,7 @@ export class RedisSessionStore implements SessionStore {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
     return Number(
-      await this.run.LIST_LENGTH(this.writeKeys(sid, this.keys.list(sid, key)), [
+      await this.run.LIST_LENGTH(this.readKeys(sid, key, this.keys.list(sid, key)), [
         scope.tenantId,
         this.cacheMode ? '1' : '0',
       ]),
@@ -506,9 +567,18 @@ export class RedisSessionStore implements SessionStore {
     assertStateKey(key);
   }
 
-  /** The tombstones a refill of `key` checks: the session's deletion and the key's. */
-  private tombstones(sid: string, key: string): string[] {
-    return [this.keys.gone(sid), this.keys.keyGone(sid, key)];
+  /**
+   * What a refill of `key` checks: the tombstones of the session's deletion and of the key's, and
+   * the key's durable writes under way.
+   */
+  private refillGuards(sid: string, key: string): string[] {
+    return [this.keys.gone(sid), this.keys.keyGone(sid, key), this.keys.writing(sid, key)];
+  }
+
+  /** A read's keys: in a cache, also the key's `_writing` set (a lost write drops the copy). */
+  private readKeys(sid: string, key: string, target: string): string[] {
+    const keys = this.writeKeys(sid, target);
+    return this.cacheMode ? [...keys, this.keys.writing(sid, key)] : keys;
   }
 
   /** writeKeys, and the execution's task value key when the write is an execution's. */

@@ -6,6 +6,8 @@ import { MysqlSessionStore } from '../mysql/mysql-session.store';
 import { RedisSessionStore } from '../redis/redis-session.store';
 import { runSessionStoreContract } from '../session-store.contract';
 import { newId } from '../../ids';
+import { LoomError, LoomErrorCode } from '../../errors/session-error';
+import { AppendOptions, StoreScope } from '../session-store';
 import { TieredSessionStore } from './tiered-session.store';
 
 /** A tiered store (no LRU) on a database and a key prefix of its own; cleanup drops both. */
@@ -431,6 +433,155 @@ describe('tiered store: more missed Redis writes than it can list', () => {
   });
 });
 
+describe('tiered store: a writer that stops between its MySQL write and its Redis write', () => {
+  const alice = { tenantId: 'tenant-a' };
+  const DEADLINE_MS = 400;
+  const HOLD_MS = 900;
+  let db: Awaited<ReturnType<typeof createTestDatabase>>;
+  let prefix: ReturnType<typeof createTestPrefix>;
+  let dataSource: Awaited<ReturnType<typeof openSessionDataSource>>;
+  let durable: MysqlSessionStore;
+  let redis: Redis;
+  const stores: TieredSessionStore[] = [];
+  /** A process's tiered store (no LRU) on the suite's database and prefix. */
+  const open = (store: MysqlSessionStore = durable) => {
+    const tiered = new TieredSessionStore(
+      store,
+      new RedisSessionStore(new Redis(TEST_REDIS_URL), prefix.prefix, { authoritative: false }),
+      {
+        ttlFor: ttlRules(DEFAULT_TTL),
+        lruTtlMs: 0,
+        writeDeadlineMs: DEADLINE_MS,
+        unknownWriteHoldMs: HOLD_MS,
+      },
+    );
+    stores.push(tiered);
+    return tiered;
+  };
+  /** What a writer killed right after its MySQL commit leaves: its record in Redis, and the row. */
+  const killedAppend = async (writer: TieredSessionStore, sid: string, item: unknown) => {
+    await writer.hot.markWriting(sid, 'messages', `dead-${newId('r')}`, DEADLINE_MS, 60_000);
+    return writer.durable.append(alice, sid, 'messages', item);
+  };
+  const texts = async (store: TieredSessionStore, sid: string) =>
+    (await store.getList<{ n: number }>(alice, sid, 'messages')).map((i) => i.value.n);
+  const cached = async (store: TieredSessionStore, sid: string) =>
+    (await store.hot.getListIfComplete<{ n: number }>(alice, sid, 'messages'))?.map(
+      (i) => i.value.n,
+    ) ?? null;
+  const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+  beforeAll(async () => {
+    db = await createTestDatabase();
+    prefix = createTestPrefix();
+    dataSource = await openSessionDataSource({ url: db.url });
+    durable = new MysqlSessionStore(dataSource);
+    redis = new Redis(TEST_REDIS_URL);
+  });
+  afterAll(async () => {
+    await Promise.all(stores.map((s) => s.hot.close()));
+    await durable.close();
+    redis.disconnect();
+    await Promise.all([db.drop(), prefix.cleanup()]);
+  });
+
+  it('a message list cached whole is read with the killed writer’s message once its deadline passes', async () => {
+    const [writer, reader] = [open(), open()];
+    const sid = newId('c');
+    await writer.save(alice, sid, 'conversation', { title: 'x' });
+    await writer.append(alice, sid, 'messages', { n: 1 });
+    await writer.append(alice, sid, 'messages', { n: 2 });
+    expect(await texts(reader, sid)).toEqual([1, 2]);
+    expect(await cached(reader, sid)).toEqual([1, 2]);
+
+    expect(await killedAppend(writer, sid, { n: 3 })).toBe(3);
+    // Until the deadline the write may still be under way: its caller has had no answer yet.
+    expect(await texts(reader, sid)).toEqual([1, 2]);
+    await sleep(DEADLINE_MS + 100);
+    expect(await texts(reader, sid)).toEqual([1, 2, 3]);
+    expect(await reader.listLength(alice, sid, 'messages')).toBe(3);
+    expect(await cached(reader, sid)).toEqual([1, 2, 3]); // refilled, and trusted again
+    expect(await redis.exists(writer.hot.keys.writing(sid, 'messages'))).toBe(0);
+  });
+
+  it('a value cached in Redis is read as the killed writer saved it once its deadline passes', async () => {
+    const [writer, reader] = [open(), open()];
+    const sid = newId('c');
+    await writer.save(alice, sid, 'conversation', { title: 'first' });
+    expect(await reader.get(alice, sid, 'conversation')).toEqual({ title: 'first' });
+
+    await writer.hot.markWriting(sid, 'conversation', 'dead-writer', DEADLINE_MS, 60_000);
+    await writer.durable.save(alice, sid, 'conversation', { title: 'second' });
+    expect(await reader.get(alice, sid, 'conversation')).toEqual({ title: 'first' });
+    await sleep(DEADLINE_MS + 100);
+    expect(await reader.get(alice, sid, 'conversation')).toEqual({ title: 'second' });
+    expect(await reader.hot.get(alice, sid, 'conversation')).toEqual({ title: 'second' });
+  });
+
+  it('no refill caches a list while a write of it is under way: it may have read MySQL before that commit', async () => {
+    const [writer, reader] = [open(), open()];
+    const sid = newId('c');
+    await writer.save(alice, sid, 'conversation', { title: 'x' });
+    await writer.append(alice, sid, 'messages', { n: 1 });
+    await reader.hot.purge(sid, 'messages');
+    await writer.hot.markWriting(sid, 'messages', 'slow-writer', 10_000, 60_000);
+    await writer.durable.append(alice, sid, 'messages', { n: 2 });
+
+    expect(await texts(reader, sid)).toEqual([1, 2]); // from MySQL
+    expect(await cached(reader, sid)).toBeNull();
+    await writer.hot.endWriting(sid, 'messages', 'slow-writer');
+    expect(await texts(reader, sid)).toEqual([1, 2]);
+    expect(await cached(reader, sid)).toEqual([1, 2]);
+  });
+
+  it('a write that fails without saying whether it committed drops the cached list and keeps it uncached for the hold', async () => {
+    /** MySQL commits the append, then the statement's time-out answers first (UNAVAILABLE). */
+    class CommitsThenTimesOut extends MysqlSessionStore {
+      override async append(
+        scope: StoreScope,
+        sid: string,
+        key: string,
+        item: unknown,
+        opts?: AppendOptions,
+      ): Promise<number> {
+        await super.append(scope, sid, key, item, opts);
+        throw new LoomError(LoomErrorCode.UNAVAILABLE, 'the durable store did not answer in 10 ms');
+      }
+    }
+    const writer = open(new CommitsThenTimesOut(dataSource));
+    const reader = open();
+    const sid = newId('c');
+    await reader.save(alice, sid, 'conversation', { title: 'x' });
+    await reader.append(alice, sid, 'messages', { n: 1 });
+    expect(await texts(reader, sid)).toEqual([1]);
+    expect(await cached(reader, sid)).toEqual([1]);
+
+    await expect(writer.append(alice, sid, 'messages', { n: 2 })).rejects.toMatchObject({
+      code: LoomErrorCode.UNAVAILABLE,
+    });
+    expect(await cached(reader, sid)).toBeNull();
+    expect(await texts(reader, sid)).toEqual([1, 2]);
+    expect(await cached(reader, sid)).toBeNull(); // not refilled while the statement may still land
+    await sleep(HOLD_MS + 100);
+    expect(await texts(reader, sid)).toEqual([1, 2]);
+    expect(await cached(reader, sid)).toEqual([1, 2]);
+  });
+
+  it('ordinary writes, and writes that fail outright, leave no record of themselves in Redis', async () => {
+    const store = open();
+    const sid = newId('c');
+    await store.save(alice, sid, 'conversation', { title: 'x' });
+    expect(await store.create(alice, sid, 'conversation', { title: 'y' })).toBe(false);
+    await store.append(alice, sid, 'messages', { n: 1 });
+    await expect(
+      store.append(alice, sid, 'messages', { n: 9 }, { index: 1 }),
+    ).rejects.toMatchObject({ code: LoomErrorCode.CONFLICT });
+    expect(await redis.keys(`${prefix.prefix}*_writing*`)).toEqual([]);
+    expect(await texts(store, sid)).toEqual([1]);
+    expect(await cached(store, sid)).toEqual([1]); // refilled: no write of it is under way
+  });
+});
+
 describe('tiered store: what a process trusts from its own LRU', () => {
   const alice = { tenantId: 'tenant-a' };
   let stores: TieredSessionStore[];
@@ -567,8 +718,8 @@ describe('tiered store: a cold read of a long list', () => {
     expect(await t.hot.getListIfComplete(alice, sid, 'messages')).toBeNull();
     expect(await t.hot.fillList(alice, sid, 'messages', items.slice(4), 60, true)).toBe(true);
     // [1, 2] and [3, 4] (800 KB each), then [5] with the sentinel.
-    // Arguments: numkeys, 6 keys, tenant, key, complete flag, ttl, then index/member pairs.
-    expect(lua.mock.calls.map((c) => [(c.length - 11) / 2, c[9]])).toEqual([
+    // Arguments: numkeys, 7 keys, tenant, key, complete flag, ttl, then index/member pairs.
+    expect(lua.mock.calls.map((c) => [(c.length - 12) / 2, c[10]])).toEqual([
       [2, ''],
       [2, ''],
       [1, '1'],

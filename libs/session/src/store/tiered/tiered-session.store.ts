@@ -1,3 +1,4 @@
+import { randomBytes } from 'crypto';
 import { LRUCache } from 'lru-cache';
 import { LoomError, LoomErrorCode } from '../../errors/session-error';
 import { assertId, assertStateKey } from '../../ids';
@@ -30,7 +31,7 @@ export interface TieredOptions {
   /** Hot TTL per state key (seed 000: conversation 7 d sliding, task 24 h, agent 1 h). */
   ttlFor: (stateKey: string) => TtlRule;
   lruMax?: number;
-  /** How long a process trusts its own LRU copy of a single value (ms). */
+  /** How long a process trusts its own LRU copy of a single value (ms); 0: no LRU. */
   lruTtlMs?: number;
   guard?: HotTierGuardOptions;
   /**
@@ -43,6 +44,17 @@ export interface TieredOptions {
    * to its refill (a MySQL statement is abandoned after DB_QUERY_TIMEOUT_MS, 10 s).
    */
   deleteTombstoneMs?: number;
+  /**
+   * How long a durable write may take from its start to its Redis half (ms) before readers take
+   * its writer for gone and drop what Redis holds of the key: longer than a MySQL statement may
+   * run (DB_QUERY_TIMEOUT_MS, 10 s).
+   */
+  writeDeadlineMs?: number;
+  /**
+   * After a durable write failed without saying whether it committed (UNAVAILABLE: a statement
+   * abandoned at its time-out may still commit), how long the key is not cached (ms).
+   */
+  unknownWriteHoldMs?: number;
   onHotError?: (err: unknown) => void;
 }
 
@@ -52,6 +64,10 @@ const ABSENT_TTL_SECONDS = 3600;
 const FILL_PAGE_ITEMS = 200;
 /** Default of `deleteTombstoneMs`. */
 const DELETE_TOMBSTONE_MS = 60_000;
+/** Default of `writeDeadlineMs`. */
+const WRITE_DEADLINE_MS = 15_000;
+/** Default of `unknownWriteHoldMs`. */
+const UNKNOWN_WRITE_HOLD_MS = 600_000;
 
 interface Pending {
   scope: StoreScope;
@@ -98,10 +114,12 @@ export class TieredSessionStore implements SessionStore {
     // never had. Its JSON text, made once for every tier: what the LRU answers (parsed from it)
     // is what MySQL and Redis would.
     const encoded = new EncodedValue(toJson(value));
-    await this.durable.save(scope, sid, key, encoded, opts);
+    const { token } = await this.durably(scope, sid, key, () =>
+      this.durable.save(scope, sid, key, encoded, opts),
+    );
     const lruKey = this.lruKey(scope, sid, key);
     this.remember(key, lruKey, JSON.parse(encoded.json));
-    await this.hotSave(scope, sid, key, encoded, opts, lruKey);
+    await this.hotSave(scope, sid, key, encoded, opts, lruKey, token);
   }
 
   /**
@@ -118,12 +136,17 @@ export class TieredSessionStore implements SessionStore {
     value: unknown,
     opts: WriteOptions,
     lruKey: string,
+    token: string,
   ): Promise<void> {
     await this.hotWrite(scope, sid, key, async () => {
-      const written = await this.hot.saveIfNotDeleted(scope, sid, key, value, {
-        userId: opts.userId,
-        ttlSeconds: this.opts.ttlFor(key).ttlSeconds,
-      });
+      const written = await this.hot.saveIfNotDeleted(
+        scope,
+        sid,
+        key,
+        value,
+        { userId: opts.userId, ttlSeconds: this.opts.ttlFor(key).ttlSeconds },
+        token,
+      );
       if (!written) this.lru.delete(lruKey);
     });
   }
@@ -135,8 +158,12 @@ export class TieredSessionStore implements SessionStore {
     value: unknown,
     opts: WriteOptions = {},
   ): Promise<boolean> {
-    const created = await this.durable.create(scope, sid, key, value, opts);
-    if (created) await this.hotSave(scope, sid, key, value, opts, this.lruKey(scope, sid, key));
+    const { result: created, token } = await this.durably(scope, sid, key, () =>
+      this.durable.create(scope, sid, key, value, opts),
+    );
+    if (created)
+      await this.hotSave(scope, sid, key, value, opts, this.lruKey(scope, sid, key), token);
+    else if (token) await this.endWriting(sid, key, token);
     return created;
   }
 
@@ -230,13 +257,15 @@ export class TieredSessionStore implements SessionStore {
     opts: AppendOptions = {},
   ): Promise<number> {
     const encoded = new EncodedValue(toJson(item));
-    const index = await this.durable.append(scope, sid, key, encoded, opts);
+    const { result: index, token } = await this.durably(scope, sid, key, () =>
+      this.durable.append(scope, sid, key, encoded, opts),
+    );
+    const ttlSeconds = this.opts.ttlFor(key).ttlSeconds;
     await this.hotWrite(scope, sid, key, () =>
       this.hot
-        .append(scope, sid, key, encoded, { index, ttlSeconds: this.opts.ttlFor(key).ttlSeconds })
+        .appendCached(scope, sid, key, encoded, { index, ttlSeconds, writeToken: token })
         .catch((err) => {
           if (!LoomError.is(err, LoomErrorCode.CONFLICT)) throw err; // already cached by a refill
-          return index;
         }),
     );
     return index;
@@ -405,7 +434,59 @@ export class TieredSessionStore implements SessionStore {
     await Promise.all([this.durable.close(), this.hot.close()]);
   }
 
+  /**
+   * A durable write of `key`, recorded in Redis as under way (markWriting) from before it starts
+   * until its Redis half ends the record. Should this process stop in between (killed after the
+   * MySQL commit), readers drop what Redis holds of the key once the record's deadline passes,
+   * rather than serve a copy that lacks the write; meanwhile no refill caches the key. The record
+   * is sent beside the durable write, so it adds no round trip to it; a record Redis did not take
+   * (token '') leaves the write as it was without one. A write that failed definitely (a
+   * LoomError other than UNAVAILABLE) wrote nothing: its record just ends. One that failed
+   * without saying whether it committed drops the cached copy and keeps the key uncached for
+   * `unknownWriteHoldMs`, as the statement may still commit (if Redis cannot be told, the key is
+   * dropped once it answers again, as for a missed hot write).
+   */
+  private async durably<T>(
+    scope: StoreScope,
+    sid: string,
+    key: string,
+    write: () => Promise<T>,
+  ): Promise<{ result: T; token: string }> {
+    const token = randomBytes(9).toString('base64url');
+    const keepMs = this.opts.ttlFor(key).ttlSeconds * 1000;
+    const marked = this.guard.attempt(() =>
+      this.hot.markWriting(sid, key, token, this.opts.writeDeadlineMs ?? WRITE_DEADLINE_MS, keepMs),
+    );
+    let result: T;
+    try {
+      result = await write();
+    } catch (err) {
+      const wroteNothing = LoomError.is(err) && err.code !== LoomErrorCode.UNAVAILABLE;
+      if (wroteNothing) {
+        if ((await marked).ok) await this.endWriting(sid, key, token);
+      } else {
+        const holdMs = this.opts.unknownWriteHoldMs ?? UNKNOWN_WRITE_HOLD_MS;
+        this.lru.delete(this.lruKey(scope, sid, key));
+        await this.hotWrite(scope, sid, key, () =>
+          this.hot.markWriting(sid, key, token, holdMs, keepMs, true),
+        );
+      }
+      throw err;
+    }
+    const res = await marked;
+    if (!res.ok) this.opts.onHotError?.(res.error);
+    return { result, token: res.ok ? token : '' };
+  }
+
+  /** Ends the record of a durable write that wrote nothing; one Redis did not take lapses by itself. */
+  private async endWriting(sid: string, key: string, token: string): Promise<void> {
+    const res = await this.guard.attempt(() => this.hot.endWriting(sid, key, token));
+    if (!res.ok) this.opts.onHotError?.(res.error);
+  }
+
   private remember(key: string, lruKey: string, value: unknown): void {
+    // lru-cache reads a ttl of 0 as "never stale": no LRU is meant.
+    if (this.opts.lruTtlMs === 0) return;
     if (this.opts.ttlFor(key).lru !== false) this.lru.set(lruKey, { value });
   }
 
