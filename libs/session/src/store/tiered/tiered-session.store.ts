@@ -438,13 +438,18 @@ export class TieredSessionStore implements SessionStore {
    * A durable write of `key`, recorded in Redis as under way (markWriting) from before it starts
    * until its Redis half ends the record. Should this process stop in between (killed after the
    * MySQL commit), readers drop what Redis holds of the key once the record's deadline passes,
-   * rather than serve a copy that lacks the write; meanwhile no refill caches the key. The record
-   * is sent beside the durable write, so it adds no round trip to it; a record Redis did not take
-   * (token '') leaves the write as it was without one. A write that failed definitely (a
-   * LoomError other than UNAVAILABLE) wrote nothing: its record just ends. One that failed
-   * without saying whether it committed drops the cached copy and keeps the key uncached for
-   * `unknownWriteHoldMs`, as the statement may still commit (if Redis cannot be told, the key is
-   * dropped once it answers again, as for a missed hot write).
+   * rather than serve a copy that lacks the write; meanwhile no refill caches the key.
+   *
+   * The record is sent, not awaited: it goes out on the connection the Redis half takes later, so
+   * Redis runs it first, and it adds no round trip. Nor does it count for the breaker: a burst of
+   * writes under a busy event loop would time records out and open it, sending every hot write
+   * of that burst to nowhere. While the breaker is open no record is sent (token ''); one Redis
+   * refused costs at most a needless drop of the key's copy once its deadline passes.
+   *
+   * A write that failed definitely (a LoomError other than UNAVAILABLE) wrote nothing: its record
+   * just ends. One that failed without saying whether it committed drops the cached copy and
+   * keeps the key uncached for `unknownWriteHoldMs`, as the statement may still commit (if Redis
+   * cannot be told, the key is dropped once it answers again, as for a missed hot write).
    */
   private async durably<T>(
     scope: StoreScope,
@@ -452,30 +457,26 @@ export class TieredSessionStore implements SessionStore {
     key: string,
     write: () => Promise<T>,
   ): Promise<{ result: T; token: string }> {
-    const token = randomBytes(9).toString('base64url');
     const keepMs = this.opts.ttlFor(key).ttlSeconds * 1000;
-    const marked = this.guard.attempt(() =>
-      this.hot.markWriting(sid, key, token, this.opts.writeDeadlineMs ?? WRITE_DEADLINE_MS, keepMs),
-    );
-    let result: T;
+    const token = this.guard.isOpen ? '' : randomBytes(9).toString('base64url');
+    if (token)
+      this.hot
+        .markWriting(sid, key, token, this.opts.writeDeadlineMs ?? WRITE_DEADLINE_MS, keepMs)
+        .catch((err: unknown) => this.opts.onHotError?.(err));
     try {
-      result = await write();
+      return { result: await write(), token };
     } catch (err) {
-      const wroteNothing = LoomError.is(err) && err.code !== LoomErrorCode.UNAVAILABLE;
-      if (wroteNothing) {
-        if ((await marked).ok) await this.endWriting(sid, key, token);
+      if (LoomError.is(err) && err.code !== LoomErrorCode.UNAVAILABLE) {
+        if (token) await this.endWriting(sid, key, token);
       } else {
         const holdMs = this.opts.unknownWriteHoldMs ?? UNKNOWN_WRITE_HOLD_MS;
         this.lru.delete(this.lruKey(scope, sid, key));
         await this.hotWrite(scope, sid, key, () =>
-          this.hot.markWriting(sid, key, token, holdMs, keepMs, true),
+          this.hot.markWriting(sid, key, token || 'unknown', holdMs, keepMs, true),
         );
       }
       throw err;
     }
-    const res = await marked;
-    if (!res.ok) this.opts.onHotError?.(res.error);
-    return { result, token: res.ok ? token : '' };
   }
 
   /** Ends the record of a durable write that wrote nothing; one Redis did not take lapses by itself. */
