@@ -278,46 +278,68 @@ export function runTransportSuite(backend: TransportBackend): void {
       },
     );
 
+    /**
+     * A client whose reply stream sits on another master than the request stream, and a handler
+     * that, on its first call, makes the master holding `busyOf` ('request' or 'reply') answer
+     * BUSY (a script that never ends, until `release`) and runs 200 ms more.
+     */
+    async function withBusyMaster(busyOf: 'request' | 'reply') {
+      let client = await startClient({ timeoutMs: 15000 });
+      const requestPort = await backend.masterPortOf!(requestKey());
+      while ((await backend.masterPortOf!(client.replyKey)) === requestPort) {
+        await client.close();
+        clients = clients.filter((c) => c !== client);
+        client = await startClient({ timeoutMs: 15000 });
+      }
+      const port =
+        busyOf === 'request' ? requestPort : await backend.masterPortOf!(client.replyKey);
+      const node = new Redis(port, '127.0.0.1');
+      node.on('error', () => undefined);
+      const blocker = node.duplicate();
+      blocker.on('error', () => undefined);
+      await node.config('SET', 'busy-reply-threshold', '50');
+      let busy: Promise<unknown> | undefined;
+      behavior = async (data, _ctx, server) => {
+        if (!busy) {
+          busy = blocker.eval('while true do end', 0).catch(() => undefined);
+          await sleep(200);
+        }
+        return { echo: data, server };
+      };
+      return {
+        client,
+        /** Ends the script: the master answers again. */
+        release: async () => {
+          await node.call('SCRIPT', 'KILL');
+          await busy;
+        },
+        close: async () => {
+          await node.call('SCRIPT', 'KILL').catch(() => undefined);
+          await node.config('SET', 'busy-reply-threshold', '5000');
+          blocker.disconnect();
+          node.disconnect();
+        },
+      };
+    }
+
     itCluster(
       'runs a request once when its acknowledgement fails a moment after the reply went out',
       async () => {
-        // The reply stream must sit on another master than the request stream, which goes busy.
-        let client = await startClient({ timeoutMs: 15000 });
-        const port = await backend.masterPortOf!(requestKey());
-        while ((await backend.masterPortOf!(client.replyKey)) === port) {
-          await client.close();
-          clients = clients.filter((c) => c !== client);
-          client = await startClient({ timeoutMs: 15000 });
-        }
-        const master = { node: new Redis(port, '127.0.0.1') };
-        master.node.on('error', () => undefined);
-        const blocker = master.node.duplicate();
-        blocker.on('error', () => undefined);
-        await master.node.config('SET', 'busy-reply-threshold', '50');
-        let busy: Promise<unknown> | undefined;
-        behavior = async (data, _ctx, server) => {
-          if (!busy) {
-            // The request's master answers BUSY while this script runs: the reply (another
-            // master) goes out, its XACK + XDEL are refused.
-            busy = blocker.eval('while true do end', 0).catch(() => undefined);
-            await sleep(200);
-          }
-          return { echo: data, server };
-        };
+        // The request's master is busy: the reply (another master) goes out, XACK + XDEL are refused.
+        const busy = await withBusyMaster('request');
         try {
           await startServer('A', { claimIdleMs: 600 });
-          await expect(call(client, { n: 1 })).resolves.toEqual({ echo: { n: 1 }, server: 'A' });
+          await expect(call(busy.client, { n: 1 })).resolves.toEqual({
+            echo: { n: 1 },
+            server: 'A',
+          });
           await sleep(300);
-          await master.node.call('SCRIPT', 'KILL');
-          await busy;
+          await busy.release();
           await acknowledged();
           await sleep(1500); // past claimIdleMs twice: a request left pending would run again
           expect(calls.map((c) => c.data)).toEqual([{ n: 1 }]);
         } finally {
-          await master.node.call('SCRIPT', 'KILL').catch(() => undefined);
-          await master.node.config('SET', 'busy-reply-threshold', '5000');
-          blocker.disconnect();
-          master.node.disconnect();
+          await busy.close();
         }
       },
     );
@@ -325,45 +347,19 @@ export function runTransportSuite(backend: TransportBackend): void {
     itCluster(
       "runs a request once when its reply's master is busy as the reply goes out",
       async () => {
-        // The reply stream must sit on another master than the request stream: the reply's goes busy.
-        let client = await startClient({ timeoutMs: 15000 });
-        const requestPort = await backend.masterPortOf!(requestKey());
-        while ((await backend.masterPortOf!(client.replyKey)) === requestPort) {
-          await client.close();
-          clients = clients.filter((c) => c !== client);
-          client = await startClient({ timeoutMs: 15000 });
-        }
-        const master = {
-          node: new Redis(await backend.masterPortOf!(client.replyKey), '127.0.0.1'),
-        };
-        master.node.on('error', () => undefined);
-        const blocker = master.node.duplicate();
-        blocker.on('error', () => undefined);
-        await master.node.config('SET', 'busy-reply-threshold', '50');
-        let busy: Promise<unknown> | undefined;
-        behavior = async (data, _ctx, server) => {
-          if (!busy) {
-            // The reply's master answers BUSY while this script runs: the reply's MULTI is refused.
-            busy = blocker.eval('while true do end', 0).catch(() => undefined);
-            await sleep(200);
-          }
-          return { echo: data, server };
-        };
+        // The reply's master is busy: the reply's MULTI is refused until it answers again.
+        const busy = await withBusyMaster('reply');
         try {
           await startServer('A', { claimIdleMs: 600 });
-          const answer = call(client, { n: 1 });
+          const answer = call(busy.client, { n: 1 });
           await waitFor('the handler ran', () => calls.length === 1);
           await sleep(1500); // past claimIdleMs twice: a request left pending would run again
-          await master.node.call('SCRIPT', 'KILL');
-          await busy;
+          await busy.release();
           await expect(answer).resolves.toEqual({ echo: { n: 1 }, server: 'A' });
           await acknowledged();
           expect(calls.map((c) => c.data)).toEqual([{ n: 1 }]);
         } finally {
-          await master.node.call('SCRIPT', 'KILL').catch(() => undefined);
-          await master.node.config('SET', 'busy-reply-threshold', '5000');
-          blocker.disconnect();
-          master.node.disconnect();
+          await busy.close();
         }
       },
     );
