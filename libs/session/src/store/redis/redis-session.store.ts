@@ -425,9 +425,11 @@ export class RedisSessionStore implements SessionStore {
     await this.dropFromIndex(scope, sid, stateKeys, user);
     const targets = stateKeys.flatMap((k) => [this.keys.value(sid, k), this.keys.list(sid, k)]);
     if (this.cacheMode) {
-      // A cache holds no fence of its own (the durable store keeps it).
+      // A cache holds no fence of its own (the durable store keeps it); the records of writes
+      // under way go with the keys (the deletion's tombstone refuses refills meanwhile).
+      const records = stateKeys.map((k) => this.keys.writing(sid, k));
       await this.run.DELETE_KEYS(
-        [this.keys.meta(sid), this.keys.keys(sid), ...targets, this.keys.fence(sid)],
+        [this.keys.meta(sid), this.keys.keys(sid), ...targets, ...records, this.keys.fence(sid)],
         [scope.tenantId, ...stateKeys],
       );
       await this.redis.del(this.keys.meta(sid), this.keys.keys(sid));

@@ -567,6 +567,18 @@ describe('tiered store: a writer that stops between its MySQL write and its Redi
     expect(await cached(reader, sid)).toEqual([1, 2]);
   });
 
+  it('deleting the session removes the records of its writes, a dead writer’s included', async () => {
+    const store = open();
+    const sid = newId('c');
+    await store.save(alice, sid, 'conversation', { title: 'x' });
+    await store.append(alice, sid, 'messages', { n: 1 });
+    await killedAppend(store, sid, { n: 2 });
+    expect(await redis.exists(store.hot.keys.writing(sid, 'messages'))).toBe(1);
+    await store.delete(alice, sid);
+    expect(await redis.exists(store.hot.keys.writing(sid, 'messages'))).toBe(0);
+    expect(await store.getList(alice, sid, 'messages')).toEqual([]);
+  });
+
   it('ordinary writes, and writes that fail outright, leave no record of themselves in Redis', async () => {
     const store = open();
     const sid = newId('c');

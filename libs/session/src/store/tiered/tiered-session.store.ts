@@ -457,6 +457,9 @@ export class TieredSessionStore implements SessionStore {
     key: string,
     write: () => Promise<T>,
   ): Promise<{ result: T; token: string }> {
+    // A bad id or key is the caller's error, thrown before anything reaches Redis.
+    assertId(sid, 'session id');
+    assertStateKey(key);
     const keepMs = this.opts.ttlFor(key).ttlSeconds * 1000;
     const token = this.guard.isOpen ? '' : randomBytes(9).toString('base64url');
     if (token)
