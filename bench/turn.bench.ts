@@ -8,11 +8,10 @@
  * Redis commands per turn. The database is dropped and the redis-server (every key) ends after.
  */
 import { randomBytes } from 'crypto';
-import { existsSync, readFileSync } from 'fs';
-import { dirname, join } from 'path';
+import { readFileSync } from 'fs';
 import { createConnection } from 'mysql2/promise';
 import Redis from 'ioredis';
-import { createTestDatabase, PrivateRedisServer } from '@loom/testing';
+import { appProcesses, AppChild, createTestDatabase, PrivateRedisServer } from '@loom/testing';
 import { openTransports, throughput as echoThroughput } from './dispatch.bench';
 import { ms, sample, summarize, Summary, table } from './stats';
 
@@ -37,27 +36,10 @@ const SCRIPT = [
   'How much notice must my employer give me?',
 ];
 
-type Processes = {
-  APPS: string[];
-  startApp(app: string, env: Record<string, string>): AppProcess;
-  stopAll(children: AppProcess[], signal?: string): Promise<void>;
-  freePort(): Promise<number>;
-  waitFor(check: () => Promise<unknown>, opts: { what: string; timeoutMs: number }): Promise<void>;
-  signJwt(claims: Record<string, string>, secret: string): string;
-};
-type AppProcess = { app: string; lines: string[]; pid?: number };
-
-/** scripts/lib/processes.js, shared with start:all, the demo and test/system.ts. */
-function processes(): Processes {
-  let dir = __dirname;
-  while (!existsSync(join(dir, 'package.json'))) dir = dirname(dir);
-  return require(join(dir, 'scripts', 'lib', 'processes.js')) as Processes;
-}
-
 export interface BenchSystem {
   base: string;
   token: string;
-  children: AppProcess[];
+  children: AppChild[];
   redis: PrivateRedisServer;
   mysqlUrl: string;
   stop(): Promise<void>;
@@ -65,7 +47,7 @@ export interface BenchSystem {
 
 /** The four apps as processes, like test/system.ts, on their own database and redis-server. */
 export async function startBenchSystem(env: Record<string, string> = {}): Promise<BenchSystem> {
-  const p = processes();
+  const p = appProcesses();
   const db = await createTestDatabase('loom_bench_turn');
   const redis = await PrivateRedisServer.start();
   const port = await p.freePort();

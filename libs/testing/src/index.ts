@@ -1,4 +1,5 @@
 export * from './infra';
+export * from './app-processes';
 export * from './private-redis';
 export * from './agent-harness';
 export * from './private-mariadb';

@@ -1,30 +1,10 @@
 import { randomBytes } from 'crypto';
-import { existsSync } from 'fs';
-import { dirname, join } from 'path';
+import { AppChild, appProcesses } from '../app-processes';
 import { createTestDatabase } from '../infra';
 import { sleep } from '../private-redis';
 import { ChaosRedis, ClusterChaosRedis, StandaloneChaosRedis } from './chaos-redis';
 
-type ChildLike = import('child_process').ChildProcess & { app: string; lines: string[] };
-interface Processes {
-  APPS: string[];
-  startApp(
-    app: string,
-    env: Record<string, string>,
-    opts?: { onLine?: (app: string, line: string) => void },
-  ): ChildLike;
-  stopAll(children: ChildLike[], signal?: string, graceMs?: number): Promise<void>;
-  freePort(): Promise<number>;
-  waitFor(check: () => Promise<unknown>, opts: { what: string; timeoutMs: number }): Promise<void>;
-  signJwt(claims: Record<string, string>, secret: string): string;
-}
-
-/** scripts/lib/processes.js, shared with start:all, the demo and test/system.ts. */
-export function processes(): Processes {
-  let dir = __dirname;
-  while (!existsSync(join(dir, 'package.json'))) dir = dirname(dir);
-  return require(join(dir, 'scripts', 'lib', 'processes.js')) as Processes;
-}
+type ChildLike = AppChild;
 
 /** One place in the deployment: an app that the killer stops and the cluster starts again. */
 export interface Slot {
@@ -73,7 +53,7 @@ export class ChaosCluster {
   readonly bases: string[] = [];
   /** The longest a SIGTERM took to end each app's process (those not SIGKILLed first). */
   readonly stopMs: Record<string, number> = {};
-  private readonly procs = processes();
+  private readonly procs = appProcesses();
   private jwtSecret = '';
   private dropDb: () => Promise<void> = async () => undefined;
   mysqlUrl = '';
