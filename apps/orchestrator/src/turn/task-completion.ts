@@ -135,17 +135,21 @@ export class TaskCompletion {
     };
   }
 
-  /** Best effort: leftovers expire (agent rows) or are tidied by the next recovery scan. */
+  /**
+   * Best effort: leftovers expire (agent rows) or are tidied by the next recovery scan. The task
+   * stays in the run index until its agent sessions are gone from Redis too: if Redis failed
+   * and this process stops before it drops them, the recovery scan finds the closed task, drops
+   * the conversation's cached copies and tidies it again.
+   */
   private async cleanup(owner: Owner, task: TaskSession): Promise<void> {
     try {
-      await Promise.all([
-        this.tasks.removeAgentSessions(
-          owner,
-          task.conversationId,
-          task.executions.map((e) => e.agentSessionId),
-        ),
-        this.system.removeRun(task.taskId),
-      ]);
+      const gone = await this.tasks.removeAgentSessions(
+        owner,
+        task.conversationId,
+        task.executions.map((e) => e.agentSessionId),
+      );
+      if (gone) await this.system.removeRun(task.taskId);
+      else this.log.warn(`cleanup of ${task.taskId}: Redis failed; the recovery scan tidies it`);
     } catch (err) {
       this.log.warn(`cleanup of ${task.taskId} incomplete: ${(err as Error).message}`);
     }

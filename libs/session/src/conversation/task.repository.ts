@@ -225,19 +225,23 @@ export class TaskRepository {
     return session?.messages ?? [];
   }
 
-  /** Seed 000 pitfall 3: agent sessions go as soon as their task completes, not only by TTL. */
+  /**
+   * Seed 000 pitfall 3: agent sessions go as soon as their task completes, not only by TTL. False
+   * when MySQL's rows went but Redis's copies could not be removed yet (see deleteKeys).
+   */
   async removeAgentSessions(
     owner: Owner,
     conversationId: string,
     agentSessionIds: string[],
-  ): Promise<void> {
+  ): Promise<boolean> {
     const scope = { tenantId: owner.tenantId };
     const keys = agentSessionIds.map((id) => StateKeys.agent(id));
     const store = this.store as SessionStore & {
-      deleteKeys?: (s: typeof scope, id: string, k: string[]) => Promise<void>;
+      deleteKeys?: (s: typeof scope, id: string, k: string[]) => Promise<boolean>;
     };
-    if (store.deleteKeys) await store.deleteKeys(scope, conversationId, keys);
-    else await Promise.all(keys.map((k) => this.store.deleteKey(scope, conversationId, k)));
+    if (store.deleteKeys) return store.deleteKeys(scope, conversationId, keys);
+    await Promise.all(keys.map((k) => this.store.deleteKey(scope, conversationId, k)));
+    return true;
   }
 
   private read<T>(

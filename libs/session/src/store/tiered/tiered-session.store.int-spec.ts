@@ -226,7 +226,9 @@ describe('tiered store: removing several keys', () => {
         (durable as unknown as { db: { query: () => unknown } }).db,
         'query',
       );
-      await store.deleteKeys(alice, sid, ['agent:a_one12345', 'agent:a_two12345']);
+      expect(await store.deleteKeys(alice, sid, ['agent:a_one12345', 'agent:a_two12345'])).toBe(
+        true,
+      );
       expect(query).toHaveBeenCalledTimes(1);
       query.mockRestore();
       expect(await durable.listSessionKeys(alice, sid)).toEqual(['conversation']);
@@ -591,6 +593,36 @@ describe('tiered store: a writer that stops between its MySQL write and its Redi
     expect(await redis.keys(`${prefix.prefix}*_writing*`)).toEqual([]);
     expect(await texts(store, sid)).toEqual([1]);
     expect(await cached(store, sid)).toEqual([1]); // refilled: no write of it is under way
+  });
+});
+
+describe('tiered store: deleting keys while Redis fails', () => {
+  it('says the cached copies may remain (false), having removed the rows from MySQL', async () => {
+    const db = await createTestDatabase();
+    const prefix = createTestPrefix();
+    const flaky = new Redis(TEST_REDIS_URL, { enableOfflineQueue: false, maxRetriesPerRequest: 0 });
+    flaky.on('error', () => undefined);
+    const store = new TieredSessionStore(
+      new MysqlSessionStore(await openSessionDataSource({ url: db.url })),
+      new RedisSessionStore(flaky, prefix.prefix, { authoritative: false }),
+      { ttlFor: ttlRules(DEFAULT_TTL), lruTtlMs: 0 },
+    );
+    const scope = { tenantId: 'tenant-a' };
+    try {
+      const sid = newId('c');
+      await store.save(scope, sid, 'conversation', { title: 'x' });
+      await store.save(scope, sid, 'agent:a_one12345', { notes: 1 });
+      flaky.disconnect();
+      expect(await store.deleteKeys(scope, sid, ['agent:a_one12345'])).toBe(false);
+      expect(await store.durable.get(scope, sid, 'agent:a_one12345')).toBeNull();
+      await flaky.connect();
+      // The copy is still in Redis: only this process knows to drop it.
+      expect(await store.hot.get(scope, sid, 'agent:a_one12345')).toEqual({ notes: 1 });
+    } finally {
+      await store.close();
+      flaky.disconnect();
+      await Promise.all([db.drop(), prefix.cleanup()]);
+    }
   });
 });
 

@@ -372,14 +372,19 @@ export class TieredSessionStore implements SessionStore {
     await this.deleteKeys(scope, sid, [key]);
   }
 
-  /** Removes several state keys of one session: one statement in MySQL when it can. */
-  async deleteKeys(scope: StoreScope, sid: string, keys: string[]): Promise<void> {
+  /**
+   * Removes several state keys of one session: one statement in MySQL when it can. True when
+   * Redis's copies went too; false when they could not (Redis failing): this process drops them
+   * once Redis answers again, unless it stops first, so a caller that must know they are gone
+   * keeps a durable reminder until a later call answers true.
+   */
+  async deleteKeys(scope: StoreScope, sid: string, keys: string[]): Promise<boolean> {
     assertId(sid, 'session id');
     keys.forEach((k) => assertStateKey(k));
     const durable = this.durable as SessionStore & {
       deleteKeys?: (s: StoreScope, id: string, k: string[]) => Promise<void>;
     };
-    if (keys.length === 0) return;
+    if (keys.length === 0) return true;
     if (durable.deleteKeys) await durable.deleteKeys(scope, sid, keys);
     else for (const key of keys) await this.durable.deleteKey(scope, sid, key);
     for (const key of keys) this.lru.delete(this.lruKey(scope, sid, key));
@@ -389,9 +394,10 @@ export class TieredSessionStore implements SessionStore {
       this.hot.markKeysDeleted(sid, keys, this.opts.deleteTombstoneMs ?? DELETE_TOMBSTONE_MS),
     );
     if (!tombstoned.ok) this.opts.onHotError?.(tombstoned.error);
-    await Promise.all(
+    const deleted = await Promise.all(
       keys.map((key) => this.hotWrite(scope, sid, key, () => this.hot.deleteKey(scope, sid, key))),
     );
+    return deleted.every(Boolean);
   }
 
   async delete(scope: StoreScope, sid: string): Promise<void> {
@@ -516,11 +522,11 @@ export class TieredSessionStore implements SessionStore {
     sid: string,
     key: string,
     fn: () => Promise<unknown>,
-  ): Promise<void> {
+  ): Promise<boolean> {
     const res = await this.guard.attempt(fn);
     if (res.ok) {
       this.repair();
-      return;
+      return true;
     }
     this.opts.onHotError?.(res.error);
     if (this.pending.size < (this.opts.maxPendingInvalidations ?? 10_000)) {
@@ -532,6 +538,7 @@ export class TieredSessionStore implements SessionStore {
       this.purgeCursor = '0';
       this.pending.clear();
     }
+    return false;
   }
 
   private needsRepair(): boolean {
