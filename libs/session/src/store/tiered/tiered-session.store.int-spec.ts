@@ -388,6 +388,57 @@ describe('tiered store: a read racing a delete', () => {
   });
 });
 
+describe('tiered store: a process killed between its MySQL delete and its Redis delete', () => {
+  const alice = { tenantId: 'tenant-a' };
+  const t = tieredSuite();
+  afterEach(() => jest.restoreAllMocks());
+
+  /** The process stops right after MySQL's rows went: nothing of the deletion runs after that. */
+  class Killed extends Error {}
+  const killedAfter =
+    <A extends unknown[]>(real: (...args: A) => Promise<unknown>) =>
+    async (...args: A): Promise<never> => {
+      await real(...args);
+      throw new Killed();
+    };
+
+  it('leaves no cached copy of a deleted session for other processes to read', async () => {
+    const sid = newId('c');
+    await t.store.save(alice, sid, 'conversation', { title: 'x' });
+    await t.store.append(alice, sid, 'messages', { content: 'hi' });
+    // Cached in Redis, as every reader would find them.
+    expect(await t.store.getList(alice, sid, 'messages')).toHaveLength(1);
+    expect(await t.redis.exists(t.store.hot.keys.value(sid, 'conversation'))).toBe(1);
+    jest
+      .spyOn(t.durable, 'delete')
+      .mockImplementationOnce(killedAfter(t.durable.delete.bind(t.durable)));
+    await expect(t.store.delete(alice, sid)).rejects.toBeInstanceOf(Killed);
+    expect(await t.durable.exists(alice, sid)).toBe(false);
+    expect(await t.redis.exists(t.store.hot.keys.value(sid, 'conversation'))).toBe(0);
+    expect(await t.redis.exists(t.store.hot.keys.list(sid, 'messages'))).toBe(0);
+    expect(await t.store.get(alice, sid, 'conversation')).toBeNull();
+    expect(await t.store.getList(alice, sid, 'messages')).toEqual([]);
+  });
+
+  it('leaves no cached copy of deleted keys, and the rest of the session stays cached', async () => {
+    const sid = newId('c');
+    await t.store.save(alice, sid, 'conversation', { title: 'x' });
+    await t.store.save(alice, sid, 'agent:a_done1234', { status: 'COMPLETED' });
+    expect(await t.redis.exists(t.store.hot.keys.value(sid, 'agent:a_done1234'))).toBe(1);
+    jest
+      .spyOn(t.durable, 'deleteKeys')
+      .mockImplementationOnce(killedAfter(t.durable.deleteKeys.bind(t.durable)));
+    await expect(t.store.deleteKeys(alice, sid, ['agent:a_done1234'])).rejects.toBeInstanceOf(
+      Killed,
+    );
+    expect(await t.durable.get(alice, sid, 'agent:a_done1234')).toBeNull();
+    expect(await t.redis.exists(t.store.hot.keys.value(sid, 'agent:a_done1234'))).toBe(0);
+    expect(await t.store.get(alice, sid, 'agent:a_done1234')).toBeNull();
+    expect(await t.redis.exists(t.store.hot.keys.value(sid, 'conversation'))).toBe(1);
+    expect(await t.store.get(alice, sid, 'conversation')).toEqual({ title: 'x' });
+  });
+});
+
 describe('tiered store: more missed Redis writes than it can list', () => {
   it('drops every cached session once Redis answers again, so no stale copy is read', async () => {
     const db = await createTestDatabase();

@@ -385,11 +385,21 @@ export class TieredSessionStore implements SessionStore {
       deleteKeys?: (s: StoreScope, id: string, k: string[]) => Promise<void>;
     };
     if (keys.length === 0) return true;
+    // Redis's copies go before MySQL's rows as well as after them: a process killed in between
+    // then leaves nothing cached that MySQL no longer holds (the tombstones refuse refills).
+    await this.dropHotKeys(scope, sid, keys);
     if (durable.deleteKeys) await durable.deleteKeys(scope, sid, keys);
     else for (const key of keys) await this.durable.deleteKey(scope, sid, key);
+    return this.dropHotKeys(scope, sid, keys);
+  }
+
+  /**
+   * Tombstones first, as for a session's deletion: a read that read MySQL before the delete and
+   * refills after it is refused, rather than bringing the key back for its TTL. Then the copies
+   * (this process's LRU and Redis). True when Redis's went.
+   */
+  private async dropHotKeys(scope: StoreScope, sid: string, keys: string[]): Promise<boolean> {
     for (const key of keys) this.lru.delete(this.lruKey(scope, sid, key));
-    // Tombstones first, as for a session's deletion: a read that read MySQL before the delete and
-    // refills after it is refused, rather than bringing the key back for its TTL.
     const tombstoned = await this.guard.attempt(() =>
       this.hot.markKeysDeleted(sid, keys, this.opts.deleteTombstoneMs ?? DELETE_TOMBSTONE_MS),
     );
@@ -400,8 +410,18 @@ export class TieredSessionStore implements SessionStore {
     return deleted.every(Boolean);
   }
 
+  /**
+   * Redis's copies go before MySQL's rows as well as after them: a process killed in between
+   * leaves nothing cached of a session MySQL no longer holds (a DELETE that did not answer 204
+   * is retried, but a client that gave up would otherwise see the conversation for its hot TTL).
+   */
   async delete(scope: StoreScope, sid: string): Promise<void> {
+    await this.dropHotSession(scope, sid);
     await this.durable.delete(scope, sid);
+    await this.dropHotSession(scope, sid);
+  }
+
+  private async dropHotSession(scope: StoreScope, sid: string): Promise<void> {
     for (const k of this.lru.keys())
       if (k.startsWith(this.lruKey(scope, sid, ''))) this.lru.delete(k);
     // The tombstone first: a read that read MySQL before the delete and refills after it (even
