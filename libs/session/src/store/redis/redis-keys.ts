@@ -14,6 +14,7 @@
  *   <prefix>s:{<sid>}:_gone:<stateKey>  string   tombstone of one key's deletion (cache mode), PX
  *   <prefix>s:{<sid>}:_writing:<stateKey>  zset  durable writes of the key under way (cache mode):
  *                                                 member a write's token, score its deadline (ms)
+ *   <prefix>s:{<sid>}:_epoch            string   the session's refill epoch (cache mode), PX
  *   <prefix>idx:{<tenant>}:<stateKey>[:u:<user>]  zset  session ids by updatedAt (standalone backend only)
  */
 export class RedisKeys {
@@ -45,6 +46,9 @@ export class RedisKeys {
   }
   writing(sid: string, key: string): string {
     return `${this.session(sid)}:_writing:${key}`;
+  }
+  epoch(sid: string): string {
+    return `${this.session(sid)}:_epoch`;
   }
   lock(sid: string): string {
     return `${this.session(sid)}:lock`;

@@ -3,7 +3,8 @@
  * so each runs on one Redis Cluster slot. Common KEYS: [1] _meta hash (tenant, user, u:<key> =
  * updatedAt ms), [2] _keys set, [3] the state key, [4] _fence counter; refills also [5] the
  * `_gone` tombstone a session's deletion leaves and [6] the one a deletion of this key leaves.
- * A cache's reads, refills and writes are also given the key's `_writing` set (see MARK_WRITING).
+ * A cache's reads, refills and writes are also given the key's `_writing` set (see MARK_WRITING),
+ * and a read that may refill, and the refill, the session's refill epoch (see EPOCH_MS).
  * Return codes below 0: -1 another tenant owns the session, -2 stale fence, -3 index taken,
  * -4 the execution's task no longer runs it.
  */
@@ -38,6 +39,31 @@ end
 /** A read's first step in a cache (KEYS[5] the `_writing` set): a copy that may lack a lost write goes, and the read misses. */
 const lostWriteMiss = (miss: string) => `
 if KEYS[5] and under_way(KEYS[5]) == 'lost' then redis.call('DEL', KEYS[3]); return ${miss} end
+`;
+
+/**
+ * A cache's refill epoch, `_epoch` of the session: a read that misses and will refill (KEYS[6]
+ * given) gets it, creating it when Redis holds none (`candidate`, a token new to this Redis), and
+ * the refill brings it back; FILL, FILL_LIST and MARK_ABSENT refuse a refill whose epoch is not
+ * the one Redis holds. A Redis that restarted empty between the read's miss and its refill has
+ * lost the epoch with every write's Redis half it held, so the refill's durable read, which may
+ * predate such a write, is not cached: reads go to MySQL until a refill after the restart. It
+ * lasts EPOCH_MS after the last miss, longer than a refill's MySQL read may take.
+ */
+const EPOCH_MS = 60_000;
+const epochOnMiss = (candidate: string) => `
+local function epoch()
+  if not KEYS[6] then return nil end
+  local e = redis.call('GET', KEYS[6])
+  if e then redis.call('PEXPIRE', KEYS[6], ${EPOCH_MS}); return e end
+  redis.call('SET', KEYS[6], ${candidate}, 'PX', ${EPOCH_MS})
+  return ${candidate}
+end
+`;
+
+/** A refill's check (`k` the session's `_epoch`, `e` the epoch its read's miss returned). */
+const epochHolds = (k: string, e: string) => `
+if ${k} and redis.call('GET', ${k}) ~= ${e} then return 0 end
 `;
 
 /**
@@ -147,7 +173,7 @@ if KEYS[7] and under_way(KEYS[7]) ~= 'none' then return 0 end
  */
 export const FILL = `${PRELUDE}
 if owner and owner ~= ARGV[1] then return -1 end
-${NOT_DELETED}
+${NOT_DELETED}${epochHolds('KEYS[8]', 'ARGV[8]')}
 if redis.call('EXISTS', KEYS[3]) == 1 then return 0 end
 ${WRITE_GUARD}${SET_VALUE}${BOOKKEEPING_TTL}
 return 1`;
@@ -195,29 +221,40 @@ ${LIST_TTL}${BOOKKEEPING_TTL}
 return idx`;
 
 /**
- * Refills a list from the durable store, a page per call: ARGV[5..] are index/member pairs;
+ * Refills a list from the durable store, a page per call: ARGV[6..] are index/member pairs;
  * ARGV[3] '1' on the last page marks the list complete (the sentinel '!'), so a list whose fill
- * stopped midway stays a miss. 1 done, 0 refused (the session was deleted).
+ * stopped midway stays a miss; ARGV[5] the refill's epoch (KEYS[8], see EPOCH_MS), which each page
+ * keeps alive. 1 done, 0 refused (the session was deleted, or Redis restarted: see EPOCH_MS).
  */
 export const FILL_LIST = `${PRELUDE}
 if owner and owner ~= ARGV[1] then return -1 end
-${NOT_DELETED}
+${NOT_DELETED}${epochHolds('KEYS[8]', 'ARGV[5]')}
+if KEYS[8] then redis.call('PEXPIRE', KEYS[8], ${EPOCH_MS}) end
 local fresh = not owner
 if fresh then redis.call('HSET', KEYS[1], 'tenant', ARGV[1]) end
 redis.call('SADD', KEYS[2], ARGV[2])
 local ttl = tonumber(ARGV[4])
 if ARGV[3] == '1' then redis.call('ZADD', KEYS[3], 0, '!') end
-for i = 5, #ARGV, 2 do redis.call('ZADD', KEYS[3], tonumber(ARGV[i]), ARGV[i + 1]) end
+for i = 6, #ARGV, 2 do redis.call('ZADD', KEYS[3], tonumber(ARGV[i]), ARGV[i + 1]) end
 ${LIST_TTL}${BOOKKEEPING_TTL}
 return 1`;
 
 /**
  * Value of one key for its owner; ARGV[2] sliding ttl ms (0: none). Returns false when absent/foreign
- * (in a cache also when a write of the key was lost: KEYS[5]).
+ * (in a cache also when a write of the key was lost: KEYS[5]); a miss of a read that may refill
+ * (KEYS[6], the session's `_epoch`, ARGV[3] a new epoch) returns { epoch } instead (see EPOCH_MS).
  */
-export const GET = `${PRELUDE}${UNDER_WAY}${lostWriteMiss('false')}
-if owner ~= ARGV[1] then return false end
+export const GET = `${PRELUDE}${UNDER_WAY}${epochOnMiss('ARGV[3]')}
+local function miss()
+  local e = epoch()
+  if e then return {e} end
+  return false
+end
+if KEYS[5] and under_way(KEYS[5]) == 'lost' then redis.call('DEL', KEYS[3]); return miss() end
+if owner and owner ~= ARGV[1] then return false end
+if not owner then return miss() end
 local v = redis.call('GET', KEYS[3])
+if not v then return miss() end
 local slide = tonumber(ARGV[2])
 -- an absent marker (it starts with a NUL byte, which JSON never does) keeps its own short TTL
 if v and slide > 0 and string.byte(v, 1) ~= 0 then redis.call('PEXPIRE', KEYS[3], slide); redis.call('PEXPIRE', KEYS[1], slide, 'GT'); redis.call('PEXPIRE', KEYS[2], slide, 'GT') end
@@ -228,10 +265,18 @@ return v`;
  * ARGV[5] '1' = treat a gap in the indexes as a miss (cache mode), ARGV[6] sliding ttl ms (0: none;
  * a hit extends the list as GET extends a value: the conversation's log slides with it).
  * Returns { complete(0/1), members… }; complete is 0 when the list is not known whole (cache miss,
- * or a write of it was lost: KEYS[5]).
+ * or a write of it was lost: KEYS[5]), and a miss of a read that may refill (KEYS[6], the
+ * session's `_epoch`, ARGV[7] a new epoch) is { 0, epoch } (see EPOCH_MS).
  */
-export const GET_LIST = `${PRELUDE}${UNDER_WAY}${lostWriteMiss('{0}')}
-if owner ~= ARGV[1] then return {0} end
+export const GET_LIST = `${PRELUDE}${UNDER_WAY}${epochOnMiss('ARGV[7]')}
+local function miss()
+  local e = epoch()
+  if e then return {0, e} end
+  return {0}
+end
+if KEYS[5] and under_way(KEYS[5]) == 'lost' then redis.call('DEL', KEYS[3]); return miss() end
+if owner and owner ~= ARGV[1] then return {0} end
+if not owner then return miss() end
 local complete = 0
 if redis.call('ZSCORE', KEYS[3], '!') then
   -- indexes are contiguous from 1: a gap means a hot write was missed, so it is a miss
@@ -239,6 +284,7 @@ if redis.call('ZSCORE', KEYS[3], '!') then
   local top = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
   if ARGV[5] == '1' and tonumber(top[2]) ~= redis.call('ZCARD', KEYS[3]) - 1 then complete = 0 end
 end
+if complete == 0 then return miss() end
 local slide = tonumber(ARGV[6] or '0')
 if complete == 1 and slide > 0 then
   redis.call('PEXPIRE', KEYS[3], slide); redis.call('PEXPIRE', KEYS[1], slide, 'GT'); redis.call('PEXPIRE', KEYS[2], slide, 'GT')
@@ -282,13 +328,15 @@ return last`;
  * the tombstone of the key's deletion, exists: a save then leaves Redis empty (SAVE_CACHED), so a
  * marker of a read made before that save's MySQL write would hide it. The key joins the _keys
  * index, so purging or deleting the session drops the marker too. Nor while a write of the key is
- * under way or was lost (KEYS[6], its `_writing` set), as for a refill. ARGV[2] marker, ARGV[3]
+ * under way or was lost (KEYS[6], its `_writing` set), as for a refill, nor when the epoch of the
+ * read that missed (ARGV[5]) is not the session's (KEYS[7], see EPOCH_MS). ARGV[2] marker, ARGV[3]
  * ttl ms, ARGV[4] state key.
  */
 export const MARK_ABSENT = `${PRELUDE}${UNDER_WAY}
 if owner ~= ARGV[1] then return 0 end
 if redis.call('EXISTS', KEYS[5]) == 1 then return 0 end
 if under_way(KEYS[6]) ~= 'none' then return 0 end
+${epochHolds('KEYS[7]', 'ARGV[5]')}
 if not redis.call('SET', KEYS[3], ARGV[2], 'NX', 'PX', tonumber(ARGV[3])) then return 0 end
 redis.call('SADD', KEYS[2], ARGV[4])
 return 1`;

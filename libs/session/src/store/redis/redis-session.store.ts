@@ -12,11 +12,25 @@ import {
   StoreScope,
   WriteOptions,
 } from '../session-store';
+import { randomBytes } from 'crypto';
 import { RedisKeys } from './redis-keys';
 import * as scripts from './redis-scripts';
 
 /** The most member text one list-refill call carries (a page of long messages is split further). */
 const FILL_CALL_CHARS = 1_000_000;
+
+/**
+ * A read that may refill, when Redis holds no refill epoch for its session, makes this one
+ * (see EPOCH_MS in redis-scripts): new to every Redis this process ever reached, without a
+ * random draw per read.
+ */
+const epochs = { stem: randomBytes(9).toString('base64url'), n: 0 };
+const newEpoch = () => `${epochs.stem}.${++epochs.n}`;
+
+/** A miss of a read that may refill: the epoch its refill brings back (see EPOCH_MS). */
+export interface RefillEpoch {
+  epoch: string;
+}
 
 /** What a cache keeps for a key the durable store does not hold: not JSON, so never a value. */
 const ABSENT_MARKER = '\u0000absent';
@@ -103,6 +117,8 @@ export class RedisSessionStore implements SessionStore {
   /**
    * A cache refill (the tiered store's read of a key Redis missed): writes `value` only where
    * Redis holds nothing for the key, so a write that landed since the durable read stays.
+   * `refill`: what the read's miss answered (probeForRefill); Redis refuses the refill once it
+   * holds another epoch (it restarted since).
    */
   async fill(
     scope: StoreScope,
@@ -110,12 +126,20 @@ export class RedisSessionStore implements SessionStore {
     key: string,
     value: unknown,
     ttlSeconds: number,
+    refill?: RefillEpoch,
   ): Promise<boolean> {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
     const res = await this.run.FILL(
-      [...this.writeKeys(sid, this.keys.value(sid, key)), ...this.refillGuards(sid, key)],
-      this.writeArgs(scope, key, encodeValue(value), { ttlSeconds }),
+      [
+        ...this.writeKeys(sid, this.keys.value(sid, key)),
+        ...this.refillGuards(sid, key),
+        ...(refill ? [this.keys.epoch(sid)] : []),
+      ],
+      [
+        ...this.writeArgs(scope, key, encodeValue(value), { ttlSeconds }),
+        ...(refill ? [refill.epoch] : []),
+      ],
     );
     fail(res);
     return res === 1;
@@ -172,12 +196,39 @@ export class RedisSessionStore implements SessionStore {
     return raw === ABSENT_MARKER ? ABSENT : { value: decodeValue<T>(raw) };
   }
 
-  /** Records that the durable store holds no `key` (see MARK_ABSENT); false when not recorded. */
+  /**
+   * probe of a cache, for a read that refills what it misses: a miss answers the session's
+   * refill epoch, which the refill (`fill`, `markAbsent`) brings back (see EPOCH_MS).
+   */
+  async probeForRefill<T>(
+    scope: StoreScope,
+    sid: string,
+    key: string,
+    slideTtlSeconds = 0,
+  ): Promise<{ value: T } | typeof ABSENT | RefillEpoch> {
+    assertPrincipal(scope.tenantId, 'tenant id');
+    this.check(sid, key);
+    this.assertCache();
+    const raw = (await this.run.GET(
+      [...this.readKeys(sid, key, this.keys.value(sid, key)), this.keys.epoch(sid)],
+      [scope.tenantId, slideTtlSeconds * 1000, newEpoch()],
+    )) as string | [string] | null;
+    if (Array.isArray(raw)) return { epoch: String(raw[0]) };
+    // A foreign session: nothing to refill from here (the refill would be refused).
+    if (raw === null) return { epoch: '' };
+    return raw === ABSENT_MARKER ? ABSENT : { value: decodeValue<T>(raw) };
+  }
+
+  /**
+   * Records that the durable store holds no `key` (see MARK_ABSENT); false when not recorded.
+   * `refill`: what the read's miss answered (probeForRefill), as for `fill`.
+   */
   async markAbsent(
     scope: StoreScope,
     sid: string,
     key: string,
     ttlSeconds: number,
+    refill?: RefillEpoch,
   ): Promise<boolean> {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
@@ -185,12 +236,14 @@ export class RedisSessionStore implements SessionStore {
       ...this.writeKeys(sid, this.keys.value(sid, key)),
       this.keys.keyGone(sid, key),
       this.keys.writing(sid, key),
+      ...(refill ? [this.keys.epoch(sid)] : []),
     ];
     const res = await this.run.MARK_ABSENT(keys, [
       scope.tenantId,
       ABSENT_MARKER,
       Math.max(1, Math.floor(ttlSeconds * 1000)),
       key,
+      ...(refill ? [refill.epoch] : []),
     ]);
     return res === 1;
   }
@@ -285,18 +338,40 @@ export class RedisSessionStore implements SessionStore {
     range: ListRange = {},
     slideTtlSeconds = 0,
   ): Promise<ListItem<T>[] | null> {
+    const res = await this.listRange(scope, sid, key, range, slideTtlSeconds, false);
+    return Number(res[0]) === 1 ? this.listItems<T>(res) : null;
+  }
+
+  /** GET_LIST; `forRefill`: a miss answers the refill epoch (getListForRefill). */
+  private async listRange(
+    scope: StoreScope,
+    sid: string,
+    key: string,
+    range: ListRange,
+    slideTtlSeconds: number,
+    forRefill: boolean,
+  ): Promise<Array<string | number>> {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
     rules.assertRange(range);
-    const res = (await this.run.GET_LIST(this.readKeys(sid, key, this.keys.list(sid, key)), [
+    const keys = this.readKeys(sid, key, this.keys.list(sid, key));
+    const args: Array<string | number> = [
       scope.tenantId,
       Math.max(range.afterIndex ?? 0, 0),
       range.last ?? -1,
       range.limit ?? -1,
       this.cacheMode ? '1' : '0',
       slideTtlSeconds * 1000,
-    ])) as Array<string | number>;
-    if (Number(res[0]) !== 1) return null;
+    ];
+    if (forRefill) {
+      this.assertCache();
+      keys.push(this.keys.epoch(sid));
+      args.push(newEpoch());
+    }
+    return (await this.run.GET_LIST(keys, args)) as Array<string | number>;
+  }
+
+  private listItems<T>(res: Array<string | number>): ListItem<T>[] {
     return res.slice(1).map((m) => {
       const member = String(m);
       const bar = member.indexOf('|');
@@ -305,9 +380,27 @@ export class RedisSessionStore implements SessionStore {
   }
 
   /**
+   * getListIfComplete of a cache, for a read that refills what it misses: a miss answers the
+   * session's refill epoch, which the refill (`fillList`) brings back (see EPOCH_MS).
+   */
+  async getListForRefill<T>(
+    scope: StoreScope,
+    sid: string,
+    key: string,
+    range: ListRange = {},
+    slideTtlSeconds = 0,
+  ): Promise<ListItem<T>[] | RefillEpoch> {
+    const res = await this.listRange(scope, sid, key, range, slideTtlSeconds, true);
+    // No epoch: a foreign session, nothing to refill from here (the refill would be refused).
+    if (Number(res[0]) !== 1) return { epoch: res.length > 1 ? String(res[1]) : '' };
+    return this.listItems<T>(res);
+  }
+
+  /**
    * Copies durable list items into the cached list, in calls of at most about 1 MB of members;
    * `complete` (the last page of a refill) then marks the list complete. False when refused (the
-   * session was deleted meanwhile): the caller stops filling.
+   * session was deleted meanwhile, or Redis restarted since the read's miss that answered
+   * `refill`, see getListForRefill): the caller stops filling.
    */
   async fillList(
     scope: StoreScope,
@@ -316,12 +409,17 @@ export class RedisSessionStore implements SessionStore {
     items: ListItem[],
     ttlSeconds = 0,
     complete = true,
+    refill?: RefillEpoch,
   ): Promise<boolean> {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
-    const keys = [...this.writeKeys(sid, this.keys.list(sid, key)), ...this.refillGuards(sid, key)];
+    const keys = [
+      ...this.writeKeys(sid, this.keys.list(sid, key)),
+      ...this.refillGuards(sid, key),
+      ...(refill ? [this.keys.epoch(sid)] : []),
+    ];
     const call = async (members: Array<string | number>, last: boolean): Promise<boolean> => {
-      const head = [scope.tenantId, key, last ? '1' : '', ttlSeconds * 1000];
+      const head = [scope.tenantId, key, last ? '1' : '', ttlSeconds * 1000, refill?.epoch ?? ''];
       const res = await this.run.FILL_LIST(keys, [...head, ...members]);
       fail(res);
       return res === 1;
@@ -562,6 +660,12 @@ export class RedisSessionStore implements SessionStore {
 
   private get cacheMode(): boolean {
     return this.opts.authoritative === false;
+  }
+
+  /** Refill epochs are a cache's: its reads' KEYS[5] is the key's `_writing` set. */
+  private assertCache(): void {
+    if (!this.cacheMode)
+      throw new Error('refill epochs are only for a cache (authoritative: false)');
   }
 
   private check(sid: string, key: string): void {

@@ -439,6 +439,80 @@ describe('tiered store: a process killed between its MySQL delete and its Redis 
   });
 });
 
+describe('tiered store: Redis restarted empty while a refill read MySQL', () => {
+  const alice = { tenantId: 'tenant-a' };
+  const t = tieredSuite();
+  afterEach(() => jest.restoreAllMocks());
+
+  /** What a restart without persistence does to this suite's keys: every one is gone. */
+  async function restartEmpty(): Promise<void> {
+    const keys = await t.redis.keys(`${t.store.hot.keys.prefix}*`);
+    if (keys.length) await t.redis.del(...keys);
+  }
+
+  /**
+   * The refill's durable read answers what MySQL held before `write`; then `write` runs whole
+   * (MySQL, then Redis), and Redis restarts empty before the refill reaches it.
+   */
+  function writeAfterRead(
+    method: 'get' | 'getList',
+    write: () => Promise<unknown>,
+    afterRestart: () => Promise<unknown> = async () => undefined,
+  ) {
+    const read = (t.durable[method] as (...a: unknown[]) => Promise<unknown>).bind(t.durable);
+    jest.spyOn(t.durable, method).mockImplementationOnce((async (...args: unknown[]) => {
+      const old = await read(...args);
+      await write();
+      await restartEmpty();
+      await afterRestart();
+      return old;
+    }) as never);
+  }
+
+  it('a message list refilled from a read made before an append does not hide that append', async () => {
+    const sid = newId('c');
+    await t.store.save(alice, sid, 'conversation', { title: 'x' });
+    await t.store.append(alice, sid, 'messages', { n: 1 });
+    await t.store.invalidate(sid);
+    writeAfterRead('getList', () => t.store.append(alice, sid, 'messages', { n: 2 }));
+    expect((await t.store.getList(alice, sid, 'messages')).map((i) => i.index)).toEqual([1]);
+    expect((await t.store.getList(alice, sid, 'messages')).map((i) => i.index)).toEqual([1, 2]);
+  });
+
+  it('a value refilled from a read made before a save does not hide that save', async () => {
+    const sid = newId('c');
+    await t.store.save(alice, sid, 'conversation', { title: 'old' });
+    await t.store.invalidate(sid);
+    writeAfterRead('get', () => t.store.save(alice, sid, 'conversation', { title: 'new' }));
+    expect(await t.store.get(alice, sid, 'conversation')).toEqual({ title: 'old' });
+    expect(await t.store.get(alice, sid, 'conversation')).toEqual({ title: 'new' });
+  });
+
+  it('a key read as absent before it was created is not marked absent after', async () => {
+    const sid = newId('c');
+    await t.store.save(alice, sid, 'conversation', { title: 'x' });
+    writeAfterRead(
+      'get',
+      () => t.store.save(alice, sid, 'summary', { upTo: 30 }),
+      // Another write of the session after the restart: Redis knows its owner again.
+      () => t.store.save(alice, sid, 'conversation', { title: 'y' }),
+    );
+    expect(await t.store.get(alice, sid, 'summary')).toBeNull();
+    expect(await t.store.get(alice, sid, 'summary')).toEqual({ upTo: 30 });
+  });
+
+  it('a refill with no restart in between is cached as before', async () => {
+    const sid = newId('c');
+    await t.store.save(alice, sid, 'conversation', { title: 'x' });
+    await t.store.append(alice, sid, 'messages', { n: 1 });
+    await t.store.invalidate(sid);
+    expect(await t.store.get(alice, sid, 'conversation')).toEqual({ title: 'x' });
+    expect(await t.store.getList(alice, sid, 'messages')).toHaveLength(1);
+    expect(await t.store.hot.get(alice, sid, 'conversation')).toEqual({ title: 'x' });
+    expect(await t.store.hot.getListIfComplete(alice, sid, 'messages')).toHaveLength(1);
+  });
+});
+
 describe('tiered store: more missed Redis writes than it can list', () => {
   it('drops every cached session once Redis answers again, so no stale copy is read', async () => {
     const db = await createTestDatabase();
@@ -813,8 +887,9 @@ describe('tiered store: a cold read of a long list', () => {
     expect(await t.hot.getListIfComplete(alice, sid, 'messages')).toBeNull();
     expect(await t.hot.fillList(alice, sid, 'messages', items.slice(4), 60, true)).toBe(true);
     // [1, 2] and [3, 4] (800 KB each), then [5] with the sentinel.
-    // Arguments: numkeys, 7 keys, tenant, key, complete flag, ttl, then index/member pairs.
-    expect(lua.mock.calls.map((c) => [(c.length - 12) / 2, c[10]])).toEqual([
+    // Arguments: numkeys, 7 keys, tenant, key, complete flag, ttl, epoch (none: called directly,
+    // not by a refill), then index/member pairs.
+    expect(lua.mock.calls.map((c) => [(c.length - 13) / 2, c[10]])).toEqual([
       [2, ''],
       [2, ''],
       [1, '1'],

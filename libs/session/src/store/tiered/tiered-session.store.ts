@@ -2,7 +2,7 @@ import { randomBytes } from 'crypto';
 import { LRUCache } from 'lru-cache';
 import { LoomError, LoomErrorCode } from '../../errors/session-error';
 import { assertId, assertStateKey } from '../../ids';
-import { ABSENT, RedisSessionStore } from '../redis/redis-session.store';
+import { ABSENT, RedisSessionStore, RefillEpoch } from '../redis/redis-session.store';
 import {
   AppendOptions,
   ListItem,
@@ -194,29 +194,32 @@ export class TieredSessionStore implements SessionStore {
     const local = rule.lru === false ? undefined : this.lru.get(lruKey);
     if (local) return structuredClone(local.value) as T;
     const hot = await this.hotRead(() =>
-      this.hot.probe<T>(scope, sid, key, rule.sliding ? rule.ttlSeconds : 0),
+      this.hot.probeForRefill<T>(scope, sid, key, rule.sliding ? rule.ttlSeconds : 0),
     );
-    if (hot.ok && hot.value !== null) {
-      if (hot.value === ABSENT) return null;
-      this.remember(key, lruKey, structuredClone(hot.value.value));
-      return hot.value.value;
+    const refill = hot.ok && isRefill(hot.value) ? hot.value : null;
+    if (hot.ok && !refill) {
+      const found = hot.value as { value: T } | typeof ABSENT;
+      if (found === ABSENT) return null;
+      this.remember(key, lruKey, structuredClone(found.value));
+      return found.value;
     }
     const value = await this.durable.get<T>(scope, sid, key);
     if (value !== null) {
-      // Only where Redis still holds nothing and the session was not deleted meanwhile: a writer
-      // may have replaced the value since it was read (MySQL, then Redis), and its copy is the
-      // newer one. A refused refill is not kept in the LRU either.
+      // Only where Redis still holds nothing, the session was not deleted and Redis did not
+      // restart meanwhile (`refill`): a writer may have replaced the value since it was read
+      // (MySQL, then Redis), and its copy is the newer one. A refused refill is not kept in the
+      // LRU either.
       let filled = true;
-      if (hot.ok)
+      if (refill)
         await this.hotWrite(scope, sid, key, async () => {
-          filled = await this.hot.fill(scope, sid, key, value, rule.ttlSeconds);
+          filled = await this.hot.fill(scope, sid, key, value, rule.ttlSeconds, refill);
         });
       if (filled) this.remember(key, lruKey, structuredClone(value));
-    } else if (hot.ok && hot.value === null) {
+    } else if (refill) {
       // Keys read before they are ever written (a summary not folded yet) stop costing a MySQL
       // read each time. Best effort: a marker that could not be set changes nothing.
       await this.guard.attempt(() =>
-        this.hot.markAbsent(scope, sid, key, Math.min(rule.ttlSeconds, ABSENT_TTL_SECONDS)),
+        this.hot.markAbsent(scope, sid, key, Math.min(rule.ttlSeconds, ABSENT_TTL_SECONDS), refill),
       );
     }
     return value;
@@ -282,17 +285,18 @@ export class TieredSessionStore implements SessionStore {
     assertRange(range); // a bad range is the caller's error, never a Redis failure
     const rule = this.opts.ttlFor(key);
     const hot = await this.hotRead(() =>
-      this.hot.getListIfComplete<T>(scope, sid, key, range, rule.sliding ? rule.ttlSeconds : 0),
+      this.hot.getListForRefill<T>(scope, sid, key, range, rule.sliding ? rule.ttlSeconds : 0),
     );
-    if (hot.ok && hot.value !== null) return hot.value;
+    if (hot.ok && !isRefill(hot.value)) return hot.value;
+    const epoch = hot.ok && isRefill(hot.value) ? hot.value : null;
     // One refill of a list at a time in this process: the other readers that miss meanwhile
     // (a popular conversation gone cold) read MySQL alone.
     const fillId = this.lruKey(scope, sid, key);
-    if (!hot.ok || this.listFills.has(fillId))
+    if (!epoch || this.listFills.has(fillId))
       return this.durable.getList<T>(scope, sid, key, range);
     const whole =
       range.afterIndex === undefined && range.last === undefined && range.limit === undefined;
-    const refill = this.refillList<T>(scope, sid, key, rule.ttlSeconds, whole);
+    const refill = this.refillList<T>(scope, sid, key, rule.ttlSeconds, whole, epoch);
     this.listFills.set(fillId, refill);
     try {
       if (whole) return await refill;
@@ -320,6 +324,7 @@ export class TieredSessionStore implements SessionStore {
     key: string,
     ttlSeconds: number,
     keep: boolean,
+    epoch: RefillEpoch,
   ): Promise<ListItem<T>[]> {
     const kept: ListItem<T>[] = [];
     let filling = true;
@@ -336,7 +341,7 @@ export class TieredSessionStore implements SessionStore {
       if (filling) {
         let filled = false;
         await this.hotWrite(scope, sid, key, async () => {
-          filled = await this.hot.fillList(scope, sid, key, page, ttlSeconds, last);
+          filled = await this.hot.fillList(scope, sid, key, page, ttlSeconds, last, epoch);
         });
         filling = filled;
       }
@@ -610,6 +615,11 @@ export class TieredSessionStore implements SessionStore {
       if (this.pending.get(id) === entry) this.pending.delete(id);
     }
   }
+}
+
+/** A hot read's miss, with the epoch its refill brings back (see RedisSessionStore.probeForRefill). */
+function isRefill(answer: unknown): answer is RefillEpoch {
+  return typeof answer === 'object' && answer !== null && 'epoch' in answer;
 }
 
 /** Whether Redis's answer (a value or the absent marker) is what MySQL holds. */
