@@ -143,6 +143,26 @@ describe('parseEnv', () => {
     );
   });
 
+  it('serves /metrics by default, open, or behind a token of 16+ visible characters of its own', () => {
+    expect(parseEnv(secrets)).toMatchObject({ LOOM_METRICS: true, LOOM_METRICS_TOKEN: undefined });
+    expect(parseEnv({ ...secrets, LOOM_METRICS: 'false' }).LOOM_METRICS).toBe(false);
+    expect(() => parseEnv({ ...secrets, LOOM_METRICS: 'off' })).toThrow(
+      /^invalid configuration: LOOM_METRICS: LOOM_METRICS must be a boolean value$/,
+    );
+    const token = 's'.repeat(16);
+    expect(parseEnv({ ...secrets, LOOM_METRICS_TOKEN: token }).LOOM_METRICS_TOKEN).toBe(token);
+    expect(() => parseEnv({ ...secrets, LOOM_METRICS_TOKEN: 's'.repeat(15) })).toThrow(
+      /^invalid configuration: LOOM_METRICS_TOKEN: LOOM_METRICS_TOKEN must be longer than or equal to 16 characters$/,
+    );
+    expect(() => parseEnv({ ...secrets, LOOM_METRICS_TOKEN: 'with a space 0123' })).toThrow(
+      /LOOM_METRICS_TOKEN must be visible ASCII characters/,
+    );
+    for (const reused of [secrets.LOOM_JWT_SECRET, secrets.LOOM_AGENT_SECRET])
+      expect(() => parseEnv({ ...secrets, LOOM_METRICS_TOKEN: reused })).toThrow(
+        'invalid configuration: LOOM_METRICS_TOKEN must differ from LOOM_JWT_SECRET and LOOM_AGENT_SECRET',
+      );
+  });
+
   it('names every bad variable', () => {
     expect(() => parseEnv({ ...secrets, PORT: 'abc', MYSQL_URL: 'postgres://x' })).toThrow(
       ConfigError,

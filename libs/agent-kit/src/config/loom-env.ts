@@ -134,6 +134,17 @@ export class LoomEnv {
   @Transform(toInt) @IsInt() @Min(100) @Max(MAX_TIMER_MS) LOOM_RATE_LIMIT_WINDOW_MS = 60_000;
   /** API tokens must carry `exp` and expire within this many seconds from now (0: any, or none). */
   @Transform(toInt) @IsInt() @Min(0) LOOM_JWT_MAX_AGE_S = 0;
+  /** Orchestrator: serve GET /metrics (Prometheus text format); false answers it 404. */
+  @Transform(toBool) @IsBoolean() LOOM_METRICS = true;
+  /**
+   * Orchestrator: when set, GET /metrics needs `Authorization: Bearer <this>` (a scraper's
+   * secret, visible ASCII so it fits the header as it is); unset, /metrics is open like /health.
+   */
+  @IsOptional()
+  @IsString()
+  @MinLength(16)
+  @Matches(/^[\x21-\x7e]+$/, { message: 'LOOM_METRICS_TOKEN must be visible ASCII characters' })
+  LOOM_METRICS_TOKEN?: string;
   /** LOOM_SHARED_ACL, parsed (not an environment variable). */
   sharedAcl: SharedAclRules = {};
   /** Test hook: the transport hands every request to its handler twice. */
@@ -210,6 +221,14 @@ export function parseEnv(
   if (env.LOOM_JWT_SECRET && env.LOOM_JWT_SECRET === env.LOOM_AGENT_SECRET)
     throw new ConfigError(
       'invalid configuration: LOOM_AGENT_SECRET must differ from LOOM_JWT_SECRET (a leaked agent must not be able to mint API tokens)',
+    );
+  // A scraper's configuration is kept less closely than the API's: it must not hold a key to it.
+  if (
+    env.LOOM_METRICS_TOKEN &&
+    [env.LOOM_JWT_SECRET, env.LOOM_AGENT_SECRET].includes(env.LOOM_METRICS_TOKEN)
+  )
+    throw new ConfigError(
+      'invalid configuration: LOOM_METRICS_TOKEN must differ from LOOM_JWT_SECRET and LOOM_AGENT_SECRET',
     );
   if (env.LOOM_SHARED_ACL) {
     try {
