@@ -13,6 +13,8 @@ export type {
   RedisStreamsError,
   RedisStreamsOptions,
 } from './redis-streams.options';
+export { requestQueueDepth } from './redis-streams.depth';
+export type { RequestQueueDepth } from './redis-streams.depth';
 export { retireRequestStream } from './redis-streams.retire';
 export type { RetiredStream } from './redis-streams.retire';
 export { RedisStreamsServer } from './redis-streams.server';
