@@ -38,7 +38,7 @@ describe.each(['standalone', 'cluster'] as const)(
       // Nothing was ever sent.
       expect(await depth()).toEqual({ pending: 0, lag: 0, deadLetters: 0 });
       // Sent while no instance ever started: no group yet, both wait.
-      const first = await request(1);
+      const first = (await request(1))!;
       await request(2);
       expect(await depth()).toEqual({ pending: 0, lag: 2, deadLetters: 0 });
       // An instance starts (its group begins at the stream's start) and takes one.
