@@ -24,6 +24,8 @@ import { ConversationsController } from './conversations/conversations.controlle
 import { AgentDispatcher } from './dispatch/agent-dispatcher';
 import { HealthController } from './health/health.controller';
 import { ShutdownHandOver } from './lifecycle/shutdown-hand-over';
+import { DispatchQueueGauges } from './metrics/dispatch-queue.gauges';
+import { MetricsModule } from './metrics/metrics.module';
 import { SecurityModule } from './security/security.module';
 import { RecoveryScheduler } from './recovery/recovery.scheduler';
 import { RecoverySignal } from './recovery/recovery-signal';
@@ -81,6 +83,7 @@ export class AppModule {
         TerminusModule,
         SecurityModule.forRoot(env),
         ScheduleModule.forRoot(),
+        MetricsModule.forRoot(env),
       ],
       controllers: [ConversationsController, TasksController, AgentsController, HealthController],
       providers: [
@@ -119,6 +122,8 @@ export class AppModule {
         RecoverySignal,
         RecoveryScheduler,
         ShutdownHandOver,
+        // Read when /metrics is scraped (README "Metrics").
+        DispatchQueueGauges,
       ],
     };
   }

@@ -45,6 +45,7 @@ describe('orchestrator (HTTP, in-process)', () => {
     expect(Object.keys(res.body.paths).sort()).toEqual(
       [
         '/health',
+        '/metrics',
         '/v1/agents',
         '/v1/conversations',
         '/v1/conversations/{id}',
