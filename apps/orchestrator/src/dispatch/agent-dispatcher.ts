@@ -13,6 +13,7 @@ import {
   RedisStreamsClient,
 } from '@loom/agent-kit';
 import { LoomError, LoomErrorCode } from '@loom/session';
+import { MetricsService } from '../metrics/metrics.service';
 import { checkedResult } from './agent-result';
 
 /**
@@ -30,6 +31,7 @@ export class AgentDispatcher implements OnModuleInit, OnApplicationShutdown {
   constructor(
     @Inject(LOOM_ENV) private readonly env: LoomEnv,
     @Inject(AGENT_REGISTRY) private readonly registry: AgentRegistry,
+    private readonly metrics: MetricsService,
   ) {}
 
   /**
@@ -48,7 +50,23 @@ export class AgentDispatcher implements OnModuleInit, OnApplicationShutdown {
     await this.streams.connect();
   }
 
+  /**
+   * Runs one execution on an instance of `agentType`: its checked result, or a LoomError (the
+   * agent's code, TIMEOUT, UNAVAILABLE). Counted in loom_agent_calls_total by how it ended.
+   */
   async execute(agentType: string, request: ExecuteAgentRequest): Promise<ExecuteAgentResult> {
+    const measure = this.metrics.agentCall(agentType);
+    try {
+      const result = await this.call(agentType, request);
+      measure.completed(result.replayed === true);
+      return result;
+    } catch (err) {
+      measure.failed(err);
+      throw err;
+    }
+  }
+
+  private async call(agentType: string, request: ExecuteAgentRequest): Promise<ExecuteAgentResult> {
     const client = await this.clientFor(agentType);
     // The streams client ends every call itself; this is the backstop of a client that does not.
     const limitMs = this.streams ? this.env.AGENT_MAX_EXECUTION_MS : this.env.AGENT_TIMEOUT_MS;

@@ -6,6 +6,7 @@ import {
   MemorySessionStore,
   withinTokenBudget,
 } from '@loom/session';
+import { MetricsService } from '../metrics/metrics.service';
 import { HistoryMaintenance } from './history-maintenance';
 
 const owner = { tenantId: 'tenant-h', userId: 'user-h' };
@@ -50,7 +51,7 @@ describe('HistoryMaintenance over a conversation with an oversized message', () 
         tokens: 0,
       });
     const { llm, prompts } = modelWithContext(8_000);
-    const history = new HistoryMaintenance(llm, conversations);
+    const history = new HistoryMaintenance(llm, conversations, new MetricsService());
     // A 30,000-character question: tens of thousands of tokens, over the model's 8k context.
     await append('user', '劳动合同解除经济补偿'.repeat(3_000));
     await append('assistant', 'answer '.repeat(300));

@@ -12,6 +12,7 @@ import {
   Usage,
   withinTokenBudget,
 } from '@loom/session';
+import { MetricsService } from '../metrics/metrics.service';
 import { summaryPrompt, titlePrompt } from './history-prompts';
 
 export const SUMMARY_THRESHOLD = 30;
@@ -43,6 +44,7 @@ export class HistoryMaintenance {
   constructor(
     @Inject(LLM_CLIENT) private readonly llm: LlmClient,
     private readonly conversations: ConversationRepository,
+    private readonly metrics: MetricsService,
   ) {}
 
   /** The title, and what asking the model for it cost (nothing when it failed). */
@@ -149,5 +151,6 @@ export class HistoryMaintenance {
     const meta = await this.conversations.get(owner, conversationId, true);
     meta.usage = addUsage(meta.usage, usage);
     await this.conversations.save(owner, meta, fence);
+    this.metrics.spent(usage);
   }
 }

@@ -15,6 +15,7 @@ import {
   Usage,
 } from '@loom/session';
 import { messageView, TurnView } from '../conversations/views';
+import { MetricsService } from '../metrics/metrics.service';
 import { HistoryMaintenance } from './history-maintenance';
 import { TaskOutcome, transientFailure, usageToCount } from './task-executor';
 import { TaskRun } from './task-run';
@@ -35,6 +36,7 @@ export class TaskCompletion {
     private readonly tasks: TaskRepository,
     private readonly system: SystemRepository,
     private readonly history: HistoryMaintenance,
+    private readonly metrics: MetricsService,
   ) {}
 
   /**
@@ -170,13 +172,15 @@ export class TaskCompletion {
     meta.messageCount = Math.max(meta.messageCount, replySeq);
     meta.lastActiveAt = new Date().toISOString();
     meta.activeTaskIds = meta.activeTaskIds.filter((id) => id !== task.taskId);
-    meta.usage = addUsage(meta.usage, usage);
+    let spent = usage;
     if (!meta.title) {
       const titled = await this.history.title(task.userIntent);
       meta.title = titled.title;
-      meta.usage = addUsage(meta.usage, titled.usage);
+      spent = addUsage(spent, titled.usage);
     }
+    meta.usage = addUsage(meta.usage, spent);
     await this.conversations.save(owner, meta, fence);
+    this.metrics.spent(spent);
   }
 
   private async leave(owner: Owner, task: TaskSession, fence: number): Promise<void> {
@@ -184,11 +188,13 @@ export class TaskCompletion {
     if (!meta?.activeTaskIds.includes(task.taskId)) return;
     meta.activeTaskIds = meta.activeTaskIds.filter((id) => id !== task.taskId);
     // What a failed task's model calls cost is spent all the same.
-    meta.usage = addUsage(meta.usage, usageToCount(task));
+    const spent = usageToCount(task);
+    meta.usage = addUsage(meta.usage, spent);
     // A failed turn's user message stays in the log: the count includes it.
     meta.messageCount = Math.max(meta.messageCount, task.userSeq);
     meta.lastActiveAt = new Date().toISOString();
     await this.conversations.save(owner, meta, fence);
+    this.metrics.spent(spent);
   }
 }
 

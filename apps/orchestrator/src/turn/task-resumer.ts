@@ -12,6 +12,8 @@ import {
   TaskStatus,
 } from '@loom/session';
 import { runWithMdc } from '@loom/observability';
+import { RecoveryOutcome } from '../metrics/metric-labels';
+import { MetricsService } from '../metrics/metrics.service';
 import { conversationWentOn, wentOnSince } from './conversation-went-on';
 import { HistoryMaintenance } from './history-maintenance';
 import { TaskCompletion } from './task-completion';
@@ -39,9 +41,13 @@ export class TaskResumer {
     private readonly executor: TaskExecutor,
     private readonly completion: TaskCompletion,
     private readonly history: HistoryMaintenance,
+    private readonly metrics: MetricsService,
   ) {}
 
-  /** The task as it ends up (COMPLETED, FAILED), or null when it no longer exists. */
+  /**
+   * The task as it ends up (COMPLETED, FAILED), or null when it no longer exists. Counted in
+   * loom_tasks_recovered_total by how it ended (`error`: this attempt threw, the task stays).
+   */
   resume(
     owner: Owner,
     conversationId: string,
@@ -49,7 +55,16 @@ export class TaskResumer {
     lock: LockHandle,
   ): Promise<TaskSession | null> {
     // Its log lines carry its own task id, also when a later turn resumes it.
-    return runWithMdc({ taskId }, () => this.settle(owner, conversationId, taskId, lock));
+    return runWithMdc({ taskId }, async () => {
+      try {
+        const { task, outcome } = await this.settle(owner, conversationId, taskId, lock);
+        this.metrics.recovered(outcome);
+        return task;
+      } catch (err) {
+        this.metrics.recovered('error');
+        throw err;
+      }
+    });
   }
 
   private async settle(
@@ -57,7 +72,7 @@ export class TaskResumer {
     conversationId: string,
     taskId: string,
     lock: LockHandle,
-  ): Promise<TaskSession | null> {
+  ): Promise<{ task: TaskSession | null; outcome: RecoveryOutcome }> {
     // What a killed process committed to MySQL but not to Redis must be seen.
     await this.conversations.refresh(conversationId);
     const meta = await this.conversations.find(owner, conversationId, true);
@@ -68,11 +83,11 @@ export class TaskResumer {
         await this.conversations.save(owner, meta, lock.fence);
       }
       await this.system.removeRun(taskId);
-      return null;
+      return { task: null, outcome: 'gone' };
     }
     if (task.status !== TaskStatus.RUNNING) {
       await this.completion.tidy(owner, task, lock.fence);
-      return task;
+      return { task, outcome: 'tidied' };
     }
     this.log.log(
       `resuming ${taskId}: ${task.executions.filter((e) => e.status !== ExecutionStatus.RUNNING).length} ` +
@@ -90,9 +105,10 @@ export class TaskResumer {
       this.log.warn(`${taskId} fails: the conversation went on past its message`);
       const { code, message } = conversationWentOn();
       await this.completion.fail(this.leases.open(owner, task, lock), { code, message });
-      return task;
+      return { task, outcome: 'failed' };
     }
-    return this.proceed(owner, task, lock, reply);
+    const ended = await this.proceed(owner, task, lock, reply);
+    return { task: ended, outcome: ended.status === TaskStatus.COMPLETED ? 'completed' : 'failed' };
   }
 
   /**

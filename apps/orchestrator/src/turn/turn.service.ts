@@ -20,6 +20,7 @@ import {
 } from '@loom/session';
 import { LoomClsStore } from '@loom/observability';
 import { messageView, TurnView } from '../conversations/views';
+import { MetricsService, TurnMeasure } from '../metrics/metrics.service';
 import { AgentCatalog } from './agent-catalog';
 import { HistoryMaintenance } from './history-maintenance';
 import { failure, TaskCompletion } from './task-completion';
@@ -70,12 +71,43 @@ export class TurnService {
     private readonly orphans: OrphanedUserMessage,
     private readonly cls: ClsService<LoomClsStore>,
     @Inject(LOOM_ENV) private readonly env: LoomEnv,
+    private readonly metrics: MetricsService,
   ) {}
 
+  /**
+   * Plays one turn: its TurnView, or the error it answers with. Counted in loom_turns_total by
+   * how it ended (a stored turn answered again as `replayed`), timed when it completed.
+   */
   async turn(
     owner: Owner,
     conversationId: string,
     content: string,
+    idempotencyKey?: string,
+    onDelta?: (agentType: string, text: string) => void,
+  ): Promise<TurnView> {
+    const measure = this.metrics.turn();
+    try {
+      const view = await this.play(
+        owner,
+        conversationId,
+        content,
+        measure,
+        idempotencyKey,
+        onDelta,
+      );
+      measure.completed();
+      return view;
+    } catch (err) {
+      measure.failed(err);
+      throw err;
+    }
+  }
+
+  private async play(
+    owner: Owner,
+    conversationId: string,
+    content: string,
+    measure: TurnMeasure,
     idempotencyKey?: string,
     onDelta?: (agentType: string, text: string) => void,
   ): Promise<TurnView> {
@@ -86,13 +118,14 @@ export class TurnService {
       const key: IdempotencyKey | null = idempotencyKey
         ? { hash: sha256(idempotencyKey), requestHash: sha256(content) }
         : null;
-      const { previous, orphan, meta } = await this.settleEarlier(
+      const { previous, stored, orphan, meta } = await this.settleEarlier(
         owner,
         conversationId,
         key,
         lock,
         onDelta,
       );
+      if (stored) measure.replayed();
       if (previous) return await this.completion.view(owner, previous);
       return await this.start(owner, meta, content, key, lock, onDelta, orphan);
     });
@@ -158,6 +191,7 @@ export class TurnService {
    * order). Returns the task an Idempotency-Key retry refers to, if its first attempt got that
    * far (finished now if it was interrupted, run again if it failed with a 503), else the user
    * message it stored before stopping (OrphanedUserMessage), and the conversation as it stands now.
+   * `stored`: the task had ended before this request, and is answered as it ended.
    */
   private async settleEarlier(
     owner: Owner,
@@ -167,10 +201,12 @@ export class TurnService {
     onDelta?: (agentType: string, text: string) => void,
   ): Promise<{
     previous: TaskSession | null;
+    stored?: boolean;
     orphan: ConversationMessage | null;
     meta: ConversationMeta;
   }> {
     let meta = await this.conversations.get(owner, conversationId, true);
+    const interrupted = meta.activeTaskIds;
     if (meta.activeTaskIds.length > 0) {
       for (const taskId of meta.activeTaskIds)
         await this.resumer.resume(owner, conversationId, taskId, lock);
@@ -190,7 +226,9 @@ export class TurnService {
     if (!task) return { ...none, orphan: await this.orphans.find(owner, conversationId, entry) };
     if (retryable(task))
       return { ...none, previous: await this.retrier.retry(owner, task, lock, onDelta) };
-    if (task.status !== TaskStatus.RUNNING) return { ...none, previous: task };
+    // Ended before this request, not by the resume above (which finished the turn now).
+    const stored = !interrupted.includes(taskId);
+    if (task.status !== TaskStatus.RUNNING) return { ...none, previous: task, stored };
     const resumed = await this.resumer.resume(owner, conversationId, taskId, lock);
     return { ...none, previous: resumed };
   }
