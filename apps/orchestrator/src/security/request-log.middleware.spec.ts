@@ -1,5 +1,5 @@
 import { redactPii } from '@loom/security';
-import { decoded } from './request-log.middleware';
+import { decoded, unremarkable } from './request-log.middleware';
 
 describe('the access log path', () => {
   it.each([
@@ -20,5 +20,17 @@ describe('the access log path', () => {
       '/v1/c/a.b@example.com',
     ])
       expect(redactPii(decoded(raw))).not.toContain('a.b');
+  });
+});
+
+describe('the access log of /metrics', () => {
+  it('leaves out successful scrapes only', () => {
+    expect(unremarkable('/metrics', 200)).toBe(true);
+    expect(unremarkable('/metrics/', 200)).toBe(true);
+    expect(unremarkable('/metrics', 401)).toBe(false);
+    expect(unremarkable('/metrics', 500)).toBe(false);
+    expect(unremarkable('/health', 200)).toBe(false);
+    expect(unremarkable('/v1/metrics', 200)).toBe(false);
+    expect(unremarkable('/metrics/x', 200)).toBe(false);
   });
 });

@@ -17,7 +17,8 @@ interface Res {
  * One access-log line per request (what pino-http would log), written in the request's CLS
  * context when it ends, so it carries tenantId, conversationId, taskId and correlationId as far
  * as the request learnt them. The query string is dropped; the path is percent-decoded (so
- * `a%40b.com` is seen as `a@b.com`), redacted, then cut to 200 characters.
+ * `a%40b.com` is seen as `a@b.com`), redacted, then cut to 200 characters. Successful scrapes of
+ * /metrics are left out (see unremarkable).
  */
 @Injectable()
 export class RequestLogMiddleware implements NestMiddleware {
@@ -35,6 +36,7 @@ export class RequestLogMiddleware implements NestMiddleware {
       // Redaction looks at a bounded prefix (a URL may be kilobytes long), wider than what is
       // kept, so nothing cut at the 200th character escaped it.
       const raw = (req.originalUrl ?? req.url).split('?')[0].slice(0, 1000);
+      if (unremarkable(raw, res.statusCode)) return;
       const path = redactPii(decoded(raw)).slice(0, 200);
       const entry = {
         msg: 'request completed',
@@ -51,6 +53,15 @@ export class RequestLogMiddleware implements NestMiddleware {
     res.on('close', finish);
     next();
   }
+}
+
+/**
+ * A successful Prometheus scrape: one every 15 s or so per scraper, each line saying only that
+ * it worked, which the scraper's own `up` series says better. A refused one (401: a wrong or
+ * missing token) or a failed one is logged like any request.
+ */
+export function unremarkable(path: string, status: number): boolean {
+  return status < 400 && /^\/metrics\/?$/.test(path);
 }
 
 /**
