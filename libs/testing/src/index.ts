@@ -9,3 +9,4 @@ export * from './fake-openai-server';
 export * from './test-certificates';
 export * from './private-redis-cluster';
 export * from './chaos/run-chaos';
+export * from './prometheus-text';
