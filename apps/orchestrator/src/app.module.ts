@@ -20,6 +20,7 @@ import { SESSION_INFRA, SessionInfra, SessionModule, SystemRepository } from '@l
 import { AssignmentSigner } from '@loom/security';
 import { AgentsController } from './agents/agents.controller';
 import { JwtAuthGuard } from './auth/jwt-auth.guard';
+import { TokenVerifier } from './auth/token-verifier';
 import { ConversationsController } from './conversations/conversations.controller';
 import { AgentDispatcher } from './dispatch/agent-dispatcher';
 import { HealthController } from './health/health.controller';
@@ -102,6 +103,7 @@ export class AppModule {
         TaskExecutor,
         HistoryMaintenance,
         TurnService,
+        TokenVerifier,
         JwtAuthGuard,
         // Leases, recovery and cleanup (README "Recovery").
         {

@@ -10,6 +10,8 @@ import { createPinoLogger, LoomLogger } from '@loom/observability';
 import { assertJsonBody, MAX_JSON_DEPTH } from '@loom/security';
 import { LoomError, LoomErrorCode } from '@loom/session';
 import { AppModule } from './app.module';
+import { authenticateBeforeBody } from './auth/authenticate-before-body';
+import { TokenVerifier } from './auth/token-verifier';
 import { HttpErrorFilter } from './errors/http-error.filter';
 import { validationError } from './security/validation-error';
 
@@ -94,6 +96,8 @@ export async function createOrchestrator(env: LoomEnv): Promise<INestApplication
   // which a client trickling its body would hold a connection.
   server.requestTimeout = REQUEST_TIMEOUT_MS;
   server.headersTimeout = Math.min(server.headersTimeout, REQUEST_TIMEOUT_MS);
+  // Who sends a body is known before it is read (a 401 closes the connection instead).
+  app.use(authenticateBeforeBody(app.get(TokenVerifier)));
   // A body the API would not read (text/plain, a form, UTF-16) is refused, not silently taken as
   // {} or decoded past the checks below, which read UTF-8. A declared length over the limit is
   // refused at once: the parser would wait for the whole body first, however long it is.

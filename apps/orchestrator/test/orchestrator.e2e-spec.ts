@@ -192,6 +192,49 @@ describe('orchestrator (HTTP, in-process)', () => {
     ).toBe(401);
   });
 
+  it('authenticates a request that carries a body before it reads the body', async () => {
+    const server = app.getHttpServer();
+    const refused = { statusCode: 401, code: 'UNAUTHENTICATED', message: 'missing bearer token' };
+    // Neither parsed (400 malformed JSON) nor checked for its type (415): 401 first.
+    const malformed = await request(server)
+      .post('/v1/conversations')
+      .set('content-type', 'application/json')
+      .send('{"conversationId": ');
+    expect([malformed.status, malformed.body]).toEqual([401, refused]);
+    const form = await request(server)
+      .post('/v1/conversations')
+      .set('content-type', 'text/plain')
+      .send('conversationId=mine-00000001');
+    expect([form.status, form.body]).toEqual([401, refused]);
+    // On a raw socket: 300 KB declared, none sent. The 401 comes at once, and the connection is
+    // closed rather than its body waited for (until the request time-out, 30 s).
+    if (!server.listening) await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const { port } = server.address();
+    const answer = await new Promise<string>((resolve, reject) => {
+      const socket = connect(port, '127.0.0.1', () =>
+        socket.write(
+          'POST /v1/conversations/c_anything0001/messages HTTP/1.1\r\nHost: x\r\n' +
+            'Authorization: Bearer not.a.token\r\nContent-Type: application/json\r\n' +
+            'Content-Length: 300000\r\n\r\n{"content":"',
+        ),
+      );
+      let got = '';
+      socket.on('data', (d) => (got += d.toString()));
+      socket.on('end', () => resolve(got));
+      socket.on('error', reject);
+      socket.setTimeout(5000, () => (socket.destroy(), resolve(`no answer: ${got}`)));
+    });
+    expect(answer).toMatch(/^HTTP\/1\.1 401 /);
+    expect(answer).toMatch(/\r\nConnection: close\r\n/i);
+    expect(answer).toContain('"message":"invalid or expired token"');
+    // With a valid token the same body is read and answered as before.
+    const ok = await request(server)
+      .post('/v1/conversations')
+      .set('authorization', token('tenant-body', 'bo'))
+      .send({});
+    expect(ok.status).toBe(201);
+  });
+
   it('answers bad bodies with a fixed message that echoes nothing sent', async () => {
     const server = app.getHttpServer();
     const auth = token('tenant-a', 'alice');

@@ -4,6 +4,7 @@ import { ClsService } from 'nestjs-cls';
 import { LoomEnv, parseEnv } from '@loom/agent-kit';
 import { LoomClsStore } from '@loom/observability';
 import { JwtAuthGuard } from './jwt-auth.guard';
+import { TokenVerifier } from './token-verifier';
 
 const SECRET = 'a-secret-of-the-unit-test-1234';
 
@@ -22,7 +23,7 @@ function guardWith(maxAgeS: number) {
   const cls = {
     set: (k: string, v: unknown) => (set[k] = v),
   } as unknown as ClsService<LoomClsStore>;
-  const guard = new JwtAuthGuard(jwt, cls, env);
+  const guard = new JwtAuthGuard(new TokenVerifier(jwt, env), cls);
   const check = (claims: Record<string, unknown>, header?: Record<string, unknown>) => {
     const signed = jwt.sign(claims, header ? { header: { alg: 'HS256', ...header } } : {});
     const req = { headers: { authorization: `Bearer ${signed}` } };

@@ -1,71 +1,28 @@
-import { CanActivate, ExecutionContext, Inject, Injectable } from '@nestjs/common';
-import { JwtService } from '@nestjs/jwt';
+import { CanActivate, ExecutionContext, Injectable } from '@nestjs/common';
 import { ClsService } from 'nestjs-cls';
-import { LoomError, LoomErrorCode, Owner, PRINCIPAL_PATTERN } from '@loom/session';
+import { Owner } from '@loom/session';
 import { LoomClsStore } from '@loom/observability';
-import { LOOM_ENV, LoomEnv } from '@loom/agent-kit';
-
-/** Seconds an issuer's clock may run ahead of ours (LOOM_JWT_MAX_AGE_S). */
-const CLOCK_LEEWAY_S = 30;
+import { TokenVerifier } from './token-verifier';
 
 export interface AuthedRequest {
   headers: Record<string, string | string[] | undefined>;
+  /** The verified owner: set by this guard, or before the body was read (authenticateBeforeBody). */
   owner?: Owner;
 }
 
-/**
- * HS256 bearer tokens with `sub` (user) and `tid` (tenant); the tenant never comes from elsewhere.
- * `exp` is honoured; with LOOM_JWT_MAX_AGE_S set, a token must have one, no further ahead than that.
- */
+/** The request's verified owner (TokenVerifier) into the request and CLS, else 401. */
 @Injectable()
 export class JwtAuthGuard implements CanActivate {
   constructor(
-    private readonly jwt: JwtService,
+    private readonly tokens: TokenVerifier,
     private readonly cls: ClsService<LoomClsStore>,
-    @Inject(LOOM_ENV) private readonly env: LoomEnv,
   ) {}
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
     const req = context.switchToHttp().getRequest<AuthedRequest>();
-    const header = req.headers.authorization;
-    const token =
-      typeof header === 'string' && /^bearer /i.test(header) ? header.slice(7).trim() : null;
-    if (!token) throw unauthenticated('missing bearer token');
-    let verified: { header: object; payload: { sub?: unknown; tid?: unknown; exp?: unknown } };
-    try {
-      verified = await this.jwt.verifyAsync(token, { algorithms: ['HS256'], complete: true });
-    } catch {
-      throw unauthenticated('invalid or expired token');
-    }
-    // RFC 7515 §4.1.11: a critical extension this guard does not implement voids the token.
-    if ('crit' in verified.header)
-      throw unauthenticated('the token names critical extensions this server does not support');
-    const claims = typeof verified.payload === 'object' && verified.payload ? verified.payload : {};
-    if (
-      typeof claims.sub !== 'string' ||
-      typeof claims.tid !== 'string' ||
-      !PRINCIPAL_PATTERN.test(claims.sub) ||
-      !PRINCIPAL_PATTERN.test(claims.tid)
-    ) {
-      throw unauthenticated('token lacks valid sub and tid claims');
-    }
-    // Loom's own sessions (the run index, the agent catalog) belong to tenants named `_…`.
-    if (claims.tid.startsWith('_'))
-      throw unauthenticated('tenant ids starting with _ are reserved');
-    const maxAge = this.env.LOOM_JWT_MAX_AGE_S;
-    if (maxAge > 0) {
-      const exp = claims.exp;
-      // An issuer's clock a little ahead of ours must not turn a full-length token away.
-      if (typeof exp !== 'number' || exp > Date.now() / 1000 + maxAge + CLOCK_LEEWAY_S)
-        throw unauthenticated(`the token must expire within ${maxAge} s`);
-    }
-    req.owner = { tenantId: claims.tid, userId: claims.sub };
-    this.cls.set('tenantId', claims.tid);
-    this.cls.set('userId', claims.sub);
+    const owner = (req.owner ??= await this.tokens.owner(req.headers.authorization));
+    this.cls.set('tenantId', owner.tenantId);
+    this.cls.set('userId', owner.userId);
     return true;
   }
-}
-
-function unauthenticated(message: string): LoomError {
-  return new LoomError(LoomErrorCode.UNAUTHENTICATED, message);
 }

@@ -1,0 +1,59 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { JwtService } from '@nestjs/jwt';
+import { LOOM_ENV, LoomEnv } from '@loom/agent-kit';
+import { LoomError, LoomErrorCode, Owner, PRINCIPAL_PATTERN } from '@loom/session';
+
+/** Seconds an issuer's clock may run ahead of ours (LOOM_JWT_MAX_AGE_S). */
+const CLOCK_LEEWAY_S = 30;
+
+/**
+ * HS256 bearer tokens with `sub` (user) and `tid` (tenant); the tenant never comes from elsewhere.
+ * `exp` is honoured; with LOOM_JWT_MAX_AGE_S set, a token must have one, no further ahead than that.
+ */
+@Injectable()
+export class TokenVerifier {
+  constructor(
+    private readonly jwt: JwtService,
+    @Inject(LOOM_ENV) private readonly env: LoomEnv,
+  ) {}
+
+  /** The owner an `Authorization` header's token names; UNAUTHENTICATED when it names none. */
+  async owner(header: string | string[] | undefined): Promise<Owner> {
+    const token =
+      typeof header === 'string' && /^bearer /i.test(header) ? header.slice(7).trim() : null;
+    if (!token) throw unauthenticated('missing bearer token');
+    let verified: { header: object; payload: { sub?: unknown; tid?: unknown; exp?: unknown } };
+    try {
+      verified = await this.jwt.verifyAsync(token, { algorithms: ['HS256'], complete: true });
+    } catch {
+      throw unauthenticated('invalid or expired token');
+    }
+    // RFC 7515 §4.1.11: a critical extension this server does not implement voids the token.
+    if ('crit' in verified.header)
+      throw unauthenticated('the token names critical extensions this server does not support');
+    const claims = typeof verified.payload === 'object' && verified.payload ? verified.payload : {};
+    if (
+      typeof claims.sub !== 'string' ||
+      typeof claims.tid !== 'string' ||
+      !PRINCIPAL_PATTERN.test(claims.sub) ||
+      !PRINCIPAL_PATTERN.test(claims.tid)
+    ) {
+      throw unauthenticated('token lacks valid sub and tid claims');
+    }
+    // Loom's own sessions (the run index, the agent catalog) belong to tenants named `_…`.
+    if (claims.tid.startsWith('_'))
+      throw unauthenticated('tenant ids starting with _ are reserved');
+    const maxAge = this.env.LOOM_JWT_MAX_AGE_S;
+    if (maxAge > 0) {
+      const exp = claims.exp;
+      // An issuer's clock a little ahead of ours must not turn a full-length token away.
+      if (typeof exp !== 'number' || exp > Date.now() / 1000 + maxAge + CLOCK_LEEWAY_S)
+        throw unauthenticated(`the token must expire within ${maxAge} s`);
+    }
+    return { tenantId: claims.tid, userId: claims.sub };
+  }
+}
+
+function unauthenticated(message: string): LoomError {
+  return new LoomError(LoomErrorCode.UNAUTHENTICATED, message);
+}
