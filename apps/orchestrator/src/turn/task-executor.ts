@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger } from '@nestjs/common';
+import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
 import { ClsService } from 'nestjs-cls';
 import { DeltaChannel, LOOM_ENV, LoomEnv } from '@loom/agent-kit';
 import { AssignmentSigner } from '@loom/security';
@@ -46,7 +46,7 @@ export const transientFailure = (error: { code: string } | null | undefined): bo
  * task; an optional one is skipped.
  */
 @Injectable()
-export class TaskExecutor {
+export class TaskExecutor implements OnApplicationShutdown {
   private readonly log = new Logger('TaskExecutor');
 
   constructor(
@@ -60,6 +60,11 @@ export class TaskExecutor {
   }
 
   private readonly deltas: DeltaChannel;
+
+  /** Closes the delta readers this process opened (their connections would keep it alive). */
+  async onApplicationShutdown(): Promise<void> {
+    await this.deltas.close();
+  }
 
   /**
    * `firstWaveSaved`: the task was created with `recordFirstWave()` already applied, so the

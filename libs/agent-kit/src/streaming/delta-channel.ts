@@ -1,26 +1,47 @@
 import { EventEmitter } from 'events';
-import { duplicateRedis, RedisClient } from '@loom/session';
+import { isCluster, RedisClient } from '@loom/session';
+import { BlockingDeltaReader } from './blocking-delta-reader';
+import { DeltaReader } from './delta-reader';
+import { DeltaSubscriber } from './delta-subscriber';
+import { PolledDeltaReader } from './polled-delta-reader';
 
 /** The embedded profile runs every app in one process: deltas go through memory there. */
 const local = new EventEmitter().setMaxListeners(0);
-const BLOCK_MS = 500;
 const KEEP_MS = 60_000;
+/** Woken by every subscribe and stop, a standalone reader's BLOCK ends early when it must. */
+const BLOCK_MS = 2000;
+const POLL_MS = 25;
 
 export interface DeltaSubscription {
   stop(): Promise<void>;
+}
+
+export interface DeltaChannelOptions {
+  /** Standalone: how long the readers' XREAD blocks when nothing wakes it (2 s). */
+  blockMs?: number;
+  /** Cluster: how often the reader reads every stream (25 ms). */
+  pollMs?: number;
+  /** CLIENT SETNAME of the readers' connections (`loom-deltas`). */
+  connectionName?: string;
 }
 
 /**
  * Carries an agent's reply text, as the model produces it, to the orchestrator replica that
  * streams it to the user (SSE). One short-lived Redis stream per execution,
  * `<prefix>deltas:{<conversationId>}:<agentSessionId>`, deleted once read to the end (else it
- * expires a minute after its last delta).
+ * expires a minute after its last delta). A process reads all of its subscriptions through a few
+ * shared connections: standalone, one blocking XREAD per MAX_KEYS_PER_READ subscriptions; on a
+ * cluster, one Cluster client polled every POLL_MS (see the readers).
  * Deltas are a preview: the stored reply, sent in the final `done` event, is authoritative.
  */
 export class DeltaChannel {
+  private readonly readers: DeltaReader[] = [];
+  private closed = false;
+
   constructor(
     private readonly redis: RedisClient | null,
     private readonly prefix: string,
+    private readonly options: DeltaChannelOptions = {},
   ) {}
 
   async publish(conversationId: string, agentSessionId: string, text: string): Promise<void> {
@@ -38,7 +59,12 @@ export class DeltaChannel {
       .exec();
   }
 
-  /** Calls `onDelta` for every delta of the execution, in order, until `stop()`. */
+  /**
+   * Calls `onDelta` for every delta of the execution, in order, until `stop()`; `stop()` (the
+   * execution has answered) delivers what is left, deletes the stream, then resolves. Every
+   * subscription of this channel is read by its shared readers (DeltaReader), not by a
+   * connection of its own.
+   */
   subscribe(
     conversationId: string,
     agentSessionId: string,
@@ -49,39 +75,34 @@ export class DeltaChannel {
       local.on(key, onDelta);
       return { stop: async () => void local.off(key, onDelta) };
     }
-    const reader = duplicateRedis(this.redis, {
-      enableOfflineQueue: true,
-      commandTimeout: BLOCK_MS * 4,
-    });
-    reader.on('error', () => undefined);
-    let stopped = false;
-    let lastId = '0';
-    const drain = async (block: boolean) => {
-      const args: Array<string | number> = block ? ['BLOCK', BLOCK_MS] : [];
-      const res = (await (reader as any).xread(...args, 'STREAMS', key, lastId)) as Array<
-        [string, Array<[string, string[]]>]
-      > | null;
-      for (const [id, fields] of res?.[0]?.[1] ?? []) {
-        lastId = id;
-        onDelta(fields[1]);
-      }
-      return (res?.[0]?.[1]?.length ?? 0) > 0;
-    };
-    const loop = (async () => {
-      while (!stopped) await drain(true).catch(() => new Promise((r) => setTimeout(r, 100)));
-      // The execution has answered: everything it published is in the stream by now.
-      while (await drain(false).catch(() => false));
-    })();
-    return {
-      stop: async () => {
-        stopped = true;
-        await loop;
-        // Read to the end: the reply text goes with it now, not a minute later (a conversation
-        // deleted meanwhile keeps nothing in Redis).
-        await reader.del(key).catch(() => undefined);
-        reader.disconnect();
-      },
-    };
+    // Closed (the app is stopping): no reader opens again; the stored reply still comes in `done`.
+    if (this.closed) return { stop: async () => undefined };
+    const subscriber = new DeltaSubscriber(key, conversationId, onDelta);
+    const reader = this.readers.find((r) => r.accepts(key)) ?? this.openReader(this.redis);
+    reader.add(subscriber);
+    return { stop: () => reader.stop(subscriber) };
+  }
+
+  /** Closes the readers (stop()s still pending resolve at once); subscribe() relays nothing after. */
+  async close(): Promise<void> {
+    this.closed = true;
+    await Promise.all(this.readers.splice(0).map((reader) => reader.close()));
+  }
+
+  /**
+   * Opened at the first subscription and kept (a reader idle between turns costs one idle
+   * connection; closing it would bring back a connection, or a cluster's topology, per turn).
+   */
+  private openReader(redis: RedisClient): DeltaReader {
+    const connectionName = this.options.connectionName ?? 'loom-deltas';
+    const reader = isCluster(redis)
+      ? new PolledDeltaReader(redis, { pollMs: this.options.pollMs ?? POLL_MS, connectionName })
+      : new BlockingDeltaReader(redis, this.prefix, {
+          blockMs: this.options.blockMs ?? BLOCK_MS,
+          connectionName,
+        });
+    this.readers.push(reader);
+    return reader;
   }
 
   private key(conversationId: string, agentSessionId: string): string {
