@@ -1,3 +1,4 @@
+import Redis from 'ioredis';
 import { createRedis, masters, RedisClient } from '@loom/session';
 import { PrivateRedisCluster, sleep } from '@loom/testing';
 import { DeltaChannel } from './delta-channel';
@@ -23,21 +24,21 @@ describe('DeltaChannel on a Redis Cluster', () => {
     await cluster?.stop();
   });
 
-  /** Conversation ids whose delta keys sit in `PER_MASTER` different slots of every master. */
-  async function conversationsOnEveryMaster(): Promise<string[]> {
+  /** Per master (its port), conversation ids whose delta keys sit in `PER_MASTER` slots of it. */
+  async function conversationsByMaster(): Promise<Map<number, string[]>> {
     const ranges = (await redis.cluster('SLOTS')) as unknown as Array<
       [number, number, [string, number]]
     >;
-    const byPort = new Map<number, Set<number>>(cluster.ports.map((p) => [p, new Set()]));
-    const ids: string[] = [];
-    for (let i = 0; [...byPort.values()].some((slots) => slots.size < PER_MASTER); i++) {
+    const byPort = new Map<number, string[]>(cluster.ports.map((p) => [p, []]));
+    const slots = new Set<number>();
+    for (let i = 0; [...byPort.values()].some((ids) => ids.length < PER_MASTER); i++) {
       const slot = Number(await redis.cluster('KEYSLOT', `{c_spread_${i}}`));
-      const slots = byPort.get(ranges.find(([from, to]) => slot >= from && slot <= to)![2][1])!;
-      if (slots.size >= PER_MASTER || slots.has(slot)) continue;
+      const ids = byPort.get(ranges.find(([from, to]) => slot >= from && slot <= to)![2][1])!;
+      if (ids.length >= PER_MASTER || slots.has(slot)) continue;
       slots.add(slot);
       ids.push(`c_spread_${i}`);
     }
-    return ids;
+    return byPort;
   }
 
   it('reads streams of many slots on every master with one connection per master', async () => {
@@ -45,7 +46,7 @@ describe('DeltaChannel on a Redis Cluster', () => {
       connectionName: 'loom-deltas-spread',
     });
     try {
-      const ids = await conversationsOnEveryMaster();
+      const ids = [...(await conversationsByMaster()).values()].flat();
       const seen = new Map(ids.map((id) => [id, [] as string[]]));
       const subs = ids.map((id) => channel.subscribe(id, 'a_spread', (t) => seen.get(id)!.push(t)));
       for (const text of ['one ', 'two ', 'three'])
@@ -91,7 +92,7 @@ describe('DeltaChannel on a Redis Cluster', () => {
   it('goes on reading the other masters while one is down, and that one once it is back', async () => {
     const channel = new DeltaChannel(redis, 'loomdeltas:', { connectionName: 'loom-deltas-down' });
     try {
-      const [a, b] = await conversationsOnEveryMaster();
+      const [[a], [b]] = (await conversationsByMaster()).values();
       const seen = { [a]: [] as string[], [b]: [] as string[] };
       const subs = [a, b].map((id) => channel.subscribe(id, 'a_down', (t) => seen[id].push(t)));
       const port = await cluster.portOf(`loomdeltas:deltas:{${a}}:a_down`);
@@ -118,4 +119,53 @@ describe('DeltaChannel on a Redis Cluster', () => {
       await channel.close();
     }
   });
+
+  it('follows a slot moved to another master while the others of its master stay', async () => {
+    const channel = new DeltaChannel(redis, 'loomdeltas:', { connectionName: 'loom-deltas-move' });
+    try {
+      // Two conversations of one master: a's slot alone moves, while the reader's pipeline to
+      // that master carries the reads of both.
+      const [[from, [a, stays]]] = await conversationsByMaster();
+      const seen = { [a]: [] as string[], [stays]: [] as string[] };
+      const subs = [a, stays].map((id) => channel.subscribe(id, 'a_move', (t) => seen[id].push(t)));
+      await channel.publish(a, 'a_move', 'before ');
+      while (seen[a].length < 1) await sleep(10);
+
+      const to = cluster.ports.find((port) => port !== from)!;
+      await moveSlot(`loomdeltas:deltas:{${a}}:a_move`, from, to);
+      for (let sent = false; !sent; await sleep(100))
+        sent = await channel.publish(a, 'a_move', 'after').then(
+          () => true,
+          () => false,
+        );
+      await channel.publish(stays, 'a_move', 'stayed');
+      while (seen[a].length < 2 || seen[stays].length < 1) await sleep(10);
+      await Promise.all(subs.map((s) => s.stop()));
+      expect(seen).toEqual({ [a]: ['before ', 'after'], [stays]: ['stayed'] });
+    } finally {
+      await channel.close();
+    }
+  });
+
+  /** Moves the slot of `key`, with its keys, from the master at `from` to the one at `to`. */
+  async function moveSlot(key: string, from: number, to: number): Promise<void> {
+    const [source, target] = [from, to].map((port) => new Redis(port, '127.0.0.1'));
+    try {
+      const slot = Number(await source.cluster('KEYSLOT', key));
+      const [sourceId, targetId] = await Promise.all(
+        [source, target].map((n) => n.cluster('MYID')),
+      );
+      await target.cluster('SETSLOT', slot, 'IMPORTING', sourceId);
+      await source.cluster('SETSLOT', slot, 'MIGRATING', targetId);
+      const keys = (await source.cluster('GETKEYSINSLOT', slot, 1000)) as string[];
+      if (keys.length) await source.migrate('127.0.0.1', to, '', 0, 5000, 'KEYS', ...keys);
+      for (const port of cluster.ports) {
+        const node = new Redis(port, '127.0.0.1');
+        await node.cluster('SETSLOT', slot, 'NODE', targetId).finally(() => node.disconnect());
+      }
+    } finally {
+      source.disconnect();
+      target.disconnect();
+    }
+  }
 });

@@ -43,12 +43,16 @@ export function openRedis(target: RedisTarget, options: RedisOptions = {}): Redi
   });
 }
 
-/** A second connection to the same Redis (a blocking reader), with `override` applied. */
+/**
+ * A second connection to the same Redis (a blocking reader), with `override` applied; on a
+ * cluster, `enableOfflineQueue` and `enableAutoPipelining` are the Cluster client's own.
+ */
 export function duplicateRedis(redis: RedisClient, override: RedisOptions = {}): RedisClient {
   if (!isCluster(redis)) return redis.duplicate(override);
-  const { enableOfflineQueue, ...nodeOptions } = override;
+  const { enableOfflineQueue, enableAutoPipelining, ...nodeOptions } = override;
   return redis.duplicate(undefined, {
     ...(enableOfflineQueue === undefined ? {} : { enableOfflineQueue }),
+    ...(enableAutoPipelining === undefined ? {} : { enableAutoPipelining }),
     redisOptions: { ...redis.options.redisOptions, ...nodeOptions },
   });
 }
