@@ -7,6 +7,7 @@ const BENCHES: Record<string, () => Promise<{ run(): Promise<void> }>> = {
   dispatch: () => import('./dispatch.bench'),
   turn: () => import('./turn.bench'),
   redact: () => import('./redact.bench'),
+  deltas: () => import('./deltas.bench'),
 };
 
 async function main(names: string[]): Promise<void> {

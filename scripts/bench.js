@@ -16,6 +16,8 @@ const USAGE = `usage: npm run bench [-- <name>…]   (all when none is named)
   turn            a whole turn through the four apps as processes, throughput at 64 conversations,
                   the targets of issues 3 and 4, and where a turn's time goes
   redact          PII redaction of 100 KB inputs, ordinary and adversarial (no database needed)
+  deltas          streamed deltas on the orchestrator's side: shared readers vs a connection per
+                  subscription, standalone and on a private Redis Cluster (latency, connections)
 Needs MySQL and Redis: TEST_MYSQL_URL (a server, default mysql://root@127.0.0.1:3306) and
 TEST_REDIS_URL (default redis://127.0.0.1:6379); redis-server on PATH for the private instances.
 Each benchmark uses a database and Redis keys of its own and removes them.`;
