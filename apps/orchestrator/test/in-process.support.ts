@@ -3,10 +3,13 @@ import { createHash, randomBytes } from 'crypto';
 import { LoomEnv, parseEnv } from '@loom/agent-kit';
 import {
   AgentExecutionRecord,
+  ConversationMessage,
   ConversationRepository,
+  ExecutionStatus,
   Owner,
   TaskRepository,
   TaskSession,
+  TaskStatus,
 } from '@loom/session';
 import { createTestDatabase, createTestPrefix, TEST_REDIS_URL } from '@loom/testing';
 import { createOrchestrator } from '../src/bootstrap';
@@ -146,4 +149,44 @@ export function executionFixture(
     usage: { promptTokens: 0, completionTokens: 0, costUsd: 0 },
     ...fields,
   };
+}
+
+/**
+ * A turn whose orchestrator died after it stored the reply and before it closed the task: a new
+ * conversation of `owner` holding the accepted turn, its task RUNNING under a lapsed lease with
+ * one execution of a required `agentType` still RUNNING (`agentSessionId`), listed as active,
+ * and the reply. A same-key retry resumes it.
+ */
+export async function storeTurnDeadAfterReply(
+  orch: InProcessOrchestrator,
+  owner: Owner,
+  turn: Pick<AcceptedTurn, 'taskId' | 'question' | 'key'> & {
+    agentType: string;
+    agentSessionId: string;
+    reply: string;
+  },
+): Promise<{ accepted: AcceptedTurn; reply: ConversationMessage }> {
+  const conversations = orch.get(ConversationRepository);
+  const { meta } = await conversations.create(owner);
+  const id = meta.conversationId;
+  const accepted = await storeAcceptedTurn(orch, owner, id, turn);
+  const task = taskFixture(accepted, turn.agentType, {
+    status: TaskStatus.RUNNING,
+    executions: [
+      executionFixture(turn.agentSessionId, turn.agentType, { status: ExecutionStatus.RUNNING }),
+    ],
+    lease: { owner: 'orchestrator-dead', expiresAt: new Date(Date.now() - 1000).toISOString() },
+  });
+  await orch.get(TaskRepository).create(owner, task);
+  await conversations.save(owner, { ...meta, activeTaskIds: [turn.taskId] });
+  // Its last write: the reply. It died before the conversation update and the completion.
+  const reply = await conversations.appendMessage(owner, id, {
+    role: 'assistant',
+    content: turn.reply,
+    agentType: turn.agentType,
+    taskId: turn.taskId,
+    createdAt: new Date().toISOString(),
+    tokens: 0,
+  });
+  return { accepted, reply };
 }

@@ -1,17 +1,14 @@
 import { INestMicroservice } from '@nestjs/common';
 import request from 'supertest';
 import { bootstrapAgent } from '@loom/agent-kit';
-import { ConversationRepository, ExecutionStatus, TaskRepository, TaskStatus } from '@loom/session';
 import { parsePrometheusText, promSeries } from '@loom/testing';
 import { AGENT as CONTRACT_LAW } from '../../contract-law-agent/src/agent';
 import { AGENT as LABOR_LAW } from '../../labor-law-agent/src/agent';
 import { AGENT as LEGAL_RESEARCH } from '../../legal-research-agent/src/agent';
 import {
-  executionFixture,
   InProcessOrchestrator,
   startInProcessOrchestrator,
-  storeAcceptedTurn,
-  taskFixture,
+  storeTurnDeadAfterReply,
 } from './in-process.support';
 
 const METRICS_TOKEN = 'prometheus-scrape-token-0001';
@@ -182,29 +179,17 @@ describe('GET /metrics (in-process, real stores)', () => {
     it('counts a task the retry of its turn finished after its orchestrator died', async () => {
       // As resume-stored-reply.e2e-spec.ts: the dead orchestrator stored the reply, not the rest.
       const owner = { tenantId: 'acme', userId: 'alice' };
-      const conversations = orch.get(ConversationRepository);
-      const { meta } = await conversations.create(owner);
-      const id = meta.conversationId;
       const question = 'Is my non-compete clause valid?';
       const taskId = 't_metricsresume01';
-      const turn = await storeAcceptedTurn(orch, owner, id, { taskId, question, key: 'key-1' });
-      const running = taskFixture(turn, 'ghost-law', {
-        status: TaskStatus.RUNNING,
-        executions: [
-          executionFixture('a_metricsresume01', 'ghost-law', { status: ExecutionStatus.RUNNING }),
-        ],
-        lease: { owner: 'orchestrator-dead', expiresAt: new Date(Date.now() - 1000).toISOString() },
-      });
-      await orch.get(TaskRepository).create(owner, running);
-      await conversations.save(owner, { ...meta, activeTaskIds: [taskId] });
-      await conversations.appendMessage(owner, id, {
-        role: 'assistant',
-        content: 'Only with compensation.',
-        agentType: 'ghost-law',
+      const { accepted } = await storeTurnDeadAfterReply(orch, owner, {
         taskId,
-        createdAt: new Date().toISOString(),
-        tokens: 0,
+        question,
+        key: 'key-1',
+        agentType: 'ghost-law',
+        agentSessionId: 'a_metricsresume01',
+        reply: 'Only with compensation.',
       });
+      const id = accepted.conversationId;
 
       const res = await request(orch.app.getHttpServer())
         .post(`/v1/conversations/${id}/messages`)

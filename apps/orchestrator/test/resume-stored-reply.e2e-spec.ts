@@ -5,6 +5,7 @@ import {
   InProcessOrchestrator,
   startInProcessOrchestrator,
   storeAcceptedTurn,
+  storeTurnDeadAfterReply,
   taskFixture,
 } from './in-process.support';
 
@@ -46,23 +47,18 @@ describe('resuming a task whose reply was stored before the crash (in-process, r
     const owner = { tenantId: 'acme', userId: 'alice' };
     const conversations = orch.get(ConversationRepository);
     const tasks = orch.get(TaskRepository);
-    const { meta } = await conversations.create(owner);
-    const id = meta.conversationId;
     const question = 'Is my non-compete clause valid?';
     const taskId = 't_storedreply0001';
-    const turn = await storeAcceptedTurn(orch, owner, id, { taskId, question, key: 'key-1' });
     // A specialist no instance runs now: asked again, it times out.
-    const task = taskFixture(turn, 'ghost-law', {
-      status: TaskStatus.RUNNING,
-      executions: [
-        executionFixture('a_storedreply0001', 'ghost-law', { status: ExecutionStatus.RUNNING }),
-      ],
-      lease: { owner: 'orchestrator-dead', expiresAt: new Date(Date.now() - 1000).toISOString() },
+    const { accepted, reply } = await storeTurnDeadAfterReply(orch, owner, {
+      taskId,
+      question,
+      key: 'key-1',
+      agentType: 'ghost-law',
+      agentSessionId: 'a_storedreply0001',
+      reply: 'The clause is valid only with compensation.',
     });
-    await tasks.create(owner, task);
-    await conversations.save(owner, { ...meta, activeTaskIds: [taskId] });
-    // Its last write: the reply. It died before the conversation update and the completion.
-    const reply = await storeReply(id, taskId, 'The clause is valid only with compensation.');
+    const id = accepted.conversationId;
 
     const res = await retry(id, 'key-1', question);
     expect(res.status).toBe(201);
