@@ -6,7 +6,8 @@ import { tmpdir } from 'os';
 import { join } from 'path';
 import { promisify } from 'util';
 import Redis from 'ioredis';
-import { openRedis, RedisClient } from '@loom/session';
+import { openRedis, RedisClient, RedisTarget } from '@loom/session';
+import { TEST_REDIS_URL } from './infra';
 import { freePort, sleep } from './private-redis';
 
 const run = promisify(execFile);
@@ -187,3 +188,19 @@ const clusterOk = (port: number) =>
   until(port, 'cluster_state not ok', async (node) =>
     (await node.cluster('INFO')).includes('cluster_state:ok'),
   );
+
+/**
+ * Where a suite run `describe.each(['standalone', 'cluster'])` talks to Redis: the shared test
+ * Redis, or a private cluster of its own (`stop()` ends it).
+ */
+export async function redisTargetFor(
+  mode: 'standalone' | 'cluster',
+): Promise<{ target: RedisTarget; stop(): Promise<void> }> {
+  if (mode === 'standalone')
+    return { target: { url: TEST_REDIS_URL }, stop: async () => undefined };
+  const cluster = await PrivateRedisCluster.start();
+  return {
+    target: { url: cluster.url, clusterNodes: cluster.seeds },
+    stop: () => cluster.stop(),
+  };
+}

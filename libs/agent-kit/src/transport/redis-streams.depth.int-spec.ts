@@ -1,5 +1,5 @@
-import { openRedis, RedisClient, RedisTarget } from '@loom/session';
-import { createTestPrefix, PrivateRedisCluster, TEST_REDIS_URL } from '@loom/testing';
+import { openRedis, RedisClient } from '@loom/session';
+import { createTestPrefix, redisTargetFor } from '@loom/testing';
 import { CONSUMER_GROUP, deadLetterStreamKey, requestStreamKey } from './index';
 import { requestQueueDepth } from './redis-streams.depth';
 
@@ -14,20 +14,18 @@ describe.each(['standalone', 'cluster'] as const)(
   'redis streams (%s): request queue depth',
   (mode) => {
     const prefix = createTestPrefix();
-    let cluster: PrivateRedisCluster | undefined;
+    let stopRedis = async (): Promise<void> => undefined;
     let redis: RedisClient;
 
     beforeAll(async () => {
-      cluster = mode === 'cluster' ? await PrivateRedisCluster.start() : undefined;
-      const target: RedisTarget = cluster
-        ? { url: cluster.url, clusterNodes: cluster.seeds }
-        : { url: TEST_REDIS_URL };
+      const { target, stop } = await redisTargetFor(mode);
+      stopRedis = stop;
       redis = openRedis(target);
     });
     afterAll(async () => {
       redis.disconnect();
       await prefix.cleanup();
-      await cluster?.stop();
+      await stopRedis();
     });
 
     it("counts undelivered, pending and dead-lettered requests through the transport's steps", async () => {

@@ -1,5 +1,5 @@
-import { RedisClient, RedisTarget, openRedis } from '@loom/session';
-import { createTestPrefix, PrivateRedisCluster, TEST_REDIS_URL } from '@loom/testing';
+import { RedisClient, openRedis } from '@loom/session';
+import { createTestPrefix, redisTargetFor } from '@loom/testing';
 import { lastValueFrom } from 'rxjs';
 import { CONSUMER_GROUP, RedisStreamsClient, requestStreamKey } from './index';
 import { retireRequestStream } from './redis-streams.retire';
@@ -16,15 +16,13 @@ describe.each(['standalone', 'cluster'] as const)(
   'redis streams (%s): retiring a request stream',
   (mode) => {
     const prefix = createTestPrefix();
-    let cluster: PrivateRedisCluster | undefined;
+    let stopRedis = async (): Promise<void> => undefined;
     let redis: RedisClient;
     let clients: RedisStreamsClient[];
 
     beforeAll(async () => {
-      cluster = mode === 'cluster' ? await PrivateRedisCluster.start() : undefined;
-      const target: RedisTarget = cluster
-        ? { url: cluster.url, clusterNodes: cluster.seeds }
-        : { url: TEST_REDIS_URL };
+      const { target, stop } = await redisTargetFor(mode);
+      stopRedis = stop;
       redis = openRedis(target);
       // Callers that would wait a minute for an answer nobody gives.
       clients = [1, 2].map(
@@ -43,7 +41,7 @@ describe.each(['standalone', 'cluster'] as const)(
       await Promise.all(clients.map((c) => c.close()));
       redis.disconnect();
       await prefix.cleanup();
-      await cluster?.stop();
+      await stopRedis();
     });
 
     it('fails the requests still waiting at once, pending ones included, and deletes the stream', async () => {
