@@ -29,3 +29,4 @@ export * from './store/mysql/mysql-errors';
 export * from './store/redis/redis-errors';
 export * from './lock/lock-holder-liveness';
 export * from './redis/redis-client';
+export * from './redis/cluster-nat-map';

@@ -8,13 +8,18 @@ interface Pair {
 /**
  * A TCP proxy in front of a real server that a test can freeze: bytes stop moving both ways and
  * connections stay open, as when a database hangs, is partitioned away or fails over without a
- * reset. Nothing is refused or closed, so only time-outs can notice.
+ * reset. Nothing is refused or closed, so only time-outs can notice. Never frozen, it is a plain
+ * port mapping (a node behind NAT) that counts what came through it.
  */
 export class FreezableTcpProxy {
   private frozen = false;
   private readonly pairs = new Set<Pair>();
   private readonly server: Server;
   port = 0;
+  /** Connections accepted so far. */
+  accepted = 0;
+  /** The local port of every connection it opened to the target: the target sees these clients. */
+  readonly upstreamPorts = new Set<number>();
 
   private constructor(private readonly target: { host: string; port: number }) {
     this.server = createServer((client) => this.accept(client));
@@ -47,7 +52,9 @@ export class FreezableTcpProxy {
 
   private accept(client: Socket): void {
     const pair = { client, upstream: connect(this.target) };
+    this.accepted++;
     this.pairs.add(pair);
+    pair.upstream.once('connect', () => this.upstreamPorts.add(pair.upstream.localPort!));
     const close = () => {
       pair.client.destroy();
       pair.upstream.destroy();

@@ -1,4 +1,5 @@
-import Redis, { Cluster, ClusterNode, RedisOptions } from 'ioredis';
+import Redis, { Cluster, RedisOptions } from 'ioredis';
+import type { ClusterNatMap } from './cluster-nat-map';
 
 /**
  * A connection to standalone Redis or a Redis Cluster client. Both speak the same command
@@ -13,6 +14,11 @@ export interface RedisTarget {
   url: string;
   /** `host:port` seeds of a Redis Cluster (REDIS_CLUSTER_NODES); none: standalone. */
   clusterNodes?: readonly string[];
+  /**
+   * A cluster's announced `host:port` → where it is reached (REDIS_CLUSTER_NAT_MAP), for nodes
+   * behind NAT or port mapping; unmapped nodes are reached where they say.
+   */
+  natMap?: ClusterNatMap;
 }
 
 export function isCluster(redis: RedisClient): redis is Cluster {
@@ -22,7 +28,8 @@ export function isCluster(redis: RedisClient): redis is Cluster {
 /**
  * Opens `target` with `options`: `new Redis(url, options)` for one endpoint, exactly as
  * before; for a cluster, a Cluster client that sends every command to its slot's master, each
- * node connection with `options` and the URL's user, password and TLS.
+ * node connection with `options` and the URL's user, password and TLS, at the address
+ * `target.natMap` gives for the one the node announces.
  */
 export function openRedis(target: RedisTarget, options: RedisOptions = {}): RedisClient {
   if (!target.clusterNodes?.length) return new Redis(target.url, options);
@@ -38,6 +45,7 @@ export function openRedis(target: RedisTarget, options: RedisOptions = {}): Redi
     enableOfflineQueue: enableOfflineQueue ?? true,
     lazyConnect,
     scaleReads: 'master',
+    natMap: target.natMap,
     // Reconnects to the cluster as `options` would to one server (undefined: ioredis' default).
     clusterRetryStrategy: retryStrategy ? (times) => retryStrategy(times) : undefined,
   });
@@ -45,7 +53,8 @@ export function openRedis(target: RedisTarget, options: RedisOptions = {}): Redi
 
 /**
  * A second connection to the same Redis (a blocking reader), with `override` applied; on a
- * cluster, `enableOfflineQueue` and `enableAutoPipelining` are the Cluster client's own.
+ * cluster, `enableOfflineQueue` and `enableAutoPipelining` are the Cluster client's own, and the
+ * rest of its options (`natMap` too) are the original's.
  */
 export function duplicateRedis(redis: RedisClient, override: RedisOptions = {}): RedisClient {
   if (!isCluster(redis)) return redis.duplicate(override);
@@ -63,7 +72,7 @@ export function masters(redis: RedisClient): Redis[] {
 }
 
 /** `host:port` (a bracketed IPv6 host too) as a Cluster seed. */
-export function clusterNode(seed: string): ClusterNode {
+export function clusterNode(seed: string): { host: string; port: number } {
   const match = /^(?:([A-Za-z0-9._-]+)|\[([0-9A-Fa-f:.]+)\]):(\d{1,5})$/.exec(seed.trim());
   const port = Number(match?.[3]);
   if (!match || port < 1 || port > 65535) throw new Error(`"${seed}" is not host:port`);
@@ -83,7 +92,8 @@ export function parseClusterNodes(text: string | undefined): string[] {
 /**
  * The readiness probe's check: PING standalone (as always); on a cluster, every master that
  * `CLUSTER SLOTS` names must answer. A plain PING there reaches one pooled node, and a dead
- * master leaves the pool: it would answer with part of the slots unreachable.
+ * master leaves the pool: it would answer with part of the slots unreachable. `CLUSTER SLOTS`
+ * names a master as it announces itself; the pool holds it where `natMap` says it is reached.
  */
 export async function pingRedis(redis: RedisClient): Promise<void> {
   if (!isCluster(redis)) {
@@ -96,12 +106,23 @@ export async function pingRedis(redis: RedisClient): Promise<void> {
   const wanted = new Set(ranges.map(([, , [host, port]]) => `${host}:${port}`));
   const pool = new Map(redis.nodes('master').map((node) => [nodeKey(node), node]));
   await Promise.all(
-    [...wanted].map(async (key) => {
-      const node = pool.get(key);
-      if (!node) throw new Error(`Redis Cluster master ${key} is not reachable`);
+    [...wanted].map(async (announced) => {
+      const reached = reachedAt(redis, announced);
+      const node = pool.get(reached);
+      if (!node) {
+        const at = reached === announced ? announced : `${announced} (at ${reached})`;
+        throw new Error(`Redis Cluster master ${at} is not reachable`);
+      }
       await node.ping();
     }),
   );
+}
+
+/** Where the Cluster client connects for a node announced at `key`: its natMap's entry, or `key`. */
+function reachedAt(redis: Cluster, key: string): string {
+  const { natMap } = redis.options;
+  const mapped = typeof natMap === 'function' ? natMap(key) : natMap?.[key];
+  return mapped ? `${mapped.host}:${mapped.port}` : key;
 }
 
 function nodeKey(node: Redis): string {
