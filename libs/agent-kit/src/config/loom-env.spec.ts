@@ -1,4 +1,4 @@
-import { ConfigError, llmConfig, parseEnv } from './loom-env';
+import { ConfigError, llmConfig, parseEnv, redisTarget } from './loom-env';
 
 describe('parseEnv', () => {
   const secrets = { LOOM_JWT_SECRET: 'x'.repeat(32), LOOM_AGENT_SECRET: 'y'.repeat(32) };
@@ -43,6 +43,72 @@ describe('parseEnv', () => {
       expect(() => parseEnv({ ...secrets, REDIS_CLUSTER_NODES: bad })).toThrow(
         /^invalid configuration: REDIS_CLUSTER_NODES: ".*" is not host:port \(a comma-separated list of a Redis Cluster's seed nodes\)$/,
       );
+  });
+
+  it('takes REDIS_CLUSTER_NAT_MAP as where the announced nodes of a cluster are reached', () => {
+    const cluster = { ...secrets, REDIS_CLUSTER_NODES: 'redis.example.com:30001' };
+    expect(parseEnv(cluster).redisClusterNatMap).toBeUndefined(); // reached where they announce
+    const env = parseEnv({
+      ...cluster,
+      REDIS_CLUSTER_NAT_MAP:
+        ' 10.0.1.5:6379=redis.example.com:30001, [fd00::6]:6379 = [2001:db8::1]:30002 ',
+    });
+    expect(env.redisClusterNatMap).toEqual({
+      '10.0.1.5:6379': { host: 'redis.example.com', port: 30001 },
+      'fd00::6:6379': { host: '2001:db8::1', port: 30002 },
+    });
+    expect(redisTarget(env)).toEqual({
+      url: 'redis://127.0.0.1:6379',
+      clusterNodes: ['redis.example.com:30001'],
+      natMap: env.redisClusterNatMap,
+    });
+    expect(
+      parseEnv({ ...cluster, REDIS_CLUSTER_NAT_MAP: ' , ' }).redisClusterNatMap,
+    ).toBeUndefined();
+  });
+
+  it('refuses a malformed REDIS_CLUSTER_NAT_MAP pair or an address mapped twice, naming it', () => {
+    const cluster = { ...secrets, REDIS_CLUSTER_NODES: 'redis.example.com:30001' };
+    const usage =
+      '(a comma-separated list of announced=reachable pairs, e.g. 10.0.1.5:6379=redis.example.com:30001)';
+    for (const bad of [
+      '10.0.1.5:6379',
+      '10.0.1.5:6379=lb',
+      '10.0.1.5:6379=lb:1=lb:2',
+      '::1:6379=lb:1',
+    ])
+      expect(() =>
+        parseEnv({ ...cluster, REDIS_CLUSTER_NAT_MAP: `10.0.1.9:6379=lb:30009,${bad}` }),
+      ).toThrow(
+        new ConfigError(
+          `invalid configuration: REDIS_CLUSTER_NAT_MAP: "${bad}" is not announced=reachable with each side host:port ${usage}`,
+        ),
+      );
+    expect(() =>
+      parseEnv({
+        ...cluster,
+        REDIS_CLUSTER_NAT_MAP: '10.0.1.5:6379=lb:30001,10.0.1.5:6379=lb:30002',
+      }),
+    ).toThrow(
+      new ConfigError(
+        `invalid configuration: REDIS_CLUSTER_NAT_MAP: "10.0.1.5:6379=lb:30002" maps 10.0.1.5:6379 a second time ${usage}`,
+      ),
+    );
+  });
+
+  it('refuses REDIS_CLUSTER_NAT_MAP without REDIS_CLUSTER_NODES: standalone Redis announces nothing', () => {
+    expect(() =>
+      parseEnv({ ...secrets, REDIS_CLUSTER_NAT_MAP: '10.0.1.5:6379=redis.example.com:30001' }),
+    ).toThrow(
+      new ConfigError(
+        'invalid configuration: REDIS_CLUSTER_NAT_MAP is set but REDIS_CLUSTER_NODES is not: it maps the addresses a Redis Cluster announces, and applies to a cluster only',
+      ),
+    );
+    expect(redisTarget(parseEnv(secrets))).toEqual({
+      url: 'redis://127.0.0.1:6379',
+      clusterNodes: [],
+      natMap: undefined,
+    });
   });
 
   it('refuses a database number in REDIS_URL beside REDIS_CLUSTER_NODES: a cluster has database 0 only', () => {

@@ -15,9 +15,12 @@ import {
 } from 'class-validator';
 import type { LlmConfig } from '../llm/llm.factory';
 import {
+  ClusterNatMap,
   mysqlConnectionConfig,
+  parseClusterNatMap,
   parseClusterNodes,
   parseSharedAclRules,
+  RedisTarget,
   SharedAclRules,
 } from '@loom/session';
 
@@ -60,6 +63,10 @@ export class LoomEnv {
   @IsOptional() @IsString() REDIS_CLUSTER_NODES?: string;
   /** REDIS_CLUSTER_NODES as a list (empty: standalone Redis at REDIS_URL), set by parseEnv. */
   redisClusterNodes: string[] = [];
+  /** `announced=reachable` pairs of `host:port`: where the cluster's nodes are reached behind NAT. */
+  @IsOptional() @IsString() REDIS_CLUSTER_NAT_MAP?: string;
+  /** REDIS_CLUSTER_NAT_MAP as ioredis' natMap (undefined: none), set by parseEnv. */
+  redisClusterNatMap?: ClusterNatMap;
   /** Its one query option is mysql2's `ssl` (mysqlConnectionConfig, checked in parseEnv). */
   @Matches(/^mysql:\/\/[^/]+\/[A-Za-z0-9_$-]{1,64}(\?.*)?$/, {
     message: 'MYSQL_URL must look like mysql://user[:pass]@host:port/database[?ssl=…]',
@@ -200,6 +207,20 @@ export function parseEnv(
       `invalid configuration: REDIS_CLUSTER_NODES: ${(err as Error).message} (a comma-separated list of a Redis Cluster's seed nodes)`,
     );
   }
+  let natMap: ClusterNatMap;
+  try {
+    natMap = parseClusterNatMap(env.REDIS_CLUSTER_NAT_MAP);
+  } catch (err) {
+    throw new ConfigError(
+      `invalid configuration: REDIS_CLUSTER_NAT_MAP: ${(err as Error).message} (a comma-separated list of announced=reachable pairs, e.g. 10.0.1.5:6379=redis.example.com:30001)`,
+    );
+  }
+  // Standalone Redis announces nothing: a map there would be silently ignored.
+  if (Object.keys(natMap).length && !env.redisClusterNodes.length)
+    throw new ConfigError(
+      'invalid configuration: REDIS_CLUSTER_NAT_MAP is set but REDIS_CLUSTER_NODES is not: it maps the addresses a Redis Cluster announces, and applies to a cluster only',
+    );
+  env.redisClusterNatMap = Object.keys(natMap).length ? natMap : undefined;
   // Two deployments kept apart by database numbers would otherwise share the cluster's one.
   const db = new URL(env.REDIS_URL).pathname.replace(/^\//, '');
   if (env.redisClusterNodes.length && db !== '' && db !== '0')
@@ -268,6 +289,18 @@ export function loadEnvOrExit(
     process.stderr.write(`loom: ${err.message}\n`);
     process.exit(1);
   }
+}
+
+/**
+ * Where an app's Redis connections go, from the validated environment: REDIS_URL, and on a
+ * cluster its seeds and NAT map. Every connection built from the env takes all three.
+ */
+export function redisTarget(env: LoomEnv): RedisTarget {
+  return {
+    url: env.REDIS_URL,
+    clusterNodes: env.redisClusterNodes,
+    natMap: env.redisClusterNatMap,
+  };
 }
 
 /** The model client's settings from the validated environment (orchestrator and agents alike). */
