@@ -66,7 +66,7 @@ export async function createSessionInfra(
     throw err;
   }
   const redis = createRedis(
-    { url: opts.redisUrl, clusterNodes: opts.redisClusterNodes },
+    { url: opts.redisUrl, clusterNodes: opts.redisClusterNodes, natMap: opts.redisClusterNatMap },
     'loom-session',
   );
   redis.on('error', (err) => onHotError?.(err));

@@ -17,6 +17,7 @@ export async function createTestSessionInfra(
     mysqlUrl: db.url,
     redisUrl: redis.url,
     redisClusterNodes: redis.clusterNodes ? [...redis.clusterNodes] : undefined,
+    redisClusterNatMap: redis.natMap,
     keyPrefix: prefix.prefix,
     migrationsRun: true,
     dataDir: '',

@@ -43,6 +43,7 @@ export class AgentDispatcher implements OnModuleInit, OnApplicationShutdown {
     this.streams = new RedisStreamsClient({
       redisUrl: this.env.REDIS_URL,
       redisClusterNodes: this.env.redisClusterNodes,
+      redisClusterNatMap: this.env.redisClusterNatMap,
       keyPrefix: this.env.LOOM_KEY_PREFIX,
       timeoutMs: this.env.AGENT_TIMEOUT_MS,
       maxExecutionMs: this.env.AGENT_MAX_EXECUTION_MS,

@@ -9,7 +9,7 @@ import {
 } from '@nestjs/common';
 import { ThrottlerModule } from '@nestjs/throttler';
 import { openRedis, RedisClient } from '@loom/session';
-import { LoomEnv } from '@loom/agent-kit';
+import { LoomEnv, redisTarget } from '@loom/agent-kit';
 import { RedisThrottlerStorage } from '@loom/security';
 import { RequestLogMiddleware } from './request-log.middleware';
 import { TenantThrottlerGuard } from './tenant-throttler.guard';
@@ -25,16 +25,13 @@ export class ThrottleRedis implements OnApplicationShutdown {
     this.redis =
       env.LOOM_PROFILE === 'embedded'
         ? null
-        : openRedis(
-            { url: env.REDIS_URL, clusterNodes: env.redisClusterNodes },
-            {
-              connectionName: 'loom-throttle',
-              enableOfflineQueue: false,
-              maxRetriesPerRequest: 1,
-              commandTimeout: 500,
-              retryStrategy: (times) => Math.min(times * 100, 2000),
-            },
-          );
+        : openRedis(redisTarget(env), {
+            connectionName: 'loom-throttle',
+            enableOfflineQueue: false,
+            maxRetriesPerRequest: 1,
+            commandTimeout: 500,
+            retryStrategy: (times) => Math.min(times * 100, 2000),
+          });
     this.redis?.on('error', () => undefined);
   }
 

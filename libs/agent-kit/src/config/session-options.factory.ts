@@ -14,6 +14,7 @@ export function sessionOptionsFrom(env: LoomEnv): SessionOptions & {
     mysqlSslCa: env.MYSQL_SSL_CA,
     redisUrl: env.REDIS_URL,
     redisClusterNodes: env.redisClusterNodes,
+    redisClusterNatMap: env.redisClusterNatMap,
     keyPrefix: env.LOOM_KEY_PREFIX,
     migrationsRun: env.DB_MIGRATIONS_RUN,
     mysqlPoolSize: env.DB_POOL_SIZE,

@@ -1,21 +1,18 @@
-import { LoomEnv } from '../config/loom-env';
+import { LoomEnv, redisTarget } from '../config/loom-env';
 import { openRedis } from '@loom/session';
 import { AgentRegistry, MemoryAgentRegistry, RedisAgentRegistry } from './agent-registry';
 
 /** Redis registry when distributed, the in-process one when embedded. */
 export function createRegistry(env: LoomEnv): AgentRegistry {
   if (env.LOOM_PROFILE === 'embedded') return new MemoryAgentRegistry();
-  const redis = openRedis(
-    { url: env.REDIS_URL, clusterNodes: env.redisClusterNodes },
-    {
-      connectionName: 'loom-registry',
-      // A turn reads the registry: a half-open connection must not hold it (and its lock) for the
-      // minutes the kernel takes to notice.
-      commandTimeout: 2000,
-      maxRetriesPerRequest: 2,
-      retryStrategy: (n) => Math.min(n * 100, 2000),
-    },
-  );
+  const redis = openRedis(redisTarget(env), {
+    connectionName: 'loom-registry',
+    // A turn reads the registry: a half-open connection must not hold it (and its lock) for the
+    // minutes the kernel takes to notice.
+    commandTimeout: 2000,
+    maxRetriesPerRequest: 2,
+    retryStrategy: (n) => Math.min(n * 100, 2000),
+  });
   redis.on('error', () => undefined); // reconnects by itself; heartbeats log their own failures
   return new RedisAgentRegistry(redis, env.LOOM_KEY_PREFIX, undefined, true);
 }

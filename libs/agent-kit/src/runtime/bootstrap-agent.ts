@@ -54,6 +54,7 @@ export async function bootstrapAgent(
       strategy: new RedisStreamsServer({
         redisUrl: env.REDIS_URL,
         redisClusterNodes: env.redisClusterNodes,
+        redisClusterNatMap: env.redisClusterNatMap,
         keyPrefix: env.LOOM_KEY_PREFIX,
         claimIdleMs: env.AGENT_CLAIM_IDLE_MS,
         maxDeliveries: env.AGENT_MAX_DELIVERIES,

@@ -164,8 +164,13 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
   }
 
   private connection(type: 'cmd' | 'reader'): RedisClient {
-    const { redisUrl: url, redisClusterNodes: clusterNodes } = this.options;
-    return createConnection({ url, clusterNodes }, `loom-rpc-client-${type}-${this.clientId}`, {
+    const {
+      redisUrl: url,
+      redisClusterNodes: clusterNodes,
+      redisClusterNatMap: natMap,
+    } = this.options;
+    const name = `loom-rpc-client-${type}-${this.clientId}`;
+    return createConnection({ url, clusterNodes, natMap }, name, {
       type,
       logger: this.logger,
       listeners: this.listeners,

@@ -1,9 +1,13 @@
+import type { ClusterNatMap } from '@loom/session';
+
 /** Options of the Redis Streams server (and, in part, of the client). */
 export interface RedisStreamsOptions {
   /** e.g. `redis://127.0.0.1:6379/0`; on a cluster, its credentials and TLS. */
   redisUrl: string;
   /** `host:port` seeds of a Redis Cluster (REDIS_CLUSTER_NODES); none: standalone Redis. */
   redisClusterNodes?: string[];
+  /** Where the cluster's announced nodes are reached (REDIS_CLUSTER_NAT_MAP); none: where they say. */
+  redisClusterNatMap?: ClusterNatMap;
   /** Prepended to every key this transport touches, e.g. `loom:`. */
   keyPrefix: string;
   /** Consumer name inside the group; defaults to `<host>-<pid>-<random>`, unique per server. */
@@ -26,6 +30,7 @@ export interface RedisStreamsOptions {
 export interface RedisStreamsClientOptions {
   redisUrl: string;
   redisClusterNodes?: string[];
+  redisClusterNatMap?: ClusterNatMap;
   keyPrefix: string;
   /** How long one XREAD on the reply stream blocks (ms). Default 1000. */
   blockMs?: number;

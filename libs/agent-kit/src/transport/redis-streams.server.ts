@@ -197,9 +197,13 @@ export class RedisStreamsServer
 
   /** The `n`th connection of its type (readers past the first: a cluster's other streams). */
   private connection(type: 'cmd' | 'reader', n = 0): RedisClient {
-    const { redisUrl: url, redisClusterNodes: clusterNodes } = this.options;
+    const {
+      redisUrl: url,
+      redisClusterNodes: clusterNodes,
+      redisClusterNatMap: natMap,
+    } = this.options;
     const name = `loom-rpc-${type}${n || ''}-${this.consumer}`;
-    return createConnection({ url, clusterNodes }, name, {
+    return createConnection({ url, clusterNodes, natMap }, name, {
       type,
       logger: this.logger,
       listeners: this.listeners,

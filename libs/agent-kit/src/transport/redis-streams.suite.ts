@@ -130,6 +130,7 @@ export function runTransportSuite(backend: TransportBackend): void {
       const strategy = new RedisStreamsServer({
         redisUrl: target.url,
         redisClusterNodes: target.clusterNodes ? [...target.clusterNodes] : undefined,
+        redisClusterNatMap: target.natMap,
         keyPrefix,
         consumerName: `${name}-${process.pid}`,
         blockMs: 200,
@@ -148,6 +149,7 @@ export function runTransportSuite(backend: TransportBackend): void {
       const client = new RedisStreamsClient({
         redisUrl: target.url,
         redisClusterNodes: target.clusterNodes ? [...target.clusterNodes] : undefined,
+        redisClusterNatMap: target.natMap,
         keyPrefix,
         ...opts,
       });

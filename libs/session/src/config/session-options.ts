@@ -1,3 +1,4 @@
+import type { ClusterNatMap } from '../redis/cluster-nat-map';
 import { TtlRule } from '../store/tiered/tiered-session.store';
 import { layerOf, StateKeys } from '../model/state-keys';
 
@@ -11,6 +12,8 @@ export interface SessionOptions {
   redisUrl: string;
   /** REDIS_CLUSTER_NODES: seeds of a Redis Cluster (credentials and TLS from `redisUrl`). */
   redisClusterNodes?: string[];
+  /** REDIS_CLUSTER_NAT_MAP: where the cluster's announced nodes are reached (behind NAT). */
+  redisClusterNatMap?: ClusterNatMap;
   keyPrefix: string;
   migrationsRun: boolean;
   /** MySQL connections per process (default 10). */
