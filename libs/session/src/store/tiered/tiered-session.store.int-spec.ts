@@ -419,24 +419,6 @@ describe('tiered store: a process killed between its MySQL delete and its Redis 
     expect(await t.store.get(alice, sid, 'conversation')).toBeNull();
     expect(await t.store.getList(alice, sid, 'messages')).toEqual([]);
   });
-
-  it('leaves no cached copy of deleted keys, and the rest of the session stays cached', async () => {
-    const sid = newId('c');
-    await t.store.save(alice, sid, 'conversation', { title: 'x' });
-    await t.store.save(alice, sid, 'agent:a_done1234', { status: 'COMPLETED' });
-    expect(await t.redis.exists(t.store.hot.keys.value(sid, 'agent:a_done1234'))).toBe(1);
-    jest
-      .spyOn(t.durable, 'deleteKeys')
-      .mockImplementationOnce(killedAfter(t.durable.deleteKeys.bind(t.durable)));
-    await expect(t.store.deleteKeys(alice, sid, ['agent:a_done1234'])).rejects.toBeInstanceOf(
-      Killed,
-    );
-    expect(await t.durable.get(alice, sid, 'agent:a_done1234')).toBeNull();
-    expect(await t.redis.exists(t.store.hot.keys.value(sid, 'agent:a_done1234'))).toBe(0);
-    expect(await t.store.get(alice, sid, 'agent:a_done1234')).toBeNull();
-    expect(await t.redis.exists(t.store.hot.keys.value(sid, 'conversation'))).toBe(1);
-    expect(await t.store.get(alice, sid, 'conversation')).toEqual({ title: 'x' });
-  });
 });
 
 describe('tiered store: Redis restarted empty while a refill read MySQL', () => {

@@ -390,44 +390,22 @@ export class TieredSessionStore implements SessionStore {
       deleteKeys?: (s: StoreScope, id: string, k: string[]) => Promise<void>;
     };
     if (keys.length === 0) return true;
-    // Redis's copies go before MySQL's rows as well as after them: a process killed in between
-    // then leaves nothing cached that MySQL no longer holds (the tombstones refuse refills).
-    // Before, order does not matter (the pass after repeats it), so it costs one round trip.
-    await this.dropHotKeys(scope, sid, keys, false);
+    // MySQL's rows first, then Redis's copies: a process killed in between leaves the copies
+    // cached, and its caller keeps a durable reminder until a call answers true (a task's agent
+    // sessions: its run-index entry, which recovery tidies). Unlike a session's deletion (below),
+    // the copies are dropped only after, which spares every turn a round trip.
     if (durable.deleteKeys) await durable.deleteKeys(scope, sid, keys);
     else for (const key of keys) await this.durable.deleteKey(scope, sid, key);
-    return this.dropHotKeys(scope, sid, keys, true);
-  }
-
-  /**
-   * The copies of `keys` (this process's LRU and Redis) and their tombstones; true when Redis's
-   * copies went. `ordered`: the tombstones land before the copies go, as for a session's
-   * deletion: a read that read MySQL before the delete and refills after it is refused, rather
-   * than bringing the key back for its TTL.
-   */
-  private async dropHotKeys(
-    scope: StoreScope,
-    sid: string,
-    keys: string[],
-    ordered: boolean,
-  ): Promise<boolean> {
     for (const key of keys) this.lru.delete(this.lruKey(scope, sid, key));
-    const tombstone = this.guard
-      .attempt(() =>
-        this.hot.markKeysDeleted(sid, keys, this.opts.deleteTombstoneMs ?? DELETE_TOMBSTONE_MS),
-      )
-      .then((res) => {
-        if (!res.ok) this.opts.onHotError?.(res.error);
-      });
-    if (ordered) await tombstone;
-    const [deleted] = await Promise.all([
-      Promise.all(
-        keys.map((key) =>
-          this.hotWrite(scope, sid, key, () => this.hot.deleteKey(scope, sid, key)),
-        ),
-      ),
-      tombstone,
-    ]);
+    // Tombstones first, as for a session's deletion: a read that read MySQL before the delete and
+    // refills after it is refused, rather than bringing the key back for its TTL.
+    const tombstoned = await this.guard.attempt(() =>
+      this.hot.markKeysDeleted(sid, keys, this.opts.deleteTombstoneMs ?? DELETE_TOMBSTONE_MS),
+    );
+    if (!tombstoned.ok) this.opts.onHotError?.(tombstoned.error);
+    const deleted = await Promise.all(
+      keys.map((key) => this.hotWrite(scope, sid, key, () => this.hot.deleteKey(scope, sid, key))),
+    );
     return deleted.every(Boolean);
   }
 
