@@ -2,6 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { JwtService } from '@nestjs/jwt';
 import { LOOM_ENV, LoomEnv } from '@loom/agent-kit';
 import { LoomError, LoomErrorCode, Owner, PRINCIPAL_PATTERN } from '@loom/session';
+import { bearerToken } from './bearer-token';
 
 /** Seconds an issuer's clock may run ahead of ours (LOOM_JWT_MAX_AGE_S). */
 const CLOCK_LEEWAY_S = 30;
@@ -19,8 +20,7 @@ export class TokenVerifier {
 
   /** The owner an `Authorization` header's token names; UNAUTHENTICATED when it names none. */
   async owner(header: string | string[] | undefined): Promise<Owner> {
-    const token =
-      typeof header === 'string' && /^bearer /i.test(header) ? header.slice(7).trim() : null;
+    const token = bearerToken(header);
     if (!token) throw unauthenticated('missing bearer token');
     let verified: { header: object; payload: { sub?: unknown; tid?: unknown; exp?: unknown } };
     try {

@@ -1,6 +1,7 @@
 import { ExecutionContext } from '@nestjs/common';
 import { LoomError } from '@loom/session';
-import { bearerToken, MetricsTokenGuard } from './metrics-token.guard';
+import { bearerToken } from '../auth/bearer-token';
+import { MetricsTokenGuard } from './metrics-token.guard';
 
 const TOKEN = 'scrape-token-0123456789';
 

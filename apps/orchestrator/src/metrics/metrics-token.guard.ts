@@ -1,6 +1,7 @@
 import { CanActivate, ExecutionContext, Inject, Injectable } from '@nestjs/common';
 import { createHash, timingSafeEqual } from 'crypto';
 import { LoomError, LoomErrorCode } from '@loom/session';
+import { bearerToken } from '../auth/bearer-token';
 
 /** LOOM_METRICS_TOKEN, or null (MetricsModule provides it). */
 export const METRICS_TOKEN = Symbol('METRICS_TOKEN');
@@ -29,11 +30,4 @@ export class MetricsTokenGuard implements CanActivate {
       throw new LoomError(LoomErrorCode.UNAUTHENTICATED, 'invalid metrics token');
     return true;
   }
-}
-
-/** The token of an `Authorization: Bearer …` header (any case of the scheme), else null. */
-export function bearerToken(header: unknown): string | null {
-  if (typeof header !== 'string' || !/^bearer /i.test(header)) return null;
-  const token = header.slice(7).trim();
-  return token === '' ? null : token;
 }
