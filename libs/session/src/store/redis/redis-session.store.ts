@@ -186,14 +186,8 @@ export class RedisSessionStore implements SessionStore {
     key: string,
     slideTtlSeconds = 0,
   ): Promise<{ value: T } | typeof ABSENT | null> {
-    assertPrincipal(scope.tenantId, 'tenant id');
-    this.check(sid, key);
-    const raw = (await this.run.GET(this.readKeys(sid, key, this.keys.value(sid, key)), [
-      scope.tenantId,
-      slideTtlSeconds * 1000,
-    ])) as string | null;
-    if (raw === null) return null;
-    return raw === ABSENT_MARKER ? ABSENT : { value: decodeValue<T>(raw) };
+    const raw = (await this.valueRead(scope, sid, key, slideTtlSeconds, false)) as string | null;
+    return raw === null ? null : found<T>(raw);
   }
 
   /**
@@ -206,17 +200,30 @@ export class RedisSessionStore implements SessionStore {
     key: string,
     slideTtlSeconds = 0,
   ): Promise<{ value: T } | typeof ABSENT | RefillEpoch> {
-    assertPrincipal(scope.tenantId, 'tenant id');
-    this.check(sid, key);
-    this.assertCache();
-    const raw = (await this.run.GET(
-      [...this.readKeys(sid, key, this.keys.value(sid, key)), this.keys.epoch(sid)],
-      [scope.tenantId, slideTtlSeconds * 1000, newEpoch()],
-    )) as string | [string] | null;
+    const raw = await this.valueRead(scope, sid, key, slideTtlSeconds, true);
     if (Array.isArray(raw)) return { epoch: String(raw[0]) };
     // A foreign session: nothing to refill from here (the refill would be refused).
-    if (raw === null) return { epoch: '' };
-    return raw === ABSENT_MARKER ? ABSENT : { value: decodeValue<T>(raw) };
+    return raw === null ? { epoch: '' } : found<T>(raw as string);
+  }
+
+  /** GET; `forRefill`: a miss answers the refill epoch (probeForRefill). */
+  private async valueRead(
+    scope: StoreScope,
+    sid: string,
+    key: string,
+    slideTtlSeconds: number,
+    forRefill: boolean,
+  ): Promise<unknown> {
+    assertPrincipal(scope.tenantId, 'tenant id');
+    this.check(sid, key);
+    const keys = this.readKeys(sid, key, this.keys.value(sid, key));
+    const args: Array<string | number> = [scope.tenantId, slideTtlSeconds * 1000];
+    if (forRefill) {
+      this.assertCache();
+      keys.push(this.keys.epoch(sid));
+      args.push(newEpoch());
+    }
+    return this.run.GET(keys, args);
   }
 
   /**
@@ -750,6 +757,11 @@ export class RedisSessionStore implements SessionStore {
     }
     await pipe.exec();
   }
+}
+
+/** A value as Redis holds it: the absent marker, or JSON. */
+function found<T>(raw: string): { value: T } | typeof ABSENT {
+  return raw === ABSENT_MARKER ? ABSENT : { value: decodeValue<T>(raw) };
 }
 
 function isBefore(s: SessionSummary, cursor: { updatedAt: Date; sessionId: string }): boolean {
