@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // `npm run chaos -- [--minutes N] [--seed S]`: builds, then runs the randomized crash audit
-// (libs/testing/src/chaos) against every app as real processes; see README "Recovery".
+// (libs/testing/src/chaos) against every app as real processes; see docs/recovery.md,
+// "Chaos audit".
 const { spawnSync } = require('child_process');
 const path = require('path');
 const { root } = require('./transpile');

@@ -37,7 +37,7 @@ const stop = async (code) => {
   stopping = true;
   // The orchestrator first, so the turns it is finishing still have their agents; then the
   // agents, each finishing the work it holds. Past the grace a process is killed, and its
-  // unfinished work is recovered (README, Recovery).
+  // unfinished work is recovered (docs/recovery.md).
   const orchestrator = (c) => c.app === 'orchestrator';
   await stopAll(children.filter(orchestrator), 'SIGTERM', 30_000);
   await stopAll(children.filter((c) => !orchestrator(c)), 'SIGTERM', 15_000);

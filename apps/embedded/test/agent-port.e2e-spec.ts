@@ -31,7 +31,7 @@ async function freePair(): Promise<number> {
   }
 }
 
-// README, Configuration: AGENT_PORT is the embedded profile's agent TCP port. That profile hosts
+// docs/configuration.md: AGENT_PORT is the embedded profile's agent TCP port. That profile hosts
 // every agent in one process, so one port cannot be each agent's: they take AGENT_PORT and the
 // ports after it, in the order they start.
 describe('embedded profile: AGENT_PORT', () => {

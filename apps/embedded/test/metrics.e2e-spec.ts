@@ -11,7 +11,7 @@ import { createOrchestrator } from '../../orchestrator/src/bootstrap';
 import { startEmbeddedAgents } from '../src/embedded-agents';
 const { signJwt } = require('../../../scripts/lib/processes');
 
-// README "Metrics": the embedded profile (one process, JSON files, TCP, no Redis) serves
+// docs/metrics.md: the embedded profile (one process, JSON files, TCP, no Redis) serves
 // /metrics too; the dispatch queue gauges, read from Redis streams, are absent there.
 describe('embedded profile: GET /metrics', () => {
   let dataDir: string;

@@ -105,7 +105,7 @@ export class AppModule {
         TurnService,
         TokenVerifier,
         JwtAuthGuard,
-        // Leases, recovery and cleanup (README "Recovery").
+        // Leases, recovery and cleanup (docs/recovery.md).
         {
           provide: SystemRepository,
           useFactory: (infra: SessionInfra) => new SystemRepository(infra.store),
@@ -124,7 +124,7 @@ export class AppModule {
         RecoverySignal,
         RecoveryScheduler,
         ShutdownHandOver,
-        // Read when /metrics is scraped (README "Metrics").
+        // Read when /metrics is scraped (docs/metrics.md).
         DispatchQueueGauges,
       ],
     };

@@ -28,7 +28,7 @@ async function scrape(orch: InProcessOrchestrator) {
   return { text: res.text, samples: parsePrometheusText(res.text) };
 }
 
-/** README "Metrics": GET /metrics of an orchestrator in-process, on real MySQL and Redis. */
+/** docs/metrics.md: GET /metrics of an orchestrator in-process, on real MySQL and Redis. */
 describe('GET /metrics (in-process, real stores)', () => {
   describe('after a turn through two agents, behind LOOM_METRICS_TOKEN', () => {
     let orch: InProcessOrchestrator;

@@ -62,7 +62,7 @@ describe('orchestrator (HTTP, in-process)', () => {
     const names = (op: { parameters: { name: string }[] }) => op.parameters.map((p) => p.name);
     expect(names(messages.get)).toEqual(expect.arrayContaining(['id', 'afterSeq', 'limit']));
     expect(names(messages.post)).toEqual(expect.arrayContaining(['Idempotency-Key', 'Accept']));
-    // What the route refuses with 400 (README, Input hardening).
+    // What the route refuses with 400 (docs/security.md, "Input hardening").
     const key = messages.post.parameters.find(
       (p: { name: string }) => p.name === 'Idempotency-Key',
     );

@@ -168,6 +168,6 @@ export async function claimDatabase(
   if (owner !== null && owner !== keyPrefix)
     throw new Error(
       `the database of MYSQL_URL belongs to the deployment with LOOM_KEY_PREFIX=${JSON.stringify(owner)}, ` +
-        `not ${JSON.stringify(keyPrefix)}: give each deployment its own database (README, Configuration)`,
+        `not ${JSON.stringify(keyPrefix)}: give each deployment its own database (docs/configuration.md)`,
     );
 }

@@ -15,8 +15,8 @@ export const HAND_OVER_MARGIN_MS = 2000;
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, Math.max(0, ms)));
 
 /**
- * SIGTERM (README "Stopping a process"): stop taking connections, cap every lease of this
- * process at SHUTDOWN_HANDOVER_MS + margin from now (a kill before the hand-over then leaves
+ * SIGTERM (docs/recovery.md, "Stopping a process"): stop taking connections, cap every lease of
+ * this process at SHUTDOWN_HANDOVER_MS + margin from now (a kill before the hand-over then leaves
  * tasks another replica recovers at that time, not after TASK_LEASE_MS), let running turns
  * finish until SHUTDOWN_HANDOVER_MS, hand the rest over (their callers get 503 UNAVAILABLE and
  * retry with their Idempotency-Key), and wait for every request to be answered before the

@@ -5,7 +5,7 @@ import { ApiErrors } from '../openapi/api-errors.decorator';
 import { MetricsService } from './metrics.service';
 import { MetricsTokenGuard } from './metrics-token.guard';
 
-/** Prometheus scrapes the orchestrator here (README "Metrics"); absent with LOOM_METRICS=false. */
+/** Prometheus scrapes the orchestrator here (docs/metrics.md); absent with LOOM_METRICS=false. */
 @ApiTags('metrics')
 @Controller('metrics')
 @UseGuards(MetricsTokenGuard)

@@ -10,11 +10,12 @@ export interface RecoveryDue {
 }
 
 /**
- * A hint between orchestrator replicas, over Redis pub/sub on `<prefix>recovery:due` (README
- * "Recovery"): a stopping replica says when the tasks it gives up become due (their capped
- * leases end, or now for those it handed over), and a replica that hears it scans then instead
- * of at its next RECOVERY_INTERVAL_MS. Only a hint: the scan decides as always, and a message
- * lost (pub/sub is at most once, Redis away) only leaves the task to the next regular scan.
+ * A hint between orchestrator replicas, over Redis pub/sub on `<prefix>recovery:due`
+ * (docs/recovery.md, "Stopping a process"): a stopping replica says when the tasks it gives up
+ * become due (their capped leases end, or now for those it handed over), and a replica that
+ * hears it scans then instead of at its next RECOVERY_INTERVAL_MS. Only a hint: the scan decides
+ * as always, and a message lost (pub/sub is at most once, Redis away) only leaves the task to the
+ * next regular scan.
  * The embedded profile (no Redis) has one orchestrator and nothing to tell.
  */
 @Injectable()

@@ -6,7 +6,7 @@ import { TurnService } from './turn.service';
 /**
  * A turn that creates its task after SIGTERM capped the leases (it was planning, or waiting for
  * its lock) must not write a lease of TASK_LEASE_MS: killed before its first renewal, it would
- * leave a task nobody recovers for 10 minutes (README "Stopping a process").
+ * leave a task nobody recovers for 10 minutes (docs/recovery.md, "Stopping a process").
  */
 describe('a task created after the shutdown capped the leases', () => {
   it('is created with the capped lease', async () => {

@@ -131,7 +131,7 @@ export class LoomEnv {
   @IsString() LOOM_DATA_DIR = '.loom-data';
   /** Embedded profile: the first agent's TCP port, the next ones' after it (0 = any free ports). */
   @Transform(toInt) @IsInt() @Min(0) @Max(65535) AGENT_PORT = 0;
-  /** Shared-context ACL: JSON `{ "<taskType>|*": { "<key>": ["<agentType>", …] } }` (README "Security"). */
+  /** Shared-context ACL: JSON `{ "<taskType>|*": { "<key>": ["<agentType>", …] } }` (docs/security.md). */
   @IsOptional() @IsString() LOOM_SHARED_ACL?: string;
   /** Redact PII from user messages and task-shared values before they are stored. */
   @Transform(toBool) @IsBoolean() LOOM_REDACT_STORED = false;

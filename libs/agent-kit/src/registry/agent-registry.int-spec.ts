@@ -19,7 +19,7 @@ describe('RedisAgentRegistry', () => {
       () => `tax-${++n}`,
     ));
 
-  /** The registry's keys of one agent type (README's Redis key table). */
+  /** The registry's keys of one agent type (the Redis key table of docs/session-library.md). */
   const typeKeys = (type: string) => {
     const instances = `${prefix.prefix}agents:{registry}:${type}`;
     return { started: `${instances}:started`, descriptors: `${instances}:descriptors` };

@@ -1,4 +1,4 @@
-/** The state keys one conversation's session holds (README "Session layout"). */
+/** The state keys one conversation's session holds (docs/session-library.md). */
 export const StateKeys = {
   conversation: 'conversation',
   messages: 'messages',

@@ -43,8 +43,8 @@ const WENT_ON = 'this turn failed and the conversation has gone on since';
 
 /**
  * One user working through a conversation: turns in sequence, each under an Idempotency-Key,
- * retried as the README tells clients to (503 or a lost connection: the same key; the 409 "send
- * again" and a 502: a new key), against orchestrator replicas chosen at random.
+ * retried as docs/http-api.md tells clients to (503 or a lost connection: the same key; the 409
+ * "send again" and a 502: a new key), against orchestrator replicas chosen at random.
  */
 export class ChaosConversation {
   readonly record: ConversationRecord;
@@ -213,7 +213,7 @@ export class ChaosConversation {
   }
 }
 
-/** 2xx, or a typed error a client is told to expect while processes die (README "HTTP API"). */
+/** 2xx, or a typed error a client is told to expect while processes die (docs/http-api.md). */
 function documented(status: number, body: any): boolean {
   if (status >= 200 && status < 300) return true;
   const typed =

@@ -36,7 +36,7 @@ export interface ChaosReport {
   violations: Violation[];
 }
 
-/** Settings that make recovery happen within seconds (README "Configuration"). */
+/** Settings that make recovery happen within seconds (docs/configuration.md). */
 export function chaosEnv(rnd: SeededRandom): Record<string, string> {
   return {
     LLM_OFFLINE_DELAY_MS: String(rnd.int(50, 400)),

@@ -1,6 +1,7 @@
 /**
- * The Redis key layout (README "Redis key layout"). Everything of one session carries the hash
- * tag {sessionId}, so multi-key scripts run on Redis Cluster; `prefix` is LOOM_KEY_PREFIX.
+ * The Redis key layout (docs/session-library.md, "Redis key layout"). Everything of one session
+ * carries the hash tag {sessionId}, so multi-key scripts run on Redis Cluster; `prefix` is
+ * LOOM_KEY_PREFIX.
  *
  *   <prefix>s:{<sid>}:<stateKey>        string   single value (JSON)
  *   <prefix>s:{<sid>}:<stateKey>:list   zset     list items, score = index, member "<index>|<json>";
