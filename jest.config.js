@@ -1,6 +1,6 @@
 // Tests in four tiers, transpiled file by file by ts-jest (tsconfig isolatedModules: no type-checking here;
 // `npm run typecheck` does that once):
-//  unit         *.spec.ts next to the code: pure logic, no I/O
+//  unit         *.spec.ts next to the code: pure logic, no I/O; and test/*.spec.ts (the docs' links)
 //  integration  *.int-spec.ts next to the code: real MySQL and Redis (or HTTP), own database and key prefix per suite
 //  e2e          apps/<app>/test/*.e2e-spec.ts: one app in-process against real MySQL and Redis
 //  system       test/*.e2e-spec.ts: every app as a real process (needs `npm run build`)
@@ -24,7 +24,11 @@ const base = {
 module.exports = {
   testTimeout: 120000,
   projects: [
-    { ...base, displayName: 'unit', testMatch: ['<rootDir>/{apps,libs}/**/*.spec.ts'] },
+    {
+      ...base,
+      displayName: 'unit',
+      testMatch: ['<rootDir>/{apps,libs}/**/*.spec.ts', '<rootDir>/test/**/*.spec.ts'],
+    },
     { ...base, displayName: 'integration', testMatch: ['<rootDir>/libs/**/*.int-spec.ts'] },
     { ...base, displayName: 'e2e', testMatch: ['<rootDir>/apps/*/test/**/*.e2e-spec.ts'] },
     { ...base, displayName: 'system', testMatch: ['<rootDir>/test/**/*.e2e-spec.ts'] },
