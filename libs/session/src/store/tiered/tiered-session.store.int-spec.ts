@@ -353,9 +353,12 @@ describe('tiered store: a read racing a delete', () => {
     const read = t.durable.get.bind(t.durable);
     jest.spyOn(t.durable, 'get').mockImplementationOnce(async (...args) => {
       const old = await read(...args); // { n: 2 }
-      await t.redis.pexpire(gone, 50); // the tombstone's last moments
+      await t.redis.pexpire(gone, 5000); // the tombstone's last seconds
       await t.store.save(alice, sid, key, { n: 3 }); // refused in Redis, made in MySQL
-      await new Promise((r) => setTimeout(r, 100)); // the first tombstone has lapsed
+      // The refusal renewed it for its whole minute, so the refill below lands under it rather
+      // than after the first tombstone's end. (A TTL of a few ms and a sleep past it made this
+      // race the save on a loaded machine: the save could come after the lapse and be let in.)
+      expect(await t.redis.pttl(gone)).toBeGreaterThan(5000);
       return old;
     });
     expect(await t.store.get(alice, sid, key)).toEqual({ n: 2 });
