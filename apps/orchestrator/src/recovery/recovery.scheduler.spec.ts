@@ -5,7 +5,16 @@ import { MAX_SIGNALLED_SCANS, RecoveryScheduler, SIGNAL_SLOT_MS } from './recove
 /** The scheduler's timing of signalled scans, over a scan that only counts its calls. */
 function scheduler() {
   const scans: number[] = [];
-  const recovery = { scan: async () => void scans.push(Date.now()) };
+  const recovery = {
+    start: async () => {
+      scans.push(Date.now());
+      return {
+        indexed: 0,
+        due: 0,
+        finished: Promise.resolve({ indexed: 0, due: 0, recovered: 0 }),
+      };
+    },
+  };
   const s = new RecoveryScheduler(
     { RECOVERY_INTERVAL_MS: 30_000 } as LoomEnv,
     {} as never,

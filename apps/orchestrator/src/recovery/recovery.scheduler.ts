@@ -55,9 +55,9 @@ export class RecoveryScheduler
       timer.unref();
       this.registry.addInterval(name, timer);
     };
-    every('task-recovery', this.env.RECOVERY_INTERVAL_MS, () => this.recovery.scan());
+    every('task-recovery', this.env.RECOVERY_INTERVAL_MS, () => this.startScan());
     every('session-sweeper', SWEEP_INTERVAL_MS, () => this.sweeper.sweep());
-    void this.once('task-recovery', () => this.recovery.scan());
+    void this.once('task-recovery', () => this.startScan());
     this.signal.listen(({ from, inMs }) =>
       this.scanIn(inMs + SIGNALLED_SCAN_DELAY_MS, `${from} is stopping`),
     );
@@ -81,10 +81,19 @@ export class RecoveryScheduler
     this.log.log(`${reason}: recovery scan in ${slot - Date.now()} ms`);
     const timer = setTimeout(() => {
       this.signalled.delete(slot);
-      void this.once('task-recovery', () => this.recovery.scan(), { rerunIfBusy: true });
+      void this.once('task-recovery', () => this.startScan(), { rerunIfBusy: true });
     }, slot - Date.now());
     timer.unref();
     this.signalled.set(slot, timer);
+  }
+
+  /**
+   * A scan's part the next one waits for: reading the index and starting the recoveries of due
+   * tasks. Those run on, each as long as its agents still work, beside the scans that follow.
+   */
+  private async startScan(): Promise<{ indexed: number; due: number }> {
+    const { indexed, due } = await this.recovery.start();
+    return { indexed, due };
   }
 
   /** A stopping replica starts no recovery: what it could not finish would only be handed on. */

@@ -12,10 +12,12 @@ import { runWithMdc } from '@loom/observability';
 import { TaskResumer } from '../turn/task-resumer';
 import { TaskLeases } from '../turn/task-run';
 
-/** Entries of the run index one scan looks at, and tasks it recovers at most (4 at a time). */
+/**
+ * Entries of the run index one scan looks at, and tasks this process recovers at most at a time
+ * (each recovery waits for whatever agent work its task still has, up to AGENT_MAX_EXECUTION_MS).
+ */
 const SCAN_LIMIT = 10_000;
 const RECOVER_LIMIT = 50;
-const PARALLEL = 4;
 
 export interface ScanReport {
   indexed: number;
@@ -42,19 +44,38 @@ export class TaskRecovery {
     private readonly resumer: TaskResumer,
   ) {}
 
+  /** Recoveries under way in this process, by task id (a later scan leaves those alone). */
+  private readonly recovering = new Set<string>();
+
+  /** A scan, and every recovery it starts, to their end. */
   async scan(): Promise<ScanReport> {
+    const { finished } = await this.start();
+    return finished;
+  }
+
+  /**
+   * Reads the index and starts recovering the tasks that are due; resolves once they are
+   * started (`finished`: once they have ended). A recovery lasts as long as its task's agent
+   * work still left, so the scheduler's next scan must not wait for it: a task interrupted
+   * meanwhile is due after its lease, whatever other tasks' agents are still doing.
+   */
+  async start(): Promise<{ indexed: number; due: number; finished: Promise<ScanReport> }> {
     const entries = await this.system.runs(SCAN_LIMIT);
-    const due: RunEntry[] = [];
+    const started: Promise<boolean>[] = [];
     for (const entry of entries) {
-      if (due.length >= RECOVER_LIMIT) break;
-      if (await this.due(entry).catch(() => false)) due.push(entry);
+      if (this.recovering.size >= RECOVER_LIMIT) break;
+      if (this.recovering.has(entry.taskId)) continue;
+      if (!(await this.due(entry).catch(() => false))) continue;
+      const recovery = this.recover(entry).finally(() => this.recovering.delete(entry.taskId));
+      this.recovering.add(entry.taskId);
+      started.push(recovery);
     }
-    let recovered = 0;
-    for (let i = 0; i < due.length; i += PARALLEL) {
-      const results = await Promise.all(due.slice(i, i + PARALLEL).map((e) => this.recover(e)));
-      recovered += results.filter(Boolean).length;
-    }
-    return { indexed: entries.length, due: due.length, recovered };
+    const finished = Promise.all(started).then((results) => ({
+      indexed: entries.length,
+      due: started.length,
+      recovered: results.filter(Boolean).length,
+    }));
+    return { indexed: entries.length, due: started.length, finished };
   }
 
   /** Recovers one task in a CLS context of its own; false when it was busy, renewed or failed. */
