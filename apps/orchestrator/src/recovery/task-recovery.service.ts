@@ -96,7 +96,17 @@ export class TaskRecovery {
     const { tenantId, userId, conversationId, taskId } = entry;
     // The cheap check read Redis; decide on what MySQL holds before disturbing anyone.
     await this.conversations.refresh(conversationId);
-    if (!(await this.due(entry))) return false;
+    const due = await this.due(entry);
+    if (!due) return false;
+    // A task no longer RUNNING has no lease to say its holder is gone, and one acquisition can
+    // carry two tasks (a turn resumes this one, then runs its own under the same token): while
+    // that token is the lock of a live process, the entry waits for the lock to be free.
+    if (
+      due === 'closed' &&
+      entry.lockToken &&
+      (await this.lock.heldAlive(conversationId, entry.lockToken))
+    )
+      return false;
     const lock = await this.lock.takeOver({ tenantId }, conversationId, entry.lockToken);
     if (!lock) return false; // another turn or replica holds the conversation: it settles the task
     const started = Date.now();
@@ -112,14 +122,17 @@ export class TaskRecovery {
     }
   }
 
-  /** Its worker stopped: the lease ran out, or it closed the task but did not clean up. */
-  private async due(entry: RunEntry): Promise<boolean> {
+  /**
+   * Its worker stopped: the lease ran out (`expired`), or the task was closed (or never written)
+   * and not cleaned up a lease's time after (`closed`); false when not due.
+   */
+  private async due(entry: RunEntry): Promise<'expired' | 'closed' | false> {
     const owner = { tenantId: entry.tenantId, userId: entry.userId };
     const task = await this.tasks.get(owner, entry.conversationId, entry.taskId, true);
     const now = Date.now();
     const grace = this.leases.leaseMs;
-    if (!task) return Date.parse(entry.createdAt) + grace <= now;
-    if (task.status === TaskStatus.RUNNING) return this.leases.expired(task, now);
-    return Date.parse(task.completedAt ?? entry.createdAt) + grace <= now;
+    if (task?.status === TaskStatus.RUNNING) return this.leases.expired(task, now) && 'expired';
+    const since = Date.parse(task?.completedAt ?? entry.createdAt);
+    return since + grace <= now && 'closed';
   }
 }

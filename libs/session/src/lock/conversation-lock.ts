@@ -177,6 +177,22 @@ export class ConversationLock {
     }
   }
 
+  /**
+   * Whether the lock holds exactly `token` and that holder's process is alive (its liveness key
+   * is there): a token an older record names may be the lock of a live turn that went on to
+   * other work under it. False without Redis, or when Redis fails (the fence orders writers).
+   */
+  async heldAlive(sessionId: string, token: string): Promise<boolean> {
+    if (!this.redis || !this.liveness) return false;
+    try {
+      if ((await this.redis.get(this.keys.lock(sessionId))) !== token) return false;
+      return (await this.liveness.gone(token)) === false;
+    } catch (err) {
+      this.opts.onRedisError?.(err);
+      return false;
+    }
+  }
+
   /** Issues the fencing token; a lock whose fence cannot be issued is given back at once. */
   private async fenced(
     scope: StoreScope,
