@@ -133,22 +133,26 @@ return 0`;
 
 /**
  * SAVE of a cache (the tiered store's hot write after its MySQL write), refused while KEYS[5], the
- * tombstone of this key's deletion, exists: the write may have passed MySQL before the deletion
- * (an execution's write just before its task closed) and would put the deleted key back for its
- * TTL. Its value is dropped too, so Redis holds nothing for the key meanwhile and reads go to
+ * tombstone of this key's deletion, or KEYS[7] (when given), the tombstone of the session's,
+ * exists: the write may have passed MySQL before the deletion (an execution's write just before
+ * its task closed, or before its conversation was deleted) and would put the deleted key back for
+ * its TTL. Its value is dropped too, so Redis holds nothing for the key meanwhile and reads go to
  * MySQL, which orders the write and the deletion. A refused write leaves Redis empty as the
- * deletion did, so it renews the tombstone for the time it was set for (its value, ms): a refill
- * that read MySQL before this write and lands after the first tombstone lapsed would otherwise
- * put the older value back. KEYS[6] (when given) the key's `_writing` set, from which the write's
- * token ARGV[10] goes either way: its Redis half is done. 0 written, 1 refused.
+ * deletion did, so it renews the tombstones for the time they were set for (their value, ms): a
+ * refill that read MySQL before this write and lands after the first tombstone lapsed would
+ * otherwise put the older value back. KEYS[6] (when given) the key's `_writing` set, from which
+ * the write's token ARGV[10] goes either way: its Redis half is done. 0 written, 1 refused.
  */
 export const SAVE_CACHED = `${PRELUDE}
 if KEYS[6] then redis.call('ZREM', KEYS[6], ARGV[10]) end
 local gone = redis.call('GET', KEYS[5])
-if gone then
+local sessionGone = KEYS[7] and redis.call('GET', KEYS[7])
+if gone or sessionGone then
   if owner == ARGV[1] then redis.call('DEL', KEYS[3]) end
-  local ms = tonumber(gone)
-  if ms and ms > 1 then redis.call('PEXPIRE', KEYS[5], math.floor(ms), 'GT') end
+  for k, v in pairs({[5] = gone, [7] = sessionGone}) do
+    local ms = v and tonumber(v)
+    if ms and ms > 1 then redis.call('PEXPIRE', KEYS[k], math.floor(ms), 'GT') end
+  end
   return 1
 end
 ${WRITE_GUARD}${SET_VALUE}${BOOKKEEPING_TTL}
@@ -328,15 +332,16 @@ return last`;
  * the tombstone of the key's deletion, exists: a save then leaves Redis empty (SAVE_CACHED), so a
  * marker of a read made before that save's MySQL write would hide it. The key joins the _keys
  * index, so purging or deleting the session drops the marker too. Nor while a write of the key is
- * under way or was lost (KEYS[6], its `_writing` set), as for a refill, nor when the epoch of the
- * read that missed (ARGV[5]) is not the session's (KEYS[7], see EPOCH_MS). ARGV[2] marker, ARGV[3]
- * ttl ms, ARGV[4] state key.
+ * under way or was lost (KEYS[6], its `_writing` set), as for a refill, nor while the tombstone of
+ * the session's deletion (KEYS[7]) lasts (a save then leaves Redis empty too), nor when the epoch
+ * of the read that missed (ARGV[5]) is not the session's (KEYS[8], see EPOCH_MS). ARGV[2] marker,
+ * ARGV[3] ttl ms, ARGV[4] state key.
  */
 export const MARK_ABSENT = `${PRELUDE}${UNDER_WAY}
 if owner ~= ARGV[1] then return 0 end
-if redis.call('EXISTS', KEYS[5]) == 1 then return 0 end
+if redis.call('EXISTS', KEYS[5], KEYS[7]) > 0 then return 0 end
 if under_way(KEYS[6]) ~= 'none' then return 0 end
-${epochHolds('KEYS[7]', 'ARGV[5]')}
+${epochHolds('KEYS[8]', 'ARGV[5]')}
 if not redis.call('SET', KEYS[3], ARGV[2], 'NX', 'PX', tonumber(ARGV[3])) then return 0 end
 redis.call('SADD', KEYS[2], ARGV[4])
 return 1`;

@@ -99,6 +99,7 @@ export class RedisSessionStore implements SessionStore {
         ...this.writeKeys(sid, this.keys.value(sid, key)),
         this.keys.keyGone(sid, key),
         this.keys.writing(sid, key),
+        this.keys.gone(sid),
       ];
       args.push(writeToken);
       const res = await this.run.SAVE_CACHED(keys, args);
@@ -243,6 +244,7 @@ export class RedisSessionStore implements SessionStore {
       ...this.writeKeys(sid, this.keys.value(sid, key)),
       this.keys.keyGone(sid, key),
       this.keys.writing(sid, key),
+      this.keys.gone(sid),
       ...(refill ? [this.keys.epoch(sid)] : []),
     ];
     const res = await this.run.MARK_ABSENT(keys, [
@@ -448,11 +450,15 @@ export class RedisSessionStore implements SessionStore {
   /**
    * Leaves a tombstone of the session's deletion for `ttlMs`: until it expires, refills (`fill`,
    * `fillList`) of the session are refused, so a read that read the durable store before the
-   * deletion cannot put what it read back. Writes (`save`, `append`) are not affected.
+   * deletion cannot put what it read back; nor do a cache's saves (SAVE_CACHED), which may have
+   * passed the durable store before the deletion, and drop their copy instead. Appends are not
+   * affected (a list they start is not complete, so reads of it miss).
    */
   async markDeleted(sid: string, ttlMs: number): Promise<void> {
     assertId(sid, 'session id');
-    await this.redis.set(this.keys.gone(sid), '1', 'PX', Math.max(1, Math.floor(ttlMs)));
+    const px = Math.max(1, Math.floor(ttlMs));
+    // Its value is its duration, which a save refused under it renews (SAVE_CACHED).
+    await this.redis.set(this.keys.gone(sid), String(px), 'PX', px);
   }
 
   /**

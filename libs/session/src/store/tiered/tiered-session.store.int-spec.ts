@@ -327,6 +327,22 @@ describe('tiered store: a read racing a delete', () => {
     expect(await t.store.get(alice, sid, key)).toBeNull();
   });
 
+  it.each([['conversation'], ['agent:a_late9012']])(
+    'a save of %s that passed MySQL before the session DELETE does not bring it back in Redis after it',
+    async (key) => {
+      const sid = await coldConversation();
+      const write = t.durable.save.bind(t.durable);
+      jest.spyOn(t.durable, 'save').mockImplementationOnce(async (...args) => {
+        await write(...args); // an agent's (or a paused holder's) write reached MySQL first
+        await t.store.delete(alice, sid); // then the conversation was deleted, rows and copies
+      });
+      await t.store.save(alice, sid, key, { late: true });
+      expect(await t.durable.get(alice, sid, key)).toBeNull(); // MySQL: deleted
+      expect(await t.redis.exists(t.store.hot.keys.value(sid, key))).toBe(0);
+      expect(await t.store.get(alice, sid, key)).toBeNull();
+    },
+  );
+
   it('a key saved again while its tombstone lasts is not marked absent by a read that missed it before', async () => {
     const sid = await coldConversation();
     const key = 'agent:a_mark1234';
@@ -382,12 +398,16 @@ describe('tiered store: a read racing a delete', () => {
     expect(await t.store.hot.get(alice, sid, key)).toEqual({ n: 4 });
   });
 
-  it('a session written again after its DELETE is cached as usual', async () => {
+  it('a session written again after its DELETE is read as written, from MySQL while its tombstone lasts, then cached', async () => {
     const sid = await coldConversation();
     await t.store.delete(alice, sid);
     await t.store.save(alice, sid, 'conversation', { title: 'again' });
-    expect(await t.store.hot.get(alice, sid, 'conversation')).toEqual({ title: 'again' });
     expect(await t.store.get(alice, sid, 'conversation')).toEqual({ title: 'again' });
+    expect(await t.store.hot.probe(alice, sid, 'conversation')).toBeNull();
+    await t.redis.del(t.store.hot.keys.gone(sid));
+    await t.store.save(alice, sid, 'conversation', { title: 'cached' });
+    expect(await t.store.hot.get(alice, sid, 'conversation')).toEqual({ title: 'cached' });
+    expect(await t.store.get(alice, sid, 'conversation')).toEqual({ title: 'cached' });
   });
 });
 
