@@ -28,6 +28,30 @@ describe('redactDeep', () => {
     );
   });
 
+  // Conversation metadata and log fields are objects a client shapes: an email or a phone
+  // number may be a key (`{ "contacts": { "13800138000": "mom" } }`), not only a value.
+  it('redacts PII in keys too, keeping every entry when two keys redact alike', () => {
+    const out = redactDeep({
+      contacts: { '13800138000': 'mom', 'alice@example.com': 'work', 'bob@example.com': 'home' },
+      'card 4532015112830366': { note: 'a@b.com' },
+      plain: 1,
+    });
+    expect(JSON.stringify(out)).not.toMatch(/13800138000|alice@|bob@|4532015112830366|a@b\.com/);
+    expect(out).toEqual({
+      contacts: {
+        '[REDACTED_PHONE]': 'mom',
+        '[REDACTED_EMAIL]': 'work',
+        '[REDACTED_EMAIL] #2': 'home',
+      },
+      'card [REDACTED_CARD]': { note: '[REDACTED_EMAIL]' },
+      plain: 1,
+    });
+    // A key that is a secret-looking name is still what decides a value is replaced whole.
+    expect(redactDeep({ 'a@b.com': { password: 'x' } })).toEqual({
+      '[REDACTED_EMAIL]': { password: '[REDACTED_PASSWORD]' },
+    });
+  });
+
   it('replaces values under secret-looking keys whole', () => {
     expect(
       redactDeep({

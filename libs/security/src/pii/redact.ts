@@ -120,6 +120,18 @@ export function sensitiveKeyType(key: string): PiiType | null {
   return null;
 }
 
+/**
+ * `key` redacted; when that name is taken in `out` already (two emails as keys), numbered
+ * (`[REDACTED_EMAIL] #2`), so no entry replaces another.
+ */
+function outputKey(out: Record<string, unknown>, key: string, opts: RedactDeepOptions): string {
+  const redacted = redactPii(key, opts);
+  if (redacted === key) return key;
+  let name = redacted;
+  for (let n = 2; Object.hasOwn(out, name); n++) name = `${redacted} #${n}`;
+  return name;
+}
+
 function isPlainObject(value: object): boolean {
   const proto = Object.getPrototypeOf(value);
   return proto === Object.prototype || proto === null;
@@ -157,10 +169,12 @@ function walk(
       }
       const keyType = sensitiveKeyType(key);
       const keyed = keyType && (!opts.types || opts.types.includes(keyType));
+      // A key may carry PII as well (a phone number keying a contact): redacted like a value.
+      const name = outputKey(out, key, opts);
       if (keyed && (typeof item === 'string' || typeof item === 'number') && item !== '') {
-        setOwn(out, key, placeholder(keyType));
+        setOwn(out, name, placeholder(keyType));
       } else {
-        setOwn(out, key, walk(item, depth + 1, ancestors, opts));
+        setOwn(out, name, walk(item, depth + 1, ancestors, opts));
       }
     }
     return out;
@@ -172,7 +186,7 @@ function walk(
 }
 
 /**
- * Deep copy of `value` with every string redacted, for log objects. Walks plain objects and
+ * Deep copy of `value` with every string redacted, keys included, for log objects. Walks plain objects and
  * arrays (Errors become `{ name, message, stack, … }`); values under password/secret/token-like
  * keys are replaced whole. Cycles become "[Circular]", nesting past `maxDepth` "[Truncated]",
  * throwing getters "[Unreadable]"; other class instances are returned as they are. Never throws.
