@@ -74,6 +74,27 @@ describe('redactDeep', () => {
     expect(sensitiveKeyType('tokens')).toBeNull();
   });
 
+  // A secret in a list or an object under a secret-looking key is as secret as a bare one.
+  it('replaces every text and number under a secret-looking key, however nested', () => {
+    expect(
+      redactDeep({
+        password: ['hunter2', 'correct horse'],
+        credentials: { user: 'svc', pass: 'hunter2', pin: 1234, rotated: true, next: null },
+        maxTokens: [1, 2],
+      }),
+    ).toEqual({
+      password: ['[REDACTED_PASSWORD]', '[REDACTED_PASSWORD]'],
+      credentials: {
+        user: '[REDACTED_API_KEY]',
+        pass: '[REDACTED_API_KEY]',
+        pin: '[REDACTED_API_KEY]',
+        rotated: true,
+        next: null,
+      },
+      maxTokens: [1, 2],
+    });
+  });
+
   it('respects the types option for keys and strings', () => {
     expect(
       redactDeep({ password: 'x', note: 'a@b.com 13800138000' }, { types: ['EMAIL'] }),

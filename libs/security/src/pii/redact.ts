@@ -142,7 +142,11 @@ function walk(
   depth: number,
   ancestors: Set<object>,
   opts: RedactDeepOptions,
+  /** The type of a secret-looking key this value is under: its texts and numbers go whole. */
+  under: PiiType | null = null,
 ): unknown {
+  if (under && ((typeof value === 'string' && value !== '') || typeof value === 'number'))
+    return placeholder(under);
   if (typeof value === 'string') return redactPii(value, opts);
   if (value === null || typeof value !== 'object') return value;
   if (ancestors.has(value)) return '[Circular]';
@@ -152,12 +156,13 @@ function walk(
   if (depth >= (opts.maxDepth ?? 10)) return '[Truncated]';
   ancestors.add(value);
   try {
-    if (isArray) return value.map((item) => walk(item, depth + 1, ancestors, opts));
+    if (isArray) return value.map((item) => walk(item, depth + 1, ancestors, opts, under));
     const out: Record<string, unknown> = {};
     if (isError) {
       out.name = value.name;
-      out.message = walk(value.message, depth + 1, ancestors, opts);
-      if (value.stack !== undefined) out.stack = walk(value.stack, depth + 1, ancestors, opts);
+      out.message = walk(value.message, depth + 1, ancestors, opts, under);
+      if (value.stack !== undefined)
+        out.stack = walk(value.stack, depth + 1, ancestors, opts, under);
     }
     for (const key of Object.keys(value)) {
       let item: unknown;
@@ -170,12 +175,12 @@ function walk(
       const keyType = sensitiveKeyType(key);
       const keyed = keyType && (!opts.types || opts.types.includes(keyType));
       // A key may carry PII as well (a phone number keying a contact): redacted like a value.
-      const name = outputKey(out, key, opts);
-      if (keyed && (typeof item === 'string' || typeof item === 'number') && item !== '') {
-        setOwn(out, name, placeholder(keyType));
-      } else {
-        setOwn(out, name, walk(item, depth + 1, ancestors, opts));
-      }
+      // Under a secret-looking key, every text and number goes whole, in a list or object too.
+      setOwn(
+        out,
+        outputKey(out, key, opts),
+        walk(item, depth + 1, ancestors, opts, keyed ? keyType : under),
+      );
     }
     return out;
   } catch {
@@ -188,7 +193,7 @@ function walk(
 /**
  * Deep copy of `value` with every string redacted, keys included, for log objects. Walks plain objects and
  * arrays (Errors become `{ name, message, stack, … }`); values under password/secret/token-like
- * keys are replaced whole. Cycles become "[Circular]", nesting past `maxDepth` "[Truncated]",
+ * keys are replaced whole (each text and number, in lists and objects under them too). Cycles become "[Circular]", nesting past `maxDepth` "[Truncated]",
  * throwing getters "[Unreadable]"; other class instances are returned as they are. Never throws.
  */
 export function redactDeep<T>(value: T, opts: RedactDeepOptions = {}): T {
