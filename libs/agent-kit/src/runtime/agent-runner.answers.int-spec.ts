@@ -20,6 +20,13 @@ class CarelessHandler implements AgentHandler {
         return { answer: 'z'.repeat(MAX_ANSWER_CHARS + 1), usage };
       case 'a thrown bare object':
         throw Object.create(null);
+      case 'a redirected session':
+        // Its own session's ids changed: the save must still go to the assigned one.
+        Object.assign(ctx.agent, {
+          agentSessionId: 'a_someoneelse0001',
+          taskId: 't_someoneelse01',
+        });
+        return { answer: 'fine', usage };
       default:
         return { answer: 'fine', usage };
     }
@@ -60,5 +67,20 @@ describe('AgentRunner and what a handler returns (real Redis Streams, MySQL)', (
     const session = await harness.tasks.agentSession(owner, task.conversationId, agentSessionId);
     expect(session).toMatchObject({ status: ExecutionStatus.FAILED });
     expect(session!.lastError!.length).toBeLessThan(200);
+  });
+
+  it('stores the agent session where the assignment says, whatever the handler did to its ids', async () => {
+    const task = await harness.seed(owner, [], 'a redirected session');
+    const agentSessionId = newId('a');
+    await harness.execute(harness.request(owner, task, agentSessionId, 'en'));
+    const session = await harness.tasks.agentSession(owner, task.conversationId, agentSessionId);
+    expect(session).toMatchObject({
+      agentSessionId,
+      taskId: task.taskId,
+      status: ExecutionStatus.COMPLETED,
+    });
+    expect(
+      await harness.tasks.agentSession(owner, task.conversationId, 'a_someoneelse0001'),
+    ).toBeNull();
   });
 });

@@ -245,6 +245,7 @@ export class AgentRunner {
         status: ExecutionStatus.COMPLETED,
         output: result,
         completedAt: new Date().toISOString(),
+        ...assigned(claims),
       });
       // One line per execution whose work was stored: the chaos audit counts them per id.
       this.log.log({ msg: 'executed', agentSessionId: claims.agentSessionId });
@@ -270,6 +271,7 @@ export class AgentRunner {
             ...ctx.agent,
             status: ExecutionStatus.FAILED,
             lastError: boundedMessage(describe(err)),
+            ...assigned(claims),
           })
           .catch(() => undefined);
       throw err;
@@ -294,6 +296,16 @@ export class AgentRunner {
       completedAt: null,
     };
   }
+}
+
+/**
+ * Where an agent session is stored, from the verified assignment: the handler's `ctx.agent` is
+ * its own to change, so ids it holds are never trusted to say which session (or conversation,
+ * or task) a save goes to.
+ */
+function assigned(c: ReturnType<AssignmentSigner['verify']>) {
+  const { agentSessionId, conversationId, taskId, agentType } = c;
+  return { agentSessionId, conversationId, taskId, agentType };
 }
 
 /**
