@@ -144,3 +144,34 @@ describe('redis: TTLs of a session and its bookkeeping keys', () => {
     ]);
   });
 });
+
+describe('redis (standalone): listing sessions updated in one millisecond', () => {
+  const prefix = createTestPrefix();
+  const redis = new Redis(TEST_REDIS_URL);
+  const store = new RedisSessionStore(redis, prefix.prefix, { ownsConnection: false });
+  const scope = { tenantId: 'list-tenant' };
+
+  afterAll(async () => {
+    await prefix.cleanup();
+    redis.disconnect();
+  });
+
+  it('pages past more sessions of the cursor millisecond than one read takes', async () => {
+    const at = Date.now();
+    const ids = Array.from({ length: 130 }, (_, i) => `c_tie${String(i).padStart(4, '0')}`);
+    // 130 sessions whose index entries share one millisecond (written together, or imported).
+    await redis.zadd(
+      store.keys.index(scope.tenantId, 'conversation'),
+      ...ids.flatMap((id) => [at, id]),
+    );
+    const newestFirst = [...ids].reverse();
+    const cursor = { updatedAt: new Date(at), sessionId: newestFirst[99] };
+    const page = await store.listSessions(scope, 'conversation', { limit: 10, before: cursor });
+    expect(page.map((p) => p.sessionId)).toEqual(newestFirst.slice(100, 110));
+    const last = await store.listSessions(scope, 'conversation', {
+      limit: 10,
+      before: { updatedAt: new Date(at), sessionId: newestFirst[125] },
+    });
+    expect(last.map((p) => p.sessionId)).toEqual(newestFirst.slice(126));
+  });
+});

@@ -621,24 +621,30 @@ export class RedisSessionStore implements SessionStore {
     assertStateKey(key);
     rules.assertPage(page);
     const max = page.before ? `(${page.before.updatedAt.getTime() + 1}` : '+inf';
-    const raw = await this.redis.zrevrangebyscore(
-      this.keys.index(scope.tenantId, key, page.userId),
-      max,
-      '-inf',
-      'WITHSCORES',
-      'LIMIT',
-      0,
-      page.limit + 50,
-    );
+    // Sessions updated in the cursor's millisecond at or after its id come first and are
+    // skipped: read on past them, however many there are.
+    const batch = page.limit + 50;
     const out: SessionSummary[] = [];
-    for (let i = 0; i < raw.length && out.length < page.limit; i += 2) {
-      const summary = {
-        sessionId: raw[i],
-        userId: page.userId ?? null,
-        updatedAt: new Date(Number(raw[i + 1])),
-      };
-      if (page.before && !isBefore(summary, page.before)) continue;
-      out.push(summary);
+    for (let offset = 0; out.length < page.limit; offset += batch) {
+      const raw = await this.redis.zrevrangebyscore(
+        this.keys.index(scope.tenantId, key, page.userId),
+        max,
+        '-inf',
+        'WITHSCORES',
+        'LIMIT',
+        offset,
+        batch,
+      );
+      for (let i = 0; i < raw.length && out.length < page.limit; i += 2) {
+        const summary = {
+          sessionId: raw[i],
+          userId: page.userId ?? null,
+          updatedAt: new Date(Number(raw[i + 1])),
+        };
+        if (page.before && !isBefore(summary, page.before)) continue;
+        out.push(summary);
+      }
+      if (raw.length < batch * 2) break;
     }
     const users = await this.usersOf(out.map((o) => o.sessionId));
     out.forEach((o, i) => (o.userId = users[i] ?? null));
