@@ -487,6 +487,26 @@ describe('orchestrator (HTTP, in-process)', () => {
     expect((await post('a'.repeat(32_001))).body.code).toBe('PAYLOAD_TOO_LARGE');
     // A lone low surrogate is a character too.
     expect((await post('\udc00'.repeat(32_001))).body.code).toBe('PAYLOAD_TOO_LARGE');
+    // Within the limit, a lone surrogate (valid JSON as `\ud800`, but no text) is the client's
+    // error: stored in the task, MySQL's JSON functions refused it and every agent failed (502).
+    for (const text of ['a\ud800b', '\udc00', '😀'.slice(0, 1)])
+      for (const accept of ['application/json', 'text/event-stream']) {
+        const res = await post(text, accept);
+        expect([text, accept, res.status, res.type, res.body.code]).toEqual([
+          text,
+          accept,
+          400,
+          'application/json',
+          'VALIDATION_FAILED',
+        ]);
+      }
+    const after = await request(server)
+      .get(`/v1/conversations/${id}/messages`)
+      .set('authorization', auth);
+    expect(after.body.items.map((m: { content: string }) => m.content.length)).toEqual([
+      32_002,
+      expect.any(Number),
+    ]);
     // SSE only when the client prefers it: q=0 refuses it, and media types ignore case.
     const refused = await post('hi', 'text/event-stream;q=0, application/json');
     expect([refused.status, refused.type]).toEqual([201, 'application/json']);

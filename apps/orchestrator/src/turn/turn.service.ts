@@ -33,6 +33,12 @@ import { TaskLeases } from './task-run';
 
 export const MAX_CONTENT = 32_000;
 
+/**
+ * A UTF-16 surrogate without its pair: valid JSON (`\ud800`), but no text. It has no UTF-8 form,
+ * and MySQL's JSON functions refuse the task row that holds it, which failed every agent.
+ */
+const LONE_SURROGATE = /\p{Cs}/u;
+
 type Plan = Awaited<ReturnType<Planner['plan']>>;
 
 /** An Idempotency-Key and the message it was sent with, both hashed (keys can be secrets). */
@@ -158,16 +164,25 @@ export class TurnService {
     }
   }
 
-  /** At most MAX_CONTENT characters (code points: an emoji is one), else 413. */
+  /**
+   * At most MAX_CONTENT characters (code points: an emoji is one), else 413; then Unicode text,
+   * else 400 (a lone surrogate).
+   */
   assertContent(content: string): void {
-    if (typeof content === 'string' && content.length <= MAX_CONTENT) return;
-    let chars = 0;
-    // Code points: an emoji is one character, and so is a lone surrogate.
-    if (typeof content === 'string') for (const _ of content) if (++chars > MAX_CONTENT) break;
-    if (typeof content !== 'string' || chars > MAX_CONTENT)
+    if (typeof content !== 'string' || content.length > MAX_CONTENT) {
+      let chars = 0;
+      // Code points: an emoji is one character, and so is a lone surrogate.
+      if (typeof content === 'string') for (const _ of content) if (++chars > MAX_CONTENT) break;
+      if (typeof content !== 'string' || chars > MAX_CONTENT)
+        throw new LoomError(
+          LoomErrorCode.PAYLOAD_TOO_LARGE,
+          `content must be at most ${MAX_CONTENT} characters`,
+        );
+    }
+    if (LONE_SURROGATE.test(content))
       throw new LoomError(
-        LoomErrorCode.PAYLOAD_TOO_LARGE,
-        `content must be at most ${MAX_CONTENT} characters`,
+        LoomErrorCode.VALIDATION_FAILED,
+        'content must be Unicode text: it holds a lone surrogate',
       );
   }
 

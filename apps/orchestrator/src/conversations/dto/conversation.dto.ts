@@ -42,8 +42,12 @@ export class CreateConversationDto {
 }
 
 export class PostMessageDto {
-  /** 1–32,000 characters; longer is 413 PAYLOAD_TOO_LARGE (checked by the turn). */
-  @ApiProperty({ minLength: 1, maxLength: 32_000, description: 'The user message; longer is 413' })
+  /** 1–32,000 characters; longer is 413, a lone surrogate 400 (checked by the turn). */
+  @ApiProperty({
+    minLength: 1,
+    maxLength: 32_000,
+    description: 'The user message; longer is 413, and a lone surrogate (not text) 400',
+  })
   @IsString()
   @MinLength(1)
   content!: string;
