@@ -65,10 +65,43 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
             'the request was not received in time',
           ]
         : [400, 'Bad Request', LoomErrorCode.VALIDATION_FAILED, 'malformed HTTP request'];
+  socket.end(rawErrorResponse(statusCode, reason, code, message));
+}
+
+/** A whole HTTP/1.1 error response in the API's shape, for a socket no route answers on. */
+function rawErrorResponse(
+  statusCode: number,
+  reason: string,
+  code: LoomErrorCode,
+  message: string,
+  headers = '',
+): string {
   const body = JSON.stringify({ statusCode, code, message });
+  return (
+    `HTTP/1.1 ${statusCode} ${reason}\r\n${headers}Content-Type: application/json; charset=utf-8\r\n` +
+    `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`
+  );
+}
+
+/**
+ * CONNECT asks for a tunnel, which this server is not. Without this, Node drops the connection
+ * unanswered. The socket is handed over raw: without Node's error listener (a reset must not
+ * become an uncaught error) and no longer the server's to time out or close, so it is closed
+ * here, a moment after the answer, even if the client never closes its side (else it would be
+ * held, and hold up the server's close, for as long as the client likes).
+ */
+function refuseConnect(_req: IncomingMessage, socket: Socket): void {
+  socket.on('error', () => socket.destroy());
+  socket.resume();
+  setTimeout(() => socket.destroy(), 1_000).unref();
   socket.end(
-    `HTTP/1.1 ${statusCode} ${reason}\r\nContent-Type: application/json; charset=utf-8\r\n` +
-      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
+    rawErrorResponse(
+      405,
+      'Method Not Allowed',
+      LoomErrorCode.METHOD_NOT_ALLOWED,
+      'CONNECT is not supported',
+      'Allow: \r\n',
+    ),
   );
 }
 
@@ -92,10 +125,20 @@ export async function createOrchestrator(env: LoomEnv): Promise<INestApplication
   const server = app.getHttpServer() as Server;
   server.on('clientError', answerClientError);
   server.on('checkExpectation', refuseExpectation);
+  server.on('connect', refuseConnect);
+  // HTTP/1.1 requires a Host (RFC 9112 §3.2): refused below in the API's shape, where Node's own
+  // refusal is a 400 with no body. (http.createServer's option, kept on the server, which Nest
+  // creates without options.)
+  (server as Server & { requireHostHeader: boolean }).requireHostHeader = false;
   // A request (headers and body) must arrive within this; Node's own default is 5 minutes, for
   // which a client trickling its body would hold a connection.
   server.requestTimeout = REQUEST_TIMEOUT_MS;
   server.headersTimeout = Math.min(server.headersTimeout, REQUEST_TIMEOUT_MS);
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    if (req.headers.host !== undefined || req.httpVersion !== '1.1') return next();
+    res.setHeader('Connection', 'close');
+    next(new LoomError(LoomErrorCode.VALIDATION_FAILED, 'missing Host header'));
+  });
   // Who sends a body is known before it is read (a 401 closes the connection instead).
   app.use(authenticateBeforeBody(app.get(TokenVerifier)));
   // A body the API would not read (text/plain, a form, UTF-16) is refused, not silently taken as

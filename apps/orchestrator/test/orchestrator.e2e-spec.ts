@@ -386,6 +386,34 @@ describe('orchestrator (HTTP, in-process)', () => {
     const expectation = await raw('GET /health HTTP/1.1\r\nHost: x\r\nExpect: foo\r\n\r\n');
     expect(expectation).toMatch(/^HTTP\/1\.1 417 /);
     expect(expectation).toContain('"code":"VALIDATION_FAILED"');
+    // HTTP/1.1 without a Host: Node's own 400 had an empty body; HTTP/1.0 needs none.
+    const hostless = await raw(`GET /v1/agents HTTP/1.1\r\nAuthorization: ${auth}\r\n\r\n`);
+    expect(hostless).toMatch(/^HTTP\/1\.1 400 /);
+    expect(hostless).toContain('"code":"VALIDATION_FAILED"');
+    expect(await raw('GET /health HTTP/1.0\r\n\r\n')).toMatch(/^HTTP\/1\.1 200 /);
+    // CONNECT asks for a tunnel, which this is not: Node closed the connection without a word.
+    for (const target of ['example.com:443', '/v1/conversations']) {
+      const tunnel = await raw(`CONNECT ${target} HTTP/1.1\r\nHost: example.com:443\r\n\r\n`);
+      expect(tunnel).toMatch(/^HTTP\/1\.1 405 [\s\S]*\r\nAllow: \r\n/);
+      expect(tunnel).toContain('"code":"METHOD_NOT_ALLOWED"');
+    }
+    // Its socket is no longer the server's to time out: it is closed, not held for as long as a
+    // client keeps its own side open (a write then meets a reset).
+    const reset = await new Promise<string>((resolve) => {
+      const socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true }, () =>
+        socket.write('CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n'),
+      );
+      socket.resume();
+      socket.on('end', () =>
+        setTimeout(() => {
+          socket.write('x');
+          setTimeout(() => socket.write('y'), 200);
+        }, 1_500),
+      );
+      socket.on('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? 'error'));
+      socket.setTimeout(5_000, () => (socket.destroy(), resolve('still open')));
+    });
+    expect(['ECONNRESET', 'EPIPE']).toContain(reset);
     await request(server).get('/health').expect(200);
   });
 
