@@ -65,43 +65,46 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
             'the request was not received in time',
           ]
         : [400, 'Bad Request', LoomErrorCode.VALIDATION_FAILED, 'malformed HTTP request'];
-  socket.end(rawErrorResponse(statusCode, reason, code, message));
+  answerRaw(socket, statusCode, reason, code, message);
 }
 
-/** A whole HTTP/1.1 error response in the API's shape, for a socket no route answers on. */
-function rawErrorResponse(
+/**
+ * Writes a whole HTTP/1.1 error response in the API's shape on a socket no route answers on, and
+ * closes the socket: at once when the client closes its side, else a second later. Ending our
+ * side alone would leave the socket open for as long as the client keeps its own side open, and
+ * the server's close (a graceful stop) waiting on it. Anything more the client sends is dropped;
+ * a reset must not become an uncaught error.
+ */
+function answerRaw(
+  socket: Socket,
   statusCode: number,
   reason: string,
   code: LoomErrorCode,
   message: string,
   headers = '',
-): string {
+): void {
   const body = JSON.stringify({ statusCode, code, message });
-  return (
+  socket.on('error', () => socket.destroy());
+  socket.resume();
+  setTimeout(() => socket.destroy(), 1_000).unref();
+  socket.end(
     `HTTP/1.1 ${statusCode} ${reason}\r\n${headers}Content-Type: application/json; charset=utf-8\r\n` +
-    `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`
+      `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
   );
 }
 
 /**
  * CONNECT asks for a tunnel, which this server is not. Without this, Node drops the connection
- * unanswered. The socket is handed over raw: without Node's error listener (a reset must not
- * become an uncaught error) and no longer the server's to time out or close, so it is closed
- * here, a moment after the answer, even if the client never closes its side (else it would be
- * held, and hold up the server's close, for as long as the client likes).
+ * unanswered. The socket is handed over raw, no longer the server's to time out or close.
  */
 function refuseConnect(_req: IncomingMessage, socket: Socket): void {
-  socket.on('error', () => socket.destroy());
-  socket.resume();
-  setTimeout(() => socket.destroy(), 1_000).unref();
-  socket.end(
-    rawErrorResponse(
-      405,
-      'Method Not Allowed',
-      LoomErrorCode.METHOD_NOT_ALLOWED,
-      'CONNECT is not supported',
-      'Allow: \r\n',
-    ),
+  answerRaw(
+    socket,
+    405,
+    'Method Not Allowed',
+    LoomErrorCode.METHOD_NOT_ALLOWED,
+    'CONNECT is not supported',
+    'Allow: \r\n',
   );
 }
 

@@ -1,5 +1,5 @@
 import { INestApplication, ValidationPipe } from '@nestjs/common';
-import { connect } from 'net';
+import { connect, Socket } from 'net';
 import request from 'supertest';
 import { bootstrapAgent, LoomEnv } from '@loom/agent-kit';
 import { ConversationLock, ConversationRepository } from '@loom/session';
@@ -415,6 +415,37 @@ describe('orchestrator (HTTP, in-process)', () => {
     });
     expect(['ECONNRESET', 'EPIPE']).toContain(reset);
     await request(server).get('/health').expect(200);
+  });
+
+  it('stops promptly while clients it refused on the raw socket keep their side open', async () => {
+    // Malformed HTTP and CONNECT are answered on the socket itself. A client that keeps its own
+    // side of such a connection open held it, and with it the server's close: a graceful stop
+    // waited for as long as the client liked.
+    const own = await startInProcessOrchestrator('orchstop', {
+      env: { SHUTDOWN_HANDOVER_MS: '200' },
+    });
+    const server = own.app.getHttpServer();
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address();
+    const held: Socket[] = [];
+    for (const payload of [
+      'GARBAGE\r\n\r\n',
+      'CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n',
+    ]) {
+      const socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true }, () =>
+        socket.write(payload),
+      );
+      socket.resume();
+      socket.on('error', () => undefined);
+      await new Promise((resolve) => socket.on('end', resolve));
+      held.push(socket);
+    }
+    const started = Date.now();
+    const letGo = setTimeout(() => held.forEach((s) => s.destroy()), 15_000);
+    await own.close();
+    clearTimeout(letGo);
+    held.forEach((s) => s.destroy());
+    expect(Date.now() - started).toBeLessThan(5_000);
   });
 
   it('refuses a body of more JSON values than any it accepts before validating it', async () => {
