@@ -1,6 +1,5 @@
-import { connect } from 'net';
 import request from 'supertest';
-import { InProcessOrchestrator, startInProcessOrchestrator } from './in-process.support';
+import { InProcessOrchestrator, rawHttp, startInProcessOrchestrator } from './in-process.support';
 
 /**
  * docs/security.md: an unauthenticated client cannot make the orchestrator receive, decode and
@@ -30,22 +29,11 @@ describe('a body is authenticated before it is read, whatever the path', () => {
   );
 
   it('answers a large declared body on an upper-case path at once, without waiting for it', async () => {
-    const server = orch.app.getHttpServer();
-    if (!server.listening) await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const { port } = server.address();
-    const answer = await new Promise<string>((resolve, reject) => {
-      const socket = connect(port, '127.0.0.1', () =>
-        socket.write(
-          'POST /V1/conversations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n' +
-            'Content-Length: 300000\r\n\r\n{"metadata":"',
-        ),
-      );
-      let got = '';
-      socket.on('data', (d) => (got += d.toString()));
-      socket.on('end', () => resolve(got));
-      socket.on('error', reject);
-      socket.setTimeout(5000, () => (socket.destroy(), resolve(`no answer: ${got}`)));
-    });
+    const answer = await rawHttp(
+      orch.app,
+      'POST /V1/conversations HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n' +
+        'Content-Length: 300000\r\n\r\n{"metadata":"',
+    );
     expect(answer).toMatch(/^HTTP\/1\.1 401 /);
     expect(answer).toMatch(/\r\nConnection: close\r\n/i);
   });

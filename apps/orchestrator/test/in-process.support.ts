@@ -1,5 +1,7 @@
 import { INestApplication, INestMicroservice, Type } from '@nestjs/common';
 import { createHash, randomBytes } from 'crypto';
+import { Server } from 'http';
+import { AddressInfo, connect } from 'net';
 import { LoomEnv, parseEnv } from '@loom/agent-kit';
 import {
   AgentExecutionRecord,
@@ -189,4 +191,22 @@ export async function storeTurnDeadAfterReply(
     tokens: 0,
   });
   return { accepted, reply };
+}
+
+/**
+ * Sends `text` as is on a socket of its own to the app's HTTP server (listening on a free port
+ * once asked), and resolves with all it answered once it closes, or what came in 5 s.
+ */
+export async function rawHttp(app: INestApplication, text: string): Promise<string> {
+  const server = app.getHttpServer() as Server;
+  if (!server.listening) await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const { port } = server.address() as AddressInfo;
+  return new Promise<string>((resolve, reject) => {
+    const socket = connect(port, '127.0.0.1', () => socket.write(text));
+    let got = '';
+    socket.on('data', (d) => (got += d.toString()));
+    socket.on('end', () => resolve(got));
+    socket.on('error', reject);
+    socket.setTimeout(5000, () => (socket.destroy(), resolve(got)));
+  });
 }

@@ -9,7 +9,7 @@ import { LaborLawHandler } from '../../labor-law-agent/src/labor-law.handler';
 import { LEGAL_RESEARCH_DESCRIPTOR } from '../../legal-research-agent/src/legal-research.descriptor';
 import { LegalResearchHandler } from '../../legal-research-agent/src/legal-research.handler';
 import { createOrchestrator } from '../src/bootstrap';
-import { InProcessOrchestrator, startInProcessOrchestrator } from './in-process.support';
+import { InProcessOrchestrator, rawHttp, startInProcessOrchestrator } from './in-process.support';
 const { signJwt } = require('../../../scripts/lib/processes');
 
 /** The orchestrator in-process (supertest) with two agents over Redis, on real MySQL and Redis. */
@@ -208,22 +208,12 @@ describe('orchestrator (HTTP, in-process)', () => {
     expect([form.status, form.body]).toEqual([401, refused]);
     // On a raw socket: 300 KB declared, none sent. The 401 comes at once, and the connection is
     // closed rather than its body waited for (until the request time-out, 30 s).
-    if (!server.listening) await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-    const { port } = server.address();
-    const answer = await new Promise<string>((resolve, reject) => {
-      const socket = connect(port, '127.0.0.1', () =>
-        socket.write(
-          'POST /v1/conversations/c_anything0001/messages HTTP/1.1\r\nHost: x\r\n' +
-            'Authorization: Bearer not.a.token\r\nContent-Type: application/json\r\n' +
-            'Content-Length: 300000\r\n\r\n{"content":"',
-        ),
-      );
-      let got = '';
-      socket.on('data', (d) => (got += d.toString()));
-      socket.on('end', () => resolve(got));
-      socket.on('error', reject);
-      socket.setTimeout(5000, () => (socket.destroy(), resolve(`no answer: ${got}`)));
-    });
+    const answer = await rawHttp(
+      orch.app,
+      'POST /v1/conversations/c_anything0001/messages HTTP/1.1\r\nHost: x\r\n' +
+        'Authorization: Bearer not.a.token\r\nContent-Type: application/json\r\n' +
+        'Content-Length: 300000\r\n\r\n{"content":"',
+    );
     expect(answer).toMatch(/^HTTP\/1\.1 401 /);
     expect(answer).toMatch(/\r\nConnection: close\r\n/i);
     expect(answer).toContain('"message":"invalid or expired token"');
@@ -340,15 +330,7 @@ describe('orchestrator (HTTP, in-process)', () => {
     // malformed HTTP gets the same error shape as everything else.
     if (!server.listening) await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     const { port } = server.address();
-    const raw = (text: string) =>
-      new Promise<string>((resolve, reject) => {
-        const socket = connect(port, '127.0.0.1', () => socket.write(text));
-        let got = '';
-        socket.on('data', (d) => (got += d.toString()));
-        socket.on('end', () => resolve(got));
-        socket.on('error', reject);
-        socket.setTimeout(5000, () => (socket.destroy(), resolve(got)));
-      });
+    const raw = (text: string) => rawHttp(orch.app, text);
     const declared = await raw(
       'POST /v1/conversations HTTP/1.1\r\nHost: x\r\nAuthorization: ' +
         auth +
