@@ -213,10 +213,21 @@ return idx`;
 /**
  * APPEND of a cache (the tiered store's hot write after its MySQL write, which chose the index
  * ARGV[8]): -3 when a refill cached that index already. KEYS[5] the key's `_writing` set, from
- * which the write's token ARGV[9] goes either way: its Redis half is done.
+ * which the write's token ARGV[9] goes either way: its Redis half is done. Refused (0) while
+ * KEYS[6], the tombstone of the session's deletion, lasts: the append may have passed MySQL
+ * before the deletion, and its item would stay in Redis for the list's TTL, a deleted
+ * conversation's message kept (and, were the id written again, counted in a refilled list). The
+ * list's copy goes instead, as SAVE_CACHED's value does, and the tombstone is renewed.
  */
 export const APPEND_CACHED = `${PRELUDE}
 redis.call('ZREM', KEYS[5], ARGV[9])
+local sessionGone = KEYS[6] and redis.call('GET', KEYS[6])
+if sessionGone then
+  if owner == ARGV[1] then redis.call('DEL', KEYS[3]) end
+  local ms = tonumber(sessionGone)
+  if ms and ms > 1 then redis.call('PEXPIRE', KEYS[6], math.floor(ms), 'GT') end
+  return 0
+end
 ${WRITE_GUARD}
 local idx = tonumber(ARGV[8])
 if redis.call('ZCOUNT', KEYS[3], idx, idx) > 0 then return -3 end

@@ -291,7 +291,11 @@ export class RedisSessionStore implements SessionStore {
   ): Promise<void> {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
-    const keys = [...this.writeKeys(sid, this.keys.list(sid, key)), this.keys.writing(sid, key)];
+    const keys = [
+      ...this.writeKeys(sid, this.keys.list(sid, key)),
+      this.keys.writing(sid, key),
+      this.keys.gone(sid),
+    ];
     const args = [
       ...this.writeArgs(scope, key, encodeValue(item), opts),
       opts.index,
@@ -450,9 +454,9 @@ export class RedisSessionStore implements SessionStore {
   /**
    * Leaves a tombstone of the session's deletion for `ttlMs`: until it expires, refills (`fill`,
    * `fillList`) of the session are refused, so a read that read the durable store before the
-   * deletion cannot put what it read back; nor do a cache's saves (SAVE_CACHED), which may have
-   * passed the durable store before the deletion, and drop their copy instead. Appends are not
-   * affected (a list they start is not complete, so reads of it miss).
+   * deletion cannot put what it read back; nor do a cache's saves and appends (SAVE_CACHED,
+   * APPEND_CACHED), which may have passed the durable store before the deletion, and drop their
+   * copy instead.
    */
   async markDeleted(sid: string, ttlMs: number): Promise<void> {
     assertId(sid, 'session id');

@@ -343,6 +343,21 @@ describe('tiered store: a read racing a delete', () => {
     },
   );
 
+  it('an append that passed MySQL before the session DELETE leaves none of it in Redis after it', async () => {
+    const sid = await coldConversation();
+    await t.store.append(alice, sid, 'messages', { content: 'first' });
+    const append = t.durable.append.bind(t.durable);
+    jest.spyOn(t.durable, 'append').mockImplementationOnce(async (...args) => {
+      const index = await append(...args); // a paused holder's append reached MySQL first
+      await t.store.delete(alice, sid); // then the conversation was deleted, rows and copies
+      return index;
+    });
+    await t.store.append(alice, sid, 'messages', { content: 'my phone is 13800138000' });
+    expect(await t.durable.getList(alice, sid, 'messages')).toEqual([]); // MySQL: deleted
+    expect(await t.redis.exists(t.store.hot.keys.list(sid, 'messages'))).toBe(0);
+    expect(await t.store.getList(alice, sid, 'messages')).toEqual([]);
+  });
+
   it('a key saved again while its tombstone lasts is not marked absent by a read that missed it before', async () => {
     const sid = await coldConversation();
     const key = 'agent:a_mark1234';
