@@ -89,6 +89,17 @@ describe('LegacyImporter (real MySQL)', () => {
     expect(await conversations.messageCount(alice, 'user_session_002')).toBe(4);
   });
 
+  it('refuses a tenant of Loom’s own (starting with _), as API tokens do', async () => {
+    const importer = new LegacyImporter(store);
+    const file = write('c_reserved00001.json', { memory: { messages: [] } });
+    await expect(
+      importer.importFile({ tenantId: '_system', userId: 'ops' }, file),
+    ).rejects.toMatchObject({
+      code: 'VALIDATION_FAILED',
+    });
+    expect(await store.get({ tenantId: '_system' }, 'c_reserved00001', 'conversation')).toBeNull();
+  });
+
   it('skips bad ids and bad documents, and never writes into another owner’s conversation', async () => {
     const importer = new LegacyImporter(store);
     expect(

@@ -2,6 +2,7 @@ import { promises as fs } from 'fs';
 import * as path from 'path';
 import { ConversationRepository } from '../conversation/conversation.repository';
 import { Owner } from '../conversation/owner';
+import { LoomError, LoomErrorCode } from '../errors/session-error';
 import { isValidId } from '../ids';
 import { SessionStore } from '../store/session-store';
 import { parseLegacySession } from './legacy-document';
@@ -30,6 +31,12 @@ export class LegacyImporter {
   }
 
   async importFile(owner: Owner, file: string): Promise<ImportResult> {
+    // As for API tokens: `_` tenants are Loom's own (the run index, the agent catalog).
+    if (owner.tenantId.startsWith('_'))
+      throw new LoomError(
+        LoomErrorCode.VALIDATION_FAILED,
+        'tenant ids starting with _ are reserved for Loom itself',
+      );
     const sessionId = path.basename(file).replace(/\.json$/, '');
     if (!isValidId(sessionId))
       return {
