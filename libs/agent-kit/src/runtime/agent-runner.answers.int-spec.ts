@@ -1,4 +1,6 @@
 import { Injectable } from '@nestjs/common';
+import { ClsService } from 'nestjs-cls';
+import { LoomClsStore } from '@loom/observability';
 import { AgentHarness } from '@loom/testing';
 import { emptyUsage, ExecutionStatus, newId, SessionContext } from '@loom/session';
 import { MAX_ANSWER_CHARS } from '../contracts/agent-messages';
@@ -7,6 +9,8 @@ import { AgentHandler } from './agent-handler';
 /** Answers as its question says: what a handler written by someone else may return or throw. */
 @Injectable()
 class CarelessHandler implements AgentHandler {
+  constructor(private readonly cls: ClsService<LoomClsStore>) {}
+
   async handle(ctx: SessionContext): Promise<any> {
     const usage = emptyUsage();
     switch (ctx.question) {
@@ -20,6 +24,8 @@ class CarelessHandler implements AgentHandler {
         return { answer: 'z'.repeat(MAX_ANSWER_CHARS + 1), usage };
       case 'a thrown bare object':
         throw Object.create(null);
+      case 'my correlation id':
+        return { answer: `correlation id: ${this.cls.get('correlationId') ?? 'none'}`, usage };
       case 'a redirected session':
         // Its own session's ids changed: the save must still go to the assigned one.
         Object.assign(ctx.agent, {
@@ -82,5 +88,16 @@ describe('AgentRunner and what a handler returns (real Redis Streams, MySQL)', (
     expect(
       await harness.tasks.agentSession(owner, task.conversationId, 'a_someoneelse0001'),
     ).toBeNull();
+  });
+
+  it("logs under the request's correlation id only when it is well-formed", async () => {
+    const task = await harness.seed(owner, [], 'my correlation id');
+    const asked = (correlationId: string) => {
+      const req = harness.request(owner, task, newId('a'), 'en');
+      return harness.execute({ ...req, meta: { ...req.meta, correlationId } });
+    };
+    expect((await asked('r_fine-123')).output).toBe('correlation id: r_fine-123');
+    // `meta` is not signed: a forged one must not put a line break or spaces in every log line.
+    expect((await asked('forged\n{"level":"fatal"} x')).output).toBe('correlation id: none');
   });
 });

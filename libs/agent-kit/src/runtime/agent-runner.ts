@@ -19,7 +19,7 @@ import {
   TaskStatus,
 } from '@loom/session';
 import { AssignmentSigner } from '@loom/security';
-import { LoomClsStore } from '@loom/observability';
+import { LoomClsStore, pickMdc } from '@loom/observability';
 import { LoomEnv } from '../config/loom-env';
 import { LOOM_ENV } from '../config/session-options.factory';
 import { AgentRegistration } from '../contracts/agent-descriptor';
@@ -74,7 +74,10 @@ export class AgentRunner {
    */
   execute(req: ExecuteAgentRequest, transport?: AbortSignal): Promise<ExecuteAgentResult> {
     return this.cls.run(async () => {
-      this.cls.set('correlationId', req.meta.correlationId);
+      // Only a well-formed one (as the interceptor takes it): `meta` is not signed, and every
+      // log line of the execution carries it.
+      const { correlationId } = pickMdc(req.meta);
+      if (correlationId) this.cls.set('correlationId', correlationId);
       this.cls.set('agentType', this.descriptor.agentType);
       this.cls.set('agentId', this.instanceId);
       const cancellation = new ExecutionCancellation(this.env.AGENT_MAX_EXECUTION_MS, transport);
