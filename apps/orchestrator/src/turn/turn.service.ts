@@ -47,6 +47,15 @@ interface IdempotencyKey {
   requestHash: string;
 }
 
+/** A key's stored entry names the message it was sent with: another message is 409. */
+function assertSameMessage(entry: { requestHash?: string }, key: IdempotencyKey): void {
+  if (entry.requestHash && entry.requestHash !== key.requestHash)
+    throw new LoomError(
+      LoomErrorCode.CONFLICT,
+      'this Idempotency-Key was already used for a different message',
+    );
+}
+
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex').slice(0, 40);
 
 /**
@@ -187,6 +196,23 @@ export class TurnService {
   }
 
   /**
+   * 409 CONFLICT if `idempotencyKey` was already used in this conversation for another message,
+   * as the turn itself would answer: a streamed turn checks it before its 200. (A key's entry,
+   * and the message hash in it, never change once written.)
+   */
+  async assertIdempotencyKey(
+    owner: Owner,
+    conversationId: string,
+    content: string,
+    idempotencyKey?: string,
+  ): Promise<void> {
+    if (!idempotencyKey) return;
+    const key = { hash: sha256(idempotencyKey), requestHash: sha256(content) };
+    const entry = await this.tasks.idempotentTask(owner, conversationId, key.hash);
+    if (entry) assertSameMessage(entry, key);
+  }
+
+  /**
    * DELETE /v1/conversations/:id, under the conversation lock: a running turn finishes first
    * (or the delete answers 409 after the lock wait), so no turn writes into, or recreates rows
    * of, a conversation being removed. Its interrupted tasks leave the run index with it.
@@ -231,11 +257,7 @@ export class TurnService {
     if (!key) return none;
     const entry = await this.tasks.idempotentTask(owner, conversationId, key.hash);
     if (!entry) return none;
-    if (entry.requestHash && entry.requestHash !== key.requestHash)
-      throw new LoomError(
-        LoomErrorCode.CONFLICT,
-        'this Idempotency-Key was already used for a different message',
-      );
+    assertSameMessage(entry, key);
     const { taskId } = entry;
     const task = await this.tasks.get(owner, conversationId, taskId, true);
     if (!task) return { ...none, orphan: await this.orphans.find(owner, conversationId, entry) };

@@ -1,0 +1,94 @@
+import { Injectable } from '@nestjs/common';
+import request from 'supertest';
+import { AgentHandler, AgentTools, bootstrapAgent } from '@loom/agent-kit';
+import { SessionContext } from '@loom/session';
+import { InProcessOrchestrator, startInProcessOrchestrator } from './in-process.support';
+
+const usage = { promptTokens: 1, completionTokens: 1, costUsd: 0 };
+
+/** Streams its answer in three pieces. */
+@Injectable()
+class StreamingHandler implements AgentHandler {
+  async handle(ctx: SessionContext, tools: AgentTools): Promise<any> {
+    const answer = `you said: ${ctx.question}`;
+    for (const piece of [answer.slice(0, 5), answer.slice(5, 10), answer.slice(10)])
+      tools.onDelta?.(piece);
+    return { answer, usage };
+  }
+}
+
+const events = (text: string) =>
+  [...text.matchAll(/event: (\w+)\ndata: (.*)\n\n/g)].map((m) => [m[1], JSON.parse(m[2])]);
+
+describe('a streamed turn as a client sees it (HTTP, in-process)', () => {
+  let orch: InProcessOrchestrator;
+  beforeAll(async () => {
+    orch = await startInProcessOrchestrator('sseturn', {
+      agents: async (env) => [
+        await bootstrapAgent(
+          {
+            agentType: 'echo',
+            description: 'echoes',
+            role: 'specialist',
+            intents: ['echo'],
+            keywords: ['echo'],
+          },
+          StreamingHandler,
+          env,
+        ),
+      ],
+    });
+  });
+  afterAll(() => orch?.close());
+
+  const auth = () => orch.auth('sam', 'tenant-sse');
+  const newConversation = async () =>
+    (
+      await request(orch.app.getHttpServer())
+        .post('/v1/conversations')
+        .set('authorization', auth())
+        .send({})
+    ).body.conversationId as string;
+  const post = (id: string, content: string, key?: string, accept = 'text/event-stream') => {
+    const req = request(orch.app.getHttpServer())
+      .post(`/v1/conversations/${id}/messages`)
+      .set('authorization', auth())
+      .set('accept', accept);
+    if (key) req.set('idempotency-key', key);
+    return req.send({ content });
+  };
+
+  it('answers a key reused with another message 409 with its own status, as JSON does', async () => {
+    const id = await newConversation();
+    const first = await post(id, 'echo one', 'k1');
+    expect([first.status, events(first.text).at(-1)?.[0]]).toEqual([200, 'done']);
+    for (const accept of ['application/json', 'text/event-stream']) {
+      const other = await post(id, 'echo two', 'k1', accept);
+      expect([accept, other.status, other.type, other.body.code]).toEqual([
+        accept,
+        409,
+        'application/json',
+        'CONFLICT',
+      ]);
+    }
+    // Added nothing: the first turn's two messages.
+    const list = await request(orch.app.getHttpServer())
+      .get(`/v1/conversations/${id}/messages`)
+      .set('authorization', auth());
+    expect(list.body.items.map((m: { content: string }) => m.content)).toEqual([
+      'echo one',
+      'you said: echo one',
+    ]);
+    // The same message replays the stored turn as deltas, then done.
+    const replay = await post(id, 'echo one', 'k1');
+    const got = events(replay.text);
+    const { taskId } = events(first.text).at(-1)![1];
+    expect(got.at(-1)).toEqual(['done', expect.objectContaining({ taskId })]);
+    expect(
+      got
+        .filter(([e]) => e === 'delta')
+        .map(([, d]) => d.text)
+        .join(''),
+    ).toBe('you said: echo one');
+  });
+});
