@@ -2,6 +2,7 @@ import { Injectable } from '@nestjs/common';
 import request from 'supertest';
 import { AgentHandler, AgentTools, bootstrapAgent } from '@loom/agent-kit';
 import { SessionContext } from '@loom/session';
+import { parsePrometheusText, promSeries } from '@loom/testing';
 import { InProcessOrchestrator, startInProcessOrchestrator } from './in-process.support';
 
 const usage = { promptTokens: 1, completionTokens: 1, costUsd: 0 };
@@ -17,6 +18,8 @@ class StreamingHandler implements AgentHandler {
   }
 }
 
+const METRICS_TOKEN = 'prometheus-scrape-token-sse-01';
+
 const events = (text: string) =>
   [...text.matchAll(/event: (\w+)\ndata: (.*)\n\n/g)].map((m) => [m[1], JSON.parse(m[2])]);
 
@@ -24,6 +27,7 @@ describe('a streamed turn as a client sees it (HTTP, in-process)', () => {
   let orch: InProcessOrchestrator;
   beforeAll(async () => {
     orch = await startInProcessOrchestrator('sseturn', {
+      env: { LOOM_METRICS_TOKEN: METRICS_TOKEN },
       agents: async (env) => [
         await bootstrapAgent(
           {
@@ -90,5 +94,50 @@ describe('a streamed turn as a client sees it (HTTP, in-process)', () => {
         .map(([, d]) => d.text)
         .join(''),
     ).toBe('you said: echo one');
+  });
+
+  it('counts a streamed turn refused before its stream as the JSON turn counts it', async () => {
+    const turns = async () =>
+      promSeries(
+        parsePrometheusText(
+          (
+            await request(orch.app.getHttpServer())
+              .get('/metrics')
+              .set('authorization', `Bearer ${METRICS_TOKEN}`)
+          ).text,
+        ),
+        'loom_turns_total',
+      );
+    const id = await newConversation();
+    await post(id, 'echo three', 'k3');
+    const counted: Record<string, Record<string, number>> = {};
+    for (const accept of ['application/json', 'text/event-stream']) {
+      const before = await turns();
+      const answers = [
+        await post('c_missingconversation', 'echo', undefined, accept),
+        await post(id, 'a'.repeat(32_001), undefined, accept),
+        await post(id, 'a\ud800b', undefined, accept),
+        await post(id, 'echo four', 'k3', accept),
+      ].map((res) => [res.status, res.body.code]);
+      expect(answers).toEqual([
+        [404, 'NOT_FOUND'],
+        [413, 'PAYLOAD_TOO_LARGE'],
+        [400, 'VALIDATION_FAILED'],
+        [409, 'CONFLICT'],
+      ]);
+      const after = await turns();
+      counted[accept] = Object.fromEntries(
+        Object.entries(after)
+          .map(([outcome, n]) => [outcome, n - (before[outcome] ?? 0)])
+          .filter(([, n]) => n !== 0),
+      );
+    }
+    expect(counted['text/event-stream']).toEqual(counted['application/json']);
+    expect(counted['application/json']).toEqual({
+      NOT_FOUND: 1,
+      PAYLOAD_TOO_LARGE: 1,
+      VALIDATION_FAILED: 1,
+      CONFLICT: 1,
+    });
   });
 });

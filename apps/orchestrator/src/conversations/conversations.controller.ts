@@ -163,9 +163,7 @@ export class ConversationsController {
       return this.turns.turn(owner, id, content, idempotencyKey);
     }
     // What can be known before the stream starts answers with its own status, not 200 + error.
-    await this.conversations.get(owner, id);
-    this.turns.assertContent(content);
-    await this.turns.assertIdempotencyKey(owner, id, content, idempotencyKey);
+    await this.turns.assertStreamable(owner, id, content, idempotencyKey);
     res
       .status(200)
       .setHeader('Content-Type', 'text/event-stream')

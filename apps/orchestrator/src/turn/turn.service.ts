@@ -196,20 +196,28 @@ export class TurnService {
   }
 
   /**
-   * 409 CONFLICT if `idempotencyKey` was already used in this conversation for another message,
-   * as the turn itself would answer: a streamed turn checks it before its 200. (A key's entry,
-   * and the message hash in it, never change once written.)
+   * What a streamed turn checks before its 200, in the turn's own order, so that it answers with
+   * its own status: the content, the conversation, and an `idempotencyKey` already used in it
+   * for another message (409; a key's entry, and the message hash in it, never change once
+   * written). A refusal is counted in loom_turns_total as turn() counts it.
    */
-  async assertIdempotencyKey(
+  async assertStreamable(
     owner: Owner,
     conversationId: string,
     content: string,
     idempotencyKey?: string,
   ): Promise<void> {
-    if (!idempotencyKey) return;
-    const key = { hash: sha256(idempotencyKey), requestHash: sha256(content) };
-    const entry = await this.tasks.idempotentTask(owner, conversationId, key.hash);
-    if (entry) assertSameMessage(entry, key);
+    try {
+      this.assertContent(content);
+      await this.conversations.get(owner, conversationId);
+      if (!idempotencyKey) return;
+      const key = { hash: sha256(idempotencyKey), requestHash: sha256(content) };
+      const entry = await this.tasks.idempotentTask(owner, conversationId, key.hash);
+      if (entry) assertSameMessage(entry, key);
+    } catch (err) {
+      this.metrics.turn().failed(err);
+      throw err;
+    }
   }
 
   /**
