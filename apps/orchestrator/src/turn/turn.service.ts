@@ -58,6 +58,12 @@ function assertSameMessage(entry: { requestHash?: string }, key: IdempotencyKey)
 
 const sha256 = (text: string) => createHash('sha256').update(text).digest('hex').slice(0, 40);
 
+/** The header's key and the message it came with, hashed as the key's entry stores them. */
+const keyOf = (idempotencyKey: string, content: string): IdempotencyKey => ({
+  hash: sha256(idempotencyKey),
+  requestHash: sha256(content),
+});
+
 /**
  * One user turn (DESIGN.md §6) under the conversation lock. Writes are ordered so that a crash
  * between any two is harmless or recoverable: the run-index entry first (recovery can find the
@@ -130,9 +136,7 @@ export class TurnService {
     await this.conversations.get(owner, conversationId);
     this.cls.set('conversationId', conversationId);
     return this.underLock(owner, conversationId, async (lock) => {
-      const key: IdempotencyKey | null = idempotencyKey
-        ? { hash: sha256(idempotencyKey), requestHash: sha256(content) }
-        : null;
+      const key = idempotencyKey ? keyOf(idempotencyKey, content) : null;
       const { previous, stored, orphan, meta } = await this.settleEarlier(
         owner,
         conversationId,
@@ -211,7 +215,7 @@ export class TurnService {
       this.assertContent(content);
       await this.conversations.get(owner, conversationId);
       if (!idempotencyKey) return;
-      const key = { hash: sha256(idempotencyKey), requestHash: sha256(content) };
+      const key = keyOf(idempotencyKey, content);
       const entry = await this.tasks.idempotentTask(owner, conversationId, key.hash);
       if (entry) assertSameMessage(entry, key);
     } catch (err) {
