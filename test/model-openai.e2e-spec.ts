@@ -262,7 +262,7 @@ describe('system: the consultation with an OpenAI-compatible model', () => {
         {
           statusCode: 502,
           code: 'AGENT_FAILED',
-          message: 'required agent labor-law failed: the model call failed',
+          message: "required agent labor-law failed: the model's answer broke off",
         },
       ],
     ]);

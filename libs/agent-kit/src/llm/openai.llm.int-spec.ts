@@ -410,4 +410,27 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
     expect(error).toBeInstanceOf(LlmError);
     await expect(stream.result).rejects.toBeInstanceOf(LlmError);
   });
+
+  it('says a stream cut off mid-answer broke off, and counts what it cost', async () => {
+    answer(() => ({ chunks: ['one ', 'two ', 'three'], cutAfterChunks: 1 }));
+    const { deltas, error } = await drain(client({ maxRetries: 2 }).stream(req));
+    expect(deltas).toEqual(['one ']);
+    expect((error as LlmError).publicMessage).toBe("the model's answer broke off");
+    // The prompt was taken and part of the answer produced: the provider bills them.
+    expect((error as LlmError).usage).toEqual({
+      promptTokens: countMessageTokens(req.messages),
+      completionTokens: countTokens('one '),
+    });
+    expect(server.received).toHaveLength(1); // text was already sent: not asked again
+  });
+
+  it('counts what a stream that fell silent mid-answer cost', async () => {
+    answer(() => ({ chunks: ['说到一半', '再也没有'], stallAfterChunks: 1 }));
+    const { error } = await drain(client({ timeoutMs: 300, maxRetries: 0 }).stream(req));
+    expect((error as LlmError).publicMessage).toBe('the model call timed out');
+    expect((error as LlmError).usage).toEqual({
+      promptTokens: countMessageTokens(req.messages),
+      completionTokens: countTokens('说到一半'),
+    });
+  });
 });

@@ -109,7 +109,9 @@ export class OpenAiLlmClient implements LlmClient {
 
   /**
    * Provider errors become LlmError without the key; an unfinished answer is one too. A call
-   * whose `req.signal` aborted rejects with its reason, whatever the SDK made of the abort.
+   * whose `req.signal` aborted rejects with its reason, whatever the SDK made of the abort. Once
+   * the answer has started, a failure carries what it cost (the prompt was taken, the text so
+   * far produced): a stream cut off or fallen silent mid-answer is paid for like a refused one.
    */
   private async run(req: LlmRequest, emit: (delta: string) => void): Promise<LlmResult> {
     let text = '';
@@ -117,6 +119,7 @@ export class OpenAiLlmClient implements LlmClient {
     let wireUsage: WireUsage | null | undefined;
     let finish: string | null = null;
     const watch = this.watch(req.signal);
+    let started = false;
     try {
       req.signal?.throwIfAborted();
       const chunks = await withRetries(
@@ -125,6 +128,7 @@ export class OpenAiLlmClient implements LlmClient {
         watch.signal,
         watch.at,
       );
+      started = true;
       for await (const chunk of chunks) {
         watch.progress(); // for an injected API; over HTTP every byte already counted
         const choice = chunk.choices?.[0];
@@ -146,7 +150,15 @@ export class OpenAiLlmClient implements LlmClient {
       return finished(req.purpose, finish, result);
     } catch (error) {
       if (req.signal?.aborted) throw req.signal.reason;
-      throw this.failure(req, error, watch.stopped);
+      if (!started) throw this.failure(req, error, watch.stopped);
+      // A connection cut mid-answer (undici's "terminated", an error event) is a broken-off answer.
+      const failure =
+        error instanceof LlmError ||
+        watch.stopped ||
+        (error as Error | null)?.name === 'SyntaxError'
+          ? this.failure(req, error, watch.stopped)
+          : brokeOff(req.purpose);
+      throw failure.usage ? failure : withUsage(failure, this.usage(req, text, wireUsage));
     } finally {
       watch.end();
     }
