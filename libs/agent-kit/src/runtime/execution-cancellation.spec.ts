@@ -73,7 +73,7 @@ describe('unlessCancelled', () => {
 });
 
 describe('cancellableLlm', () => {
-  it("gives every call the execution's signal, unless it brings its own", async () => {
+  it("gives every call the execution's signal, with its own when it brings one", async () => {
     const seen: Array<AbortSignal | undefined> = [];
     const offline = new OfflineLlmClient();
     const spy = {
@@ -90,6 +90,40 @@ describe('cancellableLlm', () => {
     await llm.stream(req).result;
     await llm.complete({ ...req, signal: own });
 
-    expect(seen).toEqual([execution, execution, own]);
+    expect(seen.slice(0, 2)).toEqual([execution, execution]);
+    expect(seen[2]).toBeDefined(); // the call's own signal, with the execution's
+  });
+
+  it("ends a call that brings its own signal when the execution's aborts, with its reason", async () => {
+    const execution = new AbortController();
+    const llm = cancellableLlm(new OfflineLlmClient({ delayMs: 60_000 }), execution.signal);
+    const own = new AbortController();
+    const req: LlmRequest = { purpose: 'title', messages: [{ role: 'user', content: 'hi' }] };
+    const reason = new Error('the execution was cancelled');
+
+    const call = llm.complete({ ...req, signal: own.signal }).catch((e: unknown) => e);
+    const streamed = llm.stream({ ...req, signal: own.signal }).result.catch((e: unknown) => e);
+    execution.abort(reason);
+
+    expect(await call).toBe(reason);
+    expect(await streamed).toBe(reason);
+  });
+
+  it('ends a call when its own signal aborts, with that reason', async () => {
+    const llm = cancellableLlm(
+      new OfflineLlmClient({ delayMs: 60_000 }),
+      new AbortController().signal,
+    );
+    const own = new AbortController();
+    const reason = new Error('the handler gave up');
+    const call = llm
+      .complete({
+        purpose: 'title',
+        messages: [{ role: 'user', content: 'hi' }],
+        signal: own.signal,
+      })
+      .catch((e: unknown) => e);
+    own.abort(reason);
+    expect(await call).toBe(reason);
   });
 });

@@ -73,12 +73,17 @@ export function unlessCancelled<T>(
   });
 }
 
-/** `llm` whose every call carries `signal` unless the call brings its own. */
+/**
+ * `llm` whose every call carries `signal`: a call that brings its own (a handler's time limit
+ * for it) ends when either aborts, with the reason of the first, so a cancelled execution's
+ * model call ends at once whatever the handler passed.
+ */
 export function cancellableLlm(llm: LlmClient, signal: AbortSignal): LlmClient {
+  const both = (own?: AbortSignal) => (own ? AbortSignal.any([own, signal]) : signal);
   return {
     provider: llm.provider,
-    complete: (req) => llm.complete({ ...req, signal: req.signal ?? signal }),
-    stream: (req) => llm.stream({ ...req, signal: req.signal ?? signal }),
+    complete: (req) => llm.complete({ ...req, signal: both(req.signal) }),
+    stream: (req) => llm.stream({ ...req, signal: both(req.signal) }),
   };
 }
 
