@@ -336,16 +336,23 @@ export class TurnService {
       const result = await run.guard(this.executor.run(run, language, { firstWaveSaved: true }));
       if (!result.ok) {
         await this.completion.fail(run, result.error);
+        // Its user message stays: what it pushes out of the next turn's window is folded too.
+        await this.maintainHistory(owner, conversationId, lock.fence, userMessage.seq);
         throw failure(result.error);
       }
       view = await this.completion.finish(run, result.outcome, null, { user: userMessage, meta });
     } finally {
       run.stop();
     }
-    await this.history
-      .afterTurn(owner, conversationId, lock.fence, view.reply.seq)
-      .catch((err) => this.log.warn(`history maintenance failed: ${err.message}`));
+    await this.maintainHistory(owner, conversationId, lock.fence, view.reply.seq);
     return { ...view, userMessage: messageView(userMessage) };
+  }
+
+  /** The summary after a turn, answered or failed: its failure fails no turn. */
+  private maintainHistory(owner: Owner, conversationId: string, fence: number, count: number) {
+    return this.history
+      .afterTurn(owner, conversationId, fence, count)
+      .catch((err) => this.log.warn(`history maintenance failed: ${err.message}`));
   }
 
   /**
