@@ -158,7 +158,8 @@ export class OpenAiLlmClient implements LlmClient {
         (error as Error | null)?.name === 'SyntaxError'
           ? this.failure(req, error, watch.stopped)
           : brokeOff(req.purpose);
-      throw failure.usage ? failure : withUsage(failure, this.usage(req, text, wireUsage));
+      // Counted by Loom: a provider that reports usage had no chance to (no warning for it).
+      throw failure.usage ? failure : withUsage(failure, this.usage(req, text, wireUsage, false));
     } finally {
       watch.end();
     }
@@ -235,7 +236,12 @@ export class OpenAiLlmClient implements LlmClient {
   }
 
   /** The provider's counts, or our own tokenizer's when the endpoint reports none. */
-  private usage(req: LlmRequest, text: string, wire: WireUsage | null | undefined): LlmUsage {
+  private usage(
+    req: LlmRequest,
+    text: string,
+    wire: WireUsage | null | undefined,
+    whole = true,
+  ): LlmUsage {
     // The provider's counts when they are counts. An endpoint that sends anything else, or 0
     // for a prompt that was sent or an answer that came (some report zeros rather than
     // nothing), is counted by Loom's tokenizer instead of corrupting or zeroing the totals.
@@ -252,7 +258,7 @@ export class OpenAiLlmClient implements LlmClient {
       completionTokens: reported.completionTokens ?? countTokens(text),
     };
     if (reported.promptTokens === undefined || reported.completionTokens === undefined)
-      this.estimated(wire);
+      if (whole) this.estimated(wire);
     const prices = this.options.prices;
     if (prices && (prices.promptUsdPerMTok > 0 || prices.completionUsdPerMTok > 0))
       usage.costUsd =
