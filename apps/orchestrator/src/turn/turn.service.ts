@@ -387,7 +387,8 @@ export class TurnService {
 
   /**
    * Planned from every known agent type; an optional step never waits for an agent that is not
-   * running, a required one is queued for it (and fails with TIMEOUT after AGENT_TIMEOUT_MS).
+   * running, a required one is queued for it (and fails with TIMEOUT after AGENT_TIMEOUT_MS),
+   * but for research-only plans, answered by the research agents that run when any does.
    */
   private async plan(
     content: string,
@@ -396,7 +397,12 @@ export class TurnService {
     { agents, live }: Awaited<ReturnType<AgentCatalog['agents']>>,
   ): Promise<Plan> {
     const plan = await this.planner.plan({ message: content, history, currentIntent, agents });
-    const steps = plan.steps.filter((s) => s.required || live.has(s.agentType));
+    // A plan without a specialist requires its research steps, any one of which is a reply: it
+    // waits for a stopped research agent only when none of them runs.
+    const research = new Set(agents.filter((a) => a.role === 'research').map((a) => a.agentType));
+    const researchOnly = plan.steps.every((s) => research.has(s.agentType));
+    const waits = !(researchOnly && plan.steps.some((s) => live.has(s.agentType)));
+    const steps = plan.steps.filter((s) => live.has(s.agentType) || (s.required && waits));
     const kept = new Set(steps.map((s) => s.agentType));
     return {
       ...plan,
