@@ -6,6 +6,8 @@ import { emptyUsage, ExecutionStatus, newId, SessionContext } from '@loom/sessio
 import { MAX_ANSWER_CHARS } from '../contracts/agent-messages';
 import { AgentHandler } from './agent-handler';
 
+const SPENT = { promptTokens: 1200, completionTokens: 30_000, costUsd: 0.5 };
+
 /** Answers as its question says: what a handler written by someone else may return or throw. */
 @Injectable()
 class CarelessHandler implements AgentHandler {
@@ -22,6 +24,8 @@ class CarelessHandler implements AgentHandler {
         return { answer: ' \n', usage };
       case 'a huge answer':
         return { answer: 'z'.repeat(MAX_ANSWER_CHARS + 1), usage };
+      case 'a huge answer that cost':
+        return { answer: 'z'.repeat(MAX_ANSWER_CHARS + 1), usage: SPENT };
       case 'a thrown bare object':
         throw Object.create(null);
       case 'my correlation id':
@@ -73,6 +77,13 @@ describe('AgentRunner and what a handler returns (real Redis Streams, MySQL)', (
     const session = await harness.tasks.agentSession(owner, task.conversationId, agentSessionId);
     expect(session).toMatchObject({ status: ExecutionStatus.FAILED });
     expect(session!.lastError!.length).toBeLessThan(200);
+  });
+
+  it('reports what a refused answer cost, so the orchestrator counts it', async () => {
+    const task = await harness.seed(owner, [], 'a huge answer that cost');
+    await expect(
+      harness.execute(harness.request(owner, task, newId('a'), 'en')),
+    ).rejects.toMatchObject({ code: 'AGENT_FAILED', usage: SPENT });
   });
 
   it('stores the agent session where the assignment says, whatever the handler did to its ids', async () => {

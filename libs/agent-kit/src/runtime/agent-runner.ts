@@ -324,6 +324,8 @@ export function toRpc(err: unknown, log: Logger): RpcException {
       code: err.code,
       message: boundedMessage(err.message),
       ...(err.details?.limit ? { limit: err.details.limit } : {}),
+      // What its model calls cost (checked by the orchestrator before it is counted).
+      ...(err.details?.usage ? { usage: err.details.usage } : {}),
     });
   if (err instanceof LlmError) {
     log.warn(err.message);
@@ -360,8 +362,14 @@ function boundedRpc(err: RpcException): RpcException {
 
 /** What a handler returned, when it is an answer: text, not blank, at most MAX_ANSWER_CHARS. */
 function checkedAnswer(out: unknown): Awaited<ReturnType<AgentHandler['handle']>> {
+  // What the refused answer cost (a model's answer over the limit, say) is counted all the same.
+  const usage = (out as { usage?: unknown } | null)?.usage;
   const refuse = (what: string) =>
-    new LoomError(LoomErrorCode.AGENT_FAILED, `the handler returned ${what}`);
+    new LoomError(
+      LoomErrorCode.AGENT_FAILED,
+      `the handler returned ${what}`,
+      usage ? { usage } : undefined,
+    );
   if (typeof out !== 'object' || out === null) throw refuse(`${kind(out)}, not { answer, usage }`);
   const { answer } = out as { answer?: unknown };
   if (typeof answer !== 'string') throw refuse(`an answer that is not text (${kind(answer)})`);
