@@ -30,18 +30,21 @@ describe('LockHolderLiveness across a Redis restart', () => {
     await redis.ping(); // the first beat, sent before it, has landed
     expect(await liveness.gone(token)).toBe(false);
 
+    // Listened for before the restart: the client may be ready again before restart() returns.
+    let ready = once(redis, 'ready');
     await server.kill();
     await server.restart();
-    await once(redis, 'ready');
+    await ready;
     // Sent on the same connection after the beat the 'ready' listener sent.
     await redis.ping();
     expect(await redis.exists(`lh:${liveness.id}`)).toBe(1);
     expect(await liveness.gone(token)).toBe(false);
 
     liveness.leave();
+    ready = once(redis, 'ready');
     await server.kill();
     await server.restart();
-    await once(redis, 'ready');
+    await ready;
     await redis.ping();
     // No lock waited for or held: nothing is written.
     expect(await redis.exists(`lh:${liveness.id}`)).toBe(0);
