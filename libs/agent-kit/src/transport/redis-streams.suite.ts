@@ -816,7 +816,7 @@ export function runTransportSuite(backend: TransportBackend): void {
         async () => {
           behavior = () => hang();
           await startServer('A');
-          const client = await startClient({ timeoutMs: 400, maxExecutionMs: 1500 });
+          const client = await startClient({ timeoutMs: 1000, maxExecutionMs: 2500 });
 
           await expect(call(client, { forever: true })).rejects.toEqual({
             code: 'TIMEOUT',
@@ -838,7 +838,9 @@ export function runTransportSuite(backend: TransportBackend): void {
             }),
           );
         await startServer('A');
-        const client = await startClient({ timeoutMs: 400, maxExecutionMs: 1500 });
+        // Reports every 250 ms against a 1 s silence limit: slack for a loaded machine's stalls
+        // (at 100 ms against 400 ms, one of 300 ms on a cluster ended the call as silent).
+        const client = await startClient({ timeoutMs: 1000, maxExecutionMs: 2500 });
 
         await expect(call(client, { forever: true })).rejects.toEqual({
           code: 'TIMEOUT',
