@@ -790,15 +790,16 @@ export function runTransportSuite(backend: TransportBackend): void {
       }
 
       it('answers a handler that runs three times the silence bound while it reports progress', async () => {
-        behavior = slow(1800);
+        behavior = slow(3000);
         await startServer('A');
-        const client = await startClient({ timeoutMs: 600, maxExecutionMs: 20_000 });
+        // Reports every 250 ms against a 1 s silence limit: slack for a loaded machine's stalls.
+        const client = await startClient({ timeoutMs: 1000, maxExecutionMs: 20_000 });
 
         await expect(call(client, { slow: true })).resolves.toEqual({
           echo: { slow: true },
           server: 'A',
         });
-        // Reported about every 150 ms while it ran, then the reply.
+        // Reported about every 250 ms while it ran, then the reply.
         expect(await repliesAdded(client.replyKey)).toBeGreaterThan(3);
       });
 
