@@ -94,6 +94,35 @@ function answerRaw(
 }
 
 /**
+ * A chunked body declares no length. The JSON parser refuses one past the limit only once it
+ * has read the rest, and a client that keeps sending would be read (and answered 408) for the
+ * whole request time-out. Counted here as it arrives: past the limit, 413 at once with
+ * `Connection: close`, the rest dropped, and the socket destroyed a second after the answer if
+ * the client has not closed its side by then. The parser's own 413, when it comes, finds the
+ * answer sent (HttpErrorFilter then only ends the response).
+ */
+function refuseOnceTooLarge(req: Request, res: Response): void {
+  let received = 0;
+  const count = (chunk: Buffer) => {
+    received += chunk.length;
+    if (received <= BODY_LIMIT_BYTES) return;
+    req.off('data', count);
+    if (res.headersSent) return;
+    const statusCode = 413;
+    res.once('finish', () => setTimeout(() => req.socket.destroy(), 1_000).unref());
+    res
+      .status(statusCode)
+      .set('Connection', 'close')
+      .json({
+        statusCode,
+        code: LoomErrorCode.PAYLOAD_TOO_LARGE,
+        message: 'request body too large',
+      });
+  };
+  req.on('data', count);
+}
+
+/**
  * CONNECT asks for a tunnel, which this server is not. Without this, Node drops the connection
  * unanswered. The socket is handed over raw, no longer the server's to time out or close.
  */
@@ -164,6 +193,7 @@ export async function createOrchestrator(env: LoomEnv): Promise<INestApplication
       res.setHeader('Connection', 'close');
       return next(new LoomError(LoomErrorCode.PAYLOAD_TOO_LARGE, 'request body too large'));
     }
+    if (req.headers['transfer-encoding'] !== undefined) refuseOnceTooLarge(req, res);
     next();
   });
   // Nesting past MAX_JSON_DEPTH is 400 VALIDATION_FAILED, and more than MAX_JSON_VALUES values

@@ -338,6 +338,40 @@ describe('orchestrator (HTTP, in-process)', () => {
     );
     expect(declared).toMatch(/^HTTP\/1\.1 413 /);
     expect(declared).toContain('"code":"PAYLOAD_TOO_LARGE"');
+    // A chunked body declares no length: once past the limit it is refused there and then, not
+    // read to its end (which a client that keeps sending never reaches) and answered 408.
+    const chunked = await new Promise<{ answer: string; sentWhenAnswered: number }>(
+      (resolve, reject) => {
+        const chunk = Buffer.alloc(64 * 1024, 'x');
+        let sent = 0;
+        let answer = '';
+        let sentWhenAnswered = -1;
+        const socket = connect(port, '127.0.0.1', () => {
+          socket.write(
+            `POST /v1/conversations HTTP/1.1\r\nHost: x\r\nAuthorization: ${auth}\r\n` +
+              'Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n',
+          );
+          const more = () => {
+            // 8 MB at most, and never the closing chunk: this client does not stop by itself.
+            if (sentWhenAnswered >= 0 || socket.destroyed || sent >= 128) return;
+            sent += 1;
+            socket.write(`${chunk.length.toString(16)}\r\n${chunk}\r\n`, () => setImmediate(more));
+          };
+          more();
+        });
+        socket.on('data', (d) => {
+          if (sentWhenAnswered < 0) sentWhenAnswered = sent;
+          answer += d.toString();
+        });
+        socket.on('close', () => resolve({ answer, sentWhenAnswered }));
+        socket.on('error', (err) => (answer ? resolve({ answer, sentWhenAnswered }) : reject(err)));
+        socket.setTimeout(10_000, () => socket.destroy());
+      },
+    );
+    expect(chunked.answer).toMatch(/^HTTP\/1\.1 413 [\s\S]*\r\nConnection: close\r\n/i);
+    expect(chunked.answer).toContain('"code":"PAYLOAD_TOO_LARGE"');
+    // Answered while the client was still sending: 384 KB is 6 chunks; allow for buffering.
+    expect(chunked.sentWhenAnswered).toBeLessThan(128);
     const garbage = await raw('GARBAGE\r\n\r\n');
     expect(garbage).toMatch(/^HTTP\/1\.1 400 /);
     expect(garbage).toContain('"code":"VALIDATION_FAILED"');
