@@ -13,6 +13,8 @@ import { AppModule } from './app.module';
 import { authenticateBeforeBody } from './auth/authenticate-before-body';
 import { TokenVerifier } from './auth/token-verifier';
 import { HttpErrorFilter } from './errors/http-error.filter';
+import { countBeforeRouting, unlessRateLimited } from './security/count-before-routing';
+import { TenantThrottlerGuard } from './security/tenant-throttler.guard';
 import { validationError } from './security/validation-error';
 
 /**
@@ -110,14 +112,11 @@ function refuseOnceTooLarge(req: Request, res: Response): void {
     if (res.headersSent) return;
     const statusCode = 413;
     res.once('finish', () => setTimeout(() => req.socket.destroy(), 1_000).unref());
-    res
-      .status(statusCode)
-      .set('Connection', 'close')
-      .json({
-        statusCode,
-        code: LoomErrorCode.PAYLOAD_TOO_LARGE,
-        message: 'request body too large',
-      });
+    res.status(statusCode).set('Connection', 'close').json({
+      statusCode,
+      code: LoomErrorCode.PAYLOAD_TOO_LARGE,
+      message: 'request body too large',
+    });
   };
   req.on('data', count);
 }
@@ -173,49 +172,56 @@ export async function createOrchestrator(env: LoomEnv): Promise<INestApplication
   });
   // Who sends a body is known before it is read (a 401 closes the connection instead).
   app.use(authenticateBeforeBody(app.get(TokenVerifier)));
+  // Counted against the tenant's rate limit before routing: also what no route takes (404) and a
+  // body the parser refuses. The body of a request past the limit is not read: it answers 429.
+  app.use(countBeforeRouting(app.get(TokenVerifier), app.get(TenantThrottlerGuard)));
   // A body the API would not read (text/plain, a form, UTF-16) is refused, not silently taken as
   // {} or decoded past the checks below, which read UTF-8. A declared length over the limit is
   // refused at once: the parser would wait for the whole body first, however long it is.
-  app.use((req: Request, res: Response, next: NextFunction) => {
-    const length = Number(req.headers['content-length'] ?? 0);
-    const hasBody = req.headers['transfer-encoding'] !== undefined || length > 0;
-    if (!hasBody) return next();
-    if (!req.is('application/json'))
-      return next(
-        new LoomError(LoomErrorCode.UNSUPPORTED_MEDIA_TYPE, 'send the body as application/json'),
-      );
-    const charset = parseContentType(req.headers['content-type'] ?? '').parameters.charset;
-    if (charset !== undefined && !/^utf-?8$/i.test(charset))
-      return next(
-        new LoomError(LoomErrorCode.UNSUPPORTED_MEDIA_TYPE, 'unsupported charset (send UTF-8)'),
-      );
-    if (length > BODY_LIMIT_BYTES) {
-      res.setHeader('Connection', 'close');
-      return next(new LoomError(LoomErrorCode.PAYLOAD_TOO_LARGE, 'request body too large'));
-    }
-    if (req.headers['transfer-encoding'] !== undefined) refuseOnceTooLarge(req, res);
-    next();
-  });
+  app.use(
+    unlessRateLimited((req: Request, res: Response, next: NextFunction) => {
+      const length = Number(req.headers['content-length'] ?? 0);
+      const hasBody = req.headers['transfer-encoding'] !== undefined || length > 0;
+      if (!hasBody) return next();
+      if (!req.is('application/json'))
+        return next(
+          new LoomError(LoomErrorCode.UNSUPPORTED_MEDIA_TYPE, 'send the body as application/json'),
+        );
+      const charset = parseContentType(req.headers['content-type'] ?? '').parameters.charset;
+      if (charset !== undefined && !/^utf-?8$/i.test(charset))
+        return next(
+          new LoomError(LoomErrorCode.UNSUPPORTED_MEDIA_TYPE, 'unsupported charset (send UTF-8)'),
+        );
+      if (length > BODY_LIMIT_BYTES) {
+        res.setHeader('Connection', 'close');
+        return next(new LoomError(LoomErrorCode.PAYLOAD_TOO_LARGE, 'request body too large'));
+      }
+      if (req.headers['transfer-encoding'] !== undefined) refuseOnceTooLarge(req, res);
+      next();
+    }),
+  );
   // Nesting past MAX_JSON_DEPTH is 400 VALIDATION_FAILED, and more than MAX_JSON_VALUES values
   // 413 PAYLOAD_TOO_LARGE, both checked on the raw text, in one pass, before parsing.
   app.use(
-    json({
-      limit: BODY_LIMIT,
-      verify: (_req, _res, buf) => {
-        let text: string;
-        try {
-          // Strict: bytes that are not UTF-8 would otherwise become U+FFFD and be stored so.
-          text = STRICT_UTF8.decode(buf);
-        } catch {
-          throw new LoomError(LoomErrorCode.VALIDATION_FAILED, 'the body is not valid UTF-8');
-        }
-        // Every body of the API is an object. An array would reach the ValidationPipe, which
-        // sets .constructor on it, and that alone drops V8 to slow array paths process-wide.
-        if (text.trimStart().startsWith('['))
-          throw new LoomError(LoomErrorCode.VALIDATION_FAILED, 'the body must be a JSON object');
-        assertJsonBody(text);
-      },
-    }),
+    unlessRateLimited(
+      json({
+        limit: BODY_LIMIT,
+        verify: (_req, _res, buf) => {
+          let text: string;
+          try {
+            // Strict: bytes that are not UTF-8 would otherwise become U+FFFD and be stored so.
+            text = STRICT_UTF8.decode(buf);
+          } catch {
+            throw new LoomError(LoomErrorCode.VALIDATION_FAILED, 'the body is not valid UTF-8');
+          }
+          // Every body of the API is an object. An array would reach the ValidationPipe, which
+          // sets .constructor on it, and that alone drops V8 to slow array paths process-wide.
+          if (text.trimStart().startsWith('['))
+            throw new LoomError(LoomErrorCode.VALIDATION_FAILED, 'the body must be a JSON object');
+          assertJsonBody(text);
+        },
+      }),
+    ),
   );
   // A body that is not JSON: a fixed message. Nest would answer with the parser's, which quotes
   // what was sent (a secret pasted by mistake, say) back and into the logs.

@@ -15,6 +15,7 @@ import {
   LoomError,
   LoomErrorCode,
 } from '@loom/session';
+import { rateLimitRefusal } from '../security/count-before-routing';
 
 const STATUS: Record<string, number> = {
   [LoomErrorCode.UNAUTHENTICATED]: 401,
@@ -50,6 +51,8 @@ export class HttpErrorFilter implements ExceptionFilter {
 
   catch(err: unknown, host: ArgumentsHost): void {
     const res = host.switchToHttp().getResponse<Response>();
+    // A request past its tenant's rate limit that no route took (a 404): its 429.
+    err = rateLimitRefusal(host.switchToHttp().getRequest<object>()) ?? err;
     let { statusCode, code, message } = toErrorBody(err);
     const allowed = isRouteMiss(err) ? allowedMethods(host.switchToHttp().getRequest()) : [];
     if (allowed.length) {

@@ -3,6 +3,7 @@ import { ThrottlerGuard, ThrottlerLimitDetail } from '@nestjs/throttler';
 import { Response } from 'express';
 import { LoomError, LoomErrorCode } from '@loom/session';
 import { AuthedRequest } from '../auth/jwt-auth.guard';
+import { countedBeforeRouting, rateLimitRefusal } from './count-before-routing';
 
 /**
  * Per-tenant rate limit (@nestjs/throttler): runs after JwtAuthGuard, so the counter is the
@@ -12,6 +13,15 @@ import { AuthedRequest } from '../auth/jwt-auth.guard';
  */
 @Injectable()
 export class TenantThrottlerGuard extends ThrottlerGuard {
+  /** A request counted before routing (countBeforeRouting) is not counted again: its 429, if any. */
+  override async canActivate(context: ExecutionContext): Promise<boolean> {
+    const req = context.switchToHttp().getRequest<object>();
+    if (!countedBeforeRouting(req)) return super.canActivate(context);
+    const refusal = rateLimitRefusal(req);
+    if (refusal) throw refusal;
+    return true;
+  }
+
   protected override async getTracker(req: Record<string, unknown>): Promise<string> {
     const owner = (req as unknown as AuthedRequest).owner;
     return owner ? `tenant:${owner.tenantId}` : `ip:${String(req.ip ?? 'unknown')}`;
