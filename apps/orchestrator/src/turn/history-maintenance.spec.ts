@@ -73,3 +73,74 @@ describe('HistoryMaintenance over a conversation with an oversized message', () 
     expect(prompts.filter((t) => t > 8_000)).toEqual([]);
   });
 });
+
+/**
+ * A summariser that writes as much as it is asked to: the earlier summary restated and a fifth
+ * of the new messages, or fewer tokens when the prompt names a limit. Past `maxTokens` its
+ * answer is cut off (finish_reason length), refused but paid for, as OpenAiLlm reports it.
+ */
+function verboseModel() {
+  const calls = { total: 0, cutOff: 0 };
+  const llm = {
+    provider: 'openai',
+    complete: async (req: LlmRequest) => {
+      calls.total++;
+      const [system, user] = req.messages.map((m) => m.content);
+      const earlier = /^Earlier summary:\n(".*")\n/.exec(user);
+      const previous = earlier ? countTokens(JSON.parse(earlier[1]) as string) : 0;
+      const fresh = countTokens(user.slice(user.indexOf('New messages:')));
+      const limit = /at most (\d+) words/.exec(system);
+      const natural = previous + Math.ceil(fresh / 5);
+      const words = limit ? Math.min(natural, Number(limit[1])) : natural;
+      const usage = { promptTokens: previous + fresh, completionTokens: Math.min(words, 1024) };
+      if (req.maxTokens !== undefined && words > req.maxTokens) {
+        calls.cutOff++;
+        const error = new LlmError('length', undefined, 'cut off at its token limit');
+        error.usage = usage;
+        throw error;
+      }
+      return { text: 'fact '.repeat(words).trim(), model: 'm', usage };
+    },
+    stream: () => {
+      throw new Error('not used');
+    },
+  } as unknown as LlmClient;
+  return { llm, calls };
+}
+
+describe('HistoryMaintenance with a summary that grows with the conversation', () => {
+  it('keeps the summary within its token cap, so it is not cut off (and paid for) every turn', async () => {
+    const conversations = new ConversationRepository(new MemorySessionStore(), {
+      idleExpiryDays: 30,
+    });
+    const { meta } = await conversations.create(owner);
+    const id = meta.conversationId;
+    const append = (role: 'user' | 'assistant', content: string) =>
+      conversations.appendMessage(owner, id, {
+        role,
+        content,
+        agentType: null,
+        taskId: null,
+        createdAt: new Date().toISOString(),
+        tokens: 0,
+      });
+    const { llm, calls } = verboseModel();
+    const history = new HistoryMaintenance(llm, conversations, new MetricsService());
+    for (let turn = 0; turn < 60; turn++) {
+      await append('user', `question ${turn}: ${'clause '.repeat(150)}`);
+      await append('assistant', `answer ${turn}: ${'advice '.repeat(150)}`);
+      await history.afterTurn(owner, id, 0).catch(() => undefined);
+    }
+    const summary = await conversations.summary(owner, id);
+    const count = await conversations.messageCount(owner, id);
+    const tail = await conversations.messages(owner, id, {
+      afterSeq: summary?.toSeq ?? 0,
+      last: AGENT_HISTORY_BUDGET.maxMessages,
+    });
+    const visible = withinTokenBudget(tail, AGENT_HISTORY_BUDGET.historyTokens).length;
+    // Every message is in the summary or in what the next turn's agents see...
+    expect((summary?.toSeq ?? 0) + visible).toBe(count);
+    // ...and the summary calls are not refused turn after turn.
+    expect(calls.cutOff).toBe(0);
+  });
+});

@@ -22,6 +22,11 @@ const TITLE_MAX = 60;
 const TITLE_MAX_TOKENS = 64;
 const SUMMARY_MAX_TOKENS = 1024;
 /**
+ * The length a summary is asked to keep to: well within SUMMARY_MAX_TOKENS (about 1.3 tokens an
+ * English word, one or two a Chinese character), so a model that follows it is never cut off.
+ */
+const SUMMARY_MAX_WORDS = 600;
+/**
  * What one summary call folds, at most: a longer backlog takes several turns, and the prompt
  * (with the earlier summary, at most SUMMARY_MAX_TOKENS) fits a model of an 8k context.
  */
@@ -120,7 +125,7 @@ export class HistoryMaintenance {
     const res = await this.llm
       .complete({
         purpose: 'summarize',
-        messages: summaryPrompt(previous?.text ?? null, history),
+        messages: summaryPrompt(previous?.text ?? null, history, SUMMARY_MAX_WORDS),
         context: { question: '', history, summary: previous?.text ?? null },
         maxTokens: SUMMARY_MAX_TOKENS,
       })
