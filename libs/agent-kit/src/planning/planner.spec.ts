@@ -136,6 +136,21 @@ describe('Planner (offline rules)', () => {
     expect(specialistOf(plan)).toBe('labor-law');
   });
 
+  it('keeps a follow-up with the agent that answered when a deploy renamed its intents', async () => {
+    // The conversation's intent is the old descriptor's; the labor-law agent now names others.
+    const renamed = { ...LABOR, intents: ['labor-law', 'employment-law'] };
+    const plan = await planner.plan({
+      ...input('上面那份合同里关于竞业协议的部分怎么看?', 'labor', [CONTRACT, RESEARCH, renamed]),
+      history: [
+        { role: 'user', content: '我跟公司签的劳动合同有问题' },
+        { role: 'assistant', content: '…', agentType: 'labor-law' },
+      ],
+    });
+    expect(specialistOf(plan)).toBe('labor-law');
+    expect(plan.intent).toBe('labor-law');
+    expect(plan.taskType).toBe('follow-up');
+  });
+
   it('does not stick to an intent no registered agent serves', async () => {
     const plan = await planner.plan(input('合同违约了怎么办', 'immigration'));
     expect(specialistOf(plan)).toBe('contract-law');

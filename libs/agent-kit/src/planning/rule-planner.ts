@@ -34,11 +34,16 @@ export function planSteps(research: AgentDescriptor[], specialist?: AgentDescrip
   return [...researchSteps, { agentType: specialist.agentType, required: true, dependsOn }];
 }
 
-/** The intent in force: the given one, else the one of the specialist that answered last. */
+/**
+ * The intent in force: the given one, else the one of the specialist that answered last. Also
+ * when no specialist serves the given intent any more but the one that answered still runs: a
+ * deploy renamed its intents, and its conversations' follow-ups stay with it.
+ */
 function currentSpecialist(input: PlanInput, specialists: AgentDescriptor[]) {
   if (input.currentIntent) {
     const agent = specialists.find((candidate) => candidate.intents.includes(input.currentIntent!));
-    return agent ? { agent, intent: input.currentIntent } : null;
+    if (agent) return { agent, intent: input.currentIntent };
+    if (input.currentIntent === GENERAL_INTENT) return null;
   }
   const lastAnswer = [...input.history]
     .reverse()
