@@ -53,6 +53,11 @@ export interface FakeAnswer {
   keepAlives?: number;
   /** Streaming: the response ends cleanly after this many chunks, without finish_reason or [DONE]. */
   endAfterChunks?: number;
+  /**
+   * Streaming: after the chunk with the finish_reason, before the usage chunk and `[DONE]`, the
+   * connection is left open with nothing more sent (`stall`) or cut (`cut`).
+   */
+  afterFinish?: 'stall' | 'cut';
   /** This status with this body verbatim (an HTML error page, a truncated JSON…). */
   rawBody?: { status: number; contentType: string; body: string };
 }
@@ -209,6 +214,11 @@ export class FakeOpenAiServer {
       await new Promise((r) => setImmediate(r));
     }
     event(chunk({}, finish));
+    if (answer.afterFinish === 'stall') return;
+    if (answer.afterFinish === 'cut') {
+      await new Promise((r) => setImmediate(r));
+      return void res.destroy();
+    }
     if (usage && received.includeUsage) {
       report();
       event({

@@ -433,4 +433,22 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
       completionTokens: countTokens('说到一半'),
     });
   });
+
+  it('keeps a finished answer whose stream stalls or is cut before its usage chunk', async () => {
+    for (const afterFinish of ['stall', 'cut'] as const) {
+      answer(() => ({ chunks: ['答案', '完整'], afterFinish }));
+      const stream = client({ timeoutMs: 300, maxRetries: 0 }).stream(req);
+      const { deltas, error } = await drain(stream);
+      // finish_reason `stop` came: the answer is whole, only the provider's count is missing.
+      expect([afterFinish, deltas, error]).toEqual([afterFinish, ['答案', '完整'], undefined]);
+      expect(await stream.result).toEqual({
+        text: '答案完整',
+        model: 'fake-model',
+        usage: {
+          promptTokens: countMessageTokens(req.messages),
+          completionTokens: countTokens('答案完整'),
+        },
+      });
+    }
+  });
 });

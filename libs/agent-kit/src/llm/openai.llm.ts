@@ -141,9 +141,10 @@ export class OpenAiLlmClient implements LlmClient {
         if (chunk.usage) wireUsage = chunk.usage;
         if (chunk.model) model = chunk.model;
       }
-      // The SDK ends an aborted stream as if it were complete: it was not.
-      if (watch.stopped) throw timedOut(req.purpose);
-      const result = { text, model, usage: this.usage(req, text, wireUsage) };
+      // The SDK ends an aborted stream as if it were complete: it was not, unless the model had
+      // said it finished (then only the usage chunk was missing).
+      if (watch.stopped && !finish) throw timedOut(req.purpose);
+      const result = { text, model, usage: this.usage(req, text, wireUsage, !watch.stopped) };
       // A stream that ends without saying why (a proxy that closed it cleanly, a 200 that was
       // no stream at all) is not whole.
       if (!finish) throw withUsage(brokeOff(req.purpose), result.usage);
@@ -151,6 +152,14 @@ export class OpenAiLlmClient implements LlmClient {
     } catch (error) {
       if (req.signal?.aborted) throw req.signal.reason;
       if (!started) throw this.failure(req, error, watch.stopped);
+      // The model said it finished (`finish_reason`): a stream that then falls silent or is cut
+      // before its usage chunk and `[DONE]` lost only the provider's count, not the answer.
+      if (finish && !(error instanceof LlmError))
+        return finished(req.purpose, finish, {
+          text,
+          model,
+          usage: this.usage(req, text, wireUsage, false),
+        });
       // A connection cut mid-answer (undici's "terminated", an error event) is a broken-off answer.
       const failure =
         error instanceof LlmError ||
