@@ -44,6 +44,8 @@ async function streamEvents(
     while ((end = buffered.indexOf('\n\n')) >= 0) {
       const block = buffered.slice(0, end);
       buffered = buffered.slice(end + 2);
+      // A comment (`: keep-alive`) is no event.
+      if (block.split('\n').every((line) => line.startsWith(':'))) continue;
       const event = /^event: (.*)$/m.exec(block)?.[1] ?? 'message';
       const data = JSON.parse(/^data: (.*)$/m.exec(block)?.[1] ?? 'null');
       const e = { event, data, at: Date.now() };

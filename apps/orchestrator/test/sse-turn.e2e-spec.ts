@@ -1,4 +1,6 @@
 import { Injectable } from '@nestjs/common';
+import { Server } from 'http';
+import { AddressInfo } from 'net';
 import request from 'supertest';
 import { AgentHandler, AgentTools, bootstrapAgent } from '@loom/agent-kit';
 import { SessionContext } from '@loom/session';
@@ -7,11 +9,20 @@ import { InProcessOrchestrator, startInProcessOrchestrator } from './in-process.
 
 const usage = { promptTokens: 1, completionTokens: 1, costUsd: 0 };
 
-/** Streams its answer in three pieces. */
+/** Resolved by a test once its client has seen what it waits for (a keep-alive comment). */
+let release: () => void = () => undefined;
+
+/** Streams its answer in three pieces; a question `… when kept alive` waits for `release` first. */
 @Injectable()
 class StreamingHandler implements AgentHandler {
   async handle(ctx: SessionContext, tools: AgentTools): Promise<any> {
     const answer = `you said: ${ctx.question}`;
+    if (ctx.question.includes('when kept alive'))
+      await new Promise<void>((resolve) => {
+        // Not kept alive: it answers all the same after 4 s, and the test fails.
+        const timer = setTimeout(resolve, 4000);
+        release = () => (clearTimeout(timer), resolve());
+      });
     for (const piece of [answer.slice(0, 5), answer.slice(5, 10), answer.slice(10)])
       tools.onDelta?.(piece);
     return { answer, usage };
@@ -27,7 +38,7 @@ describe('a streamed turn as a client sees it (HTTP, in-process)', () => {
   let orch: InProcessOrchestrator;
   beforeAll(async () => {
     orch = await startInProcessOrchestrator('sseturn', {
-      env: { LOOM_METRICS_TOKEN: METRICS_TOKEN },
+      env: { LOOM_METRICS_TOKEN: METRICS_TOKEN, SSE_KEEPALIVE_MS: '100' },
       agents: async (env) => [
         await bootstrapAgent(
           {
@@ -139,5 +150,37 @@ describe('a streamed turn as a client sees it (HTTP, in-process)', () => {
       VALIDATION_FAILED: 1,
       CONFLICT: 1,
     });
+  });
+
+  it('sends SSE comments while the answer has not started, so idle proxies keep the stream', async () => {
+    const id = await newConversation();
+    const server = orch.app.getHttpServer() as Server;
+    if (!server.listening) await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const { port } = server.address() as AddressInfo;
+    const res = await fetch(`http://127.0.0.1:${port}/v1/conversations/${id}/messages`, {
+      method: 'POST',
+      headers: {
+        authorization: auth(),
+        accept: 'text/event-stream',
+        'content-type': 'application/json',
+      },
+      body: JSON.stringify({ content: 'echo when kept alive' }),
+    });
+    expect(res.status).toBe(200);
+    let text = '';
+    const decoder = new TextDecoder();
+    for await (const bytes of res.body as unknown as AsyncIterable<Uint8Array>) {
+      text += decoder.decode(bytes, { stream: true });
+      // The agent answers once the client has seen a sign of life.
+      if (text.includes(': keep-alive\n\n')) release();
+    }
+    const firstDelta = text.indexOf('event: delta');
+    expect(text.slice(0, firstDelta)).toMatch(/^(: keep-alive\n\n)+$/);
+    expect(events(text).at(-1)).toEqual([
+      'done',
+      expect.objectContaining({
+        reply: expect.objectContaining({ content: 'you said: echo when kept alive' }),
+      }),
+    ]);
   });
 });

@@ -5,6 +5,7 @@ import {
   Get,
   Headers,
   HttpCode,
+  Inject,
   Logger,
   Param,
   Post,
@@ -21,6 +22,7 @@ import {
   ApiTags,
 } from '@nestjs/swagger';
 import { Request, Response } from 'express';
+import { LOOM_ENV, LoomEnv } from '@loom/agent-kit';
 import { redactDeep } from '@loom/security';
 import { assertId, ConversationRepository, LoomError, LoomErrorCode, Owner } from '@loom/session';
 import { Authenticated } from '../auth/authenticated.decorator';
@@ -53,6 +55,7 @@ export class ConversationsController {
   constructor(
     private readonly conversations: ConversationRepository,
     private readonly turns: TurnService,
+    @Inject(LOOM_ENV) private readonly env: LoomEnv,
   ) {}
 
   /**
@@ -169,6 +172,10 @@ export class ConversationsController {
       .setHeader('Content-Type', 'text/event-stream')
       .setHeader('Cache-Control', 'no-cache');
     res.flushHeaders();
+    // A comment now and then: a proxy that cuts idle connections keeps the stream while the turn
+    // waits for its lock, for agents that stream nothing, for a model that thinks first.
+    const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), this.env.SSE_KEEPALIVE_MS);
+    res.on('close', () => clearInterval(keepAlive));
     const delta = (text: string) =>
       res.write(`event: delta\ndata: ${JSON.stringify({ text })}\n\n`);
     let streamed = false;
@@ -187,6 +194,8 @@ export class ConversationsController {
       if (body.statusCode >= 500) this.log.error(err instanceof Error ? err : String(err));
       else this.log.warn(`streamed turn failed: ${body.statusCode} ${body.code}`);
       res.write(`event: error\ndata: ${JSON.stringify(body)}\n\n`);
+    } finally {
+      clearInterval(keepAlive);
     }
     res.end();
     return undefined;

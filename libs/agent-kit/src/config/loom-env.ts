@@ -121,6 +121,11 @@ export class LoomEnv {
   @Transform(toInt) @IsInt() @Min(200) @Max(MAX_TIMER_MS) AGENT_CLAIM_IDLE_MS = 30_000;
   /** Deliveries of one request before it is dead-lettered and its task failed. */
   @Transform(toInt) @IsInt() @Min(1) @Max(100) AGENT_MAX_DELIVERIES = 5;
+  /**
+   * Orchestrator: a streamed turn (SSE) sends a comment this often until it ends, so a proxy or
+   * load balancer that cuts idle connections keeps it while the turn waits (lock, agents, model).
+   */
+  @Transform(toInt) @IsInt() @Min(100) @Max(MAX_TIMER_MS) SSE_KEEPALIVE_MS = 15_000;
   @IsIn(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) LOG_LEVEL = 'info';
   @IsIn(['json', 'pretty']) LOG_FORMAT: 'json' | 'pretty' = 'json';
   @Transform(toBool) @IsBoolean() DB_MIGRATIONS_RUN = true;
