@@ -3,7 +3,7 @@ import { Server } from 'http';
 import { AddressInfo } from 'net';
 import request from 'supertest';
 import { AgentHandler, AgentTools, bootstrapAgent } from '@loom/agent-kit';
-import { SessionContext } from '@loom/session';
+import { LoomError, LoomErrorCode, SessionContext } from '@loom/session';
 import { parsePrometheusText, promSeries } from '@loom/testing';
 import { InProcessOrchestrator, startInProcessOrchestrator } from './in-process.support';
 
@@ -12,11 +12,17 @@ const usage = { promptTokens: 1, completionTokens: 1, costUsd: 0 };
 /** Resolved by a test once its client has seen what it waits for (a keep-alive comment). */
 let release: () => void = () => undefined;
 
-/** Streams its answer in three pieces; a question `… when kept alive` waits for `release` first. */
+/**
+ * Streams its answer in three pieces; a question `… when kept alive` waits for `release` first,
+ * one `… and fail` fails (502 AGENT_FAILED), one `… and be busy` fails for now (503 UNAVAILABLE).
+ */
 @Injectable()
 class StreamingHandler implements AgentHandler {
   async handle(ctx: SessionContext, tools: AgentTools): Promise<any> {
     const answer = `you said: ${ctx.question}`;
+    if (ctx.question.includes('and fail')) throw new Error('the echo broke');
+    if (ctx.question.includes('and be busy'))
+      throw new LoomError(LoomErrorCode.UNAVAILABLE, 'the echo is busy');
     if (ctx.question.includes('when kept alive'))
       await new Promise<void>((resolve) => {
         // Not kept alive: it answers all the same after 4 s, and the test fails.
@@ -182,5 +188,28 @@ describe('a streamed turn as a client sees it (HTTP, in-process)', () => {
         reply: expect.objectContaining({ content: 'you said: echo when kept alive' }),
       }),
     ]);
+  });
+
+  it("answers a same-key retry of a failed turn with the key's stored status, as JSON does", async () => {
+    const id = await newConversation();
+    const first = await post(id, 'echo and fail', 'kf', 'application/json');
+    expect([first.status, first.body.code]).toEqual([502, 'AGENT_FAILED']);
+    // A 503 is run again by its retry, unless the conversation went on since: then 409.
+    const busy = await post(id, 'echo and be busy', 'kb', 'application/json');
+    expect([busy.status, busy.body.code]).toEqual([503, 'UNAVAILABLE']);
+    expect((await post(id, 'echo after it', undefined, 'application/json')).status).toBe(201);
+    for (const accept of ['application/json', 'text/event-stream']) {
+      const answers = [
+        await post(id, 'echo and fail', 'kf', accept),
+        await post(id, 'echo and be busy', 'kb', accept),
+      ].map((res) => [res.status, res.type, res.body.code]);
+      expect([accept, answers]).toEqual([
+        accept,
+        [
+          [502, 'application/json', 'AGENT_FAILED'],
+          [409, 'application/json', 'CONFLICT'],
+        ],
+      ]);
+    }
   });
 });

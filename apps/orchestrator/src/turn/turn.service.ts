@@ -22,6 +22,7 @@ import { LoomClsStore } from '@loom/observability';
 import { messageView, TurnView } from '../conversations/views';
 import { MetricsService, TurnMeasure } from '../metrics/metrics.service';
 import { AgentCatalog } from './agent-catalog';
+import { conversationWentOn, wentOnSince } from './conversation-went-on';
 import { HistoryMaintenance } from './history-maintenance';
 import { failure, TaskCompletion } from './task-completion';
 import { recordFirstWave, TaskExecutor } from './task-executor';
@@ -201,9 +202,12 @@ export class TurnService {
 
   /**
    * What a streamed turn checks before its 200, in the turn's own order, so that it answers with
-   * its own status: the content, the conversation, and an `idempotencyKey` already used in it
-   * for another message (409; a key's entry, and the message hash in it, never change once
-   * written). A refusal is counted in loom_turns_total as turn() counts it.
+   * its own status: the content, the conversation, an `idempotencyKey` already used in it for
+   * another message (409; a key's entry, and the message hash in it, never change once
+   * written), and a key whose turn failed for good (502 AGENT_FAILED, 409: a task FAILED with
+   * such an error is never run again, so that stays the key's answer) or failed with a 503 and
+   * the conversation went on since (409, as its retry under the lock answers). A refusal is
+   * counted in loom_turns_total as turn() counts it.
    */
   async assertStreamable(
     owner: Owner,
@@ -211,15 +215,26 @@ export class TurnService {
     content: string,
     idempotencyKey?: string,
   ): Promise<void> {
+    const measure = this.metrics.turn();
     try {
       this.assertContent(content);
       await this.conversations.get(owner, conversationId);
       if (!idempotencyKey) return;
       const key = keyOf(idempotencyKey, content);
       const entry = await this.tasks.idempotentTask(owner, conversationId, key.hash);
-      if (entry) assertSameMessage(entry, key);
+      if (!entry) return;
+      assertSameMessage(entry, key);
+      const task = await this.tasks.get(owner, conversationId, entry.taskId, true);
+      if (task?.status !== TaskStatus.FAILED) return;
+      if (!retryable(task)) {
+        measure.replayed();
+        throw failure(task.error);
+      }
+      // A 503 run again by its retry, unless a later message is in the conversation (a message
+      // is never taken back: read from the cache, one it lacks is seen again under the lock).
+      if (await wentOnSince(this.conversations, owner, task)) throw conversationWentOn();
     } catch (err) {
-      this.metrics.turn().failed(err);
+      measure.failed(err);
       throw err;
     }
   }
