@@ -178,15 +178,18 @@ export class ConversationsController {
     res.on('close', () => clearInterval(keepAlive));
     const delta = (text: string) =>
       res.write(`event: delta\ndata: ${JSON.stringify({ text })}\n\n`);
-    let streamed = false;
+    let sent = '';
     try {
       // Deltas arrive while the answering agent's model writes; the reply is stored once, at the end.
       const view = await this.turns.turn(owner, id, content, idempotencyKey, (_agentType, text) => {
-        streamed = true;
+        sent += text;
         delta(text);
       });
-      // A replayed turn (same Idempotency-Key) or a stored result produced no live text.
-      if (!streamed) for (const text of chunks(view.reply.content)) delta(text);
+      // A replayed turn (same Idempotency-Key) or a stored result produced no live text, and a
+      // delivery that stopped mid-answer (run again by another agent instance, whose deltas are
+      // not relayed: see DeltaChannel) only the start of it: the rest of the reply follows.
+      const { content: reply } = view.reply;
+      if (reply.startsWith(sent)) for (const text of chunks(reply.slice(sent.length))) delta(text);
       res.write(`event: done\ndata: ${JSON.stringify(view)}\n\n`);
     } catch (err) {
       const body = toErrorBody(err);

@@ -123,6 +123,20 @@ describe('DeltaChannel (real Redis)', () => {
     expect(await redis.exists(`${prefix}deltas:{c_fail}:a_bad`)).toBe(0);
   });
 
+  it('relays one delivery of an execution: one run again writes its answer from the start', async () => {
+    for (const channel of [open().channel, new DeltaChannel(null, prefix)]) {
+      const seen: string[] = [];
+      const sub = channel.subscribe('c_again', 'a_again', (t) => seen.push(t));
+      await channel.publish('c_again', 'a_again', 'you said', 'first');
+      // The first delivery stopped mid-answer; another instance runs it again, from the start.
+      for (const text of ['you said', ': hi'])
+        await channel.publish('c_again', 'a_again', text, 'second');
+      await channel.publish('c_again', 'a_again', ' (late)', 'first');
+      await sub.stop();
+      expect(seen).toEqual(['you said', ' (late)']);
+    }
+  });
+
   it('relays one execution to two subscriptions of it, each in order', async () => {
     const { channel } = open();
     const [one, two] = [[] as string[], [] as string[]];

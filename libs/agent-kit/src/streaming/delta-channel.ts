@@ -2,7 +2,7 @@ import { EventEmitter } from 'events';
 import { isCluster, RedisClient } from '@loom/session';
 import { BlockingDeltaReader } from './blocking-delta-reader';
 import { DeltaReader } from './delta-reader';
-import { DeltaSubscriber } from './delta-subscriber';
+import { DeltaSubscriber, followOneDelivery } from './delta-subscriber';
 import { PolledDeltaReader } from './polled-delta-reader';
 
 /** The embedded profile runs every app in one process: deltas go through memory there. */
@@ -44,23 +44,34 @@ export class DeltaChannel {
     private readonly options: DeltaChannelOptions = {},
   ) {}
 
-  async publish(conversationId: string, agentSessionId: string, text: string): Promise<void> {
+  /**
+   * `delivery`: which delivery of the execution wrote it (DeltaPublisher's own id). A request
+   * delivered again (its agent stopped or died mid-answer, and another instance runs it) writes
+   * its answer from the start into the same stream: a subscriber follows one delivery only.
+   */
+  async publish(
+    conversationId: string,
+    agentSessionId: string,
+    text: string,
+    delivery = '',
+  ): Promise<void> {
     const key = this.key(conversationId, agentSessionId);
     if (!this.redis) {
-      local.emit(key, text);
+      local.emit(key, text, delivery);
       return;
     }
     await this.redis
       .multi()
       // Not trimmed: a trimmed stream would lose text the orchestrator has not read yet.
       // DeltaPublisher bounds it (one entry per round trip, the answer's length in all).
-      .xadd(key, '*', 't', text)
+      .xadd(key, '*', 't', text, 'd', delivery)
       .pexpire(key, KEEP_MS)
       .exec();
   }
 
   /**
-   * Calls `onDelta` for every delta of the execution, in order, until `stop()`; `stop()` (the
+   * Calls `onDelta` for every delta of the execution, in order, until `stop()` (of the delivery
+   * that published first: see `publish`); `stop()` (the
    * execution has answered) delivers what is left, deletes the stream, then resolves. Every
    * subscription of this channel is read by its shared readers (DeltaReader), not by a
    * connection of its own.
@@ -72,8 +83,9 @@ export class DeltaChannel {
   ): DeltaSubscription {
     const key = this.key(conversationId, agentSessionId);
     if (!this.redis) {
-      local.on(key, onDelta);
-      return { stop: async () => void local.off(key, onDelta) };
+      const follow = followOneDelivery(onDelta);
+      local.on(key, follow);
+      return { stop: async () => void local.off(key, follow) };
     }
     // Closed (the app is stopping): no reader opens again; the stored reply still comes in `done`.
     if (this.closed) return { stop: async () => undefined };

@@ -1,3 +1,4 @@
+import { randomBytes } from 'crypto';
 import { DeltaChannel } from './delta-channel';
 
 /**
@@ -13,6 +14,8 @@ export class DeltaPublisher {
   private sent = 0;
   private inFlight: Promise<void> | null = null;
   private closed = false;
+  /** This delivery of the execution: a subscriber follows one (see DeltaChannel.publish). */
+  private readonly delivery = randomBytes(6).toString('hex');
 
   constructor(
     private readonly channel: DeltaChannel,
@@ -42,7 +45,7 @@ export class DeltaPublisher {
       this.pending = '';
       this.sent += text.length;
       await this.channel
-        .publish(this.conversationId, this.agentSessionId, text)
+        .publish(this.conversationId, this.agentSessionId, text, this.delivery)
         .catch((err: Error) => this.onError(err));
     }
     this.inFlight = null;

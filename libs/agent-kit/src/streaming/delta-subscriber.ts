@@ -17,13 +17,15 @@ export class DeltaSubscriber {
   readonly done: Promise<void>;
   private closed = false;
   private resolveDone!: () => void;
+  private readonly onDelta: (text: string, delivery: string) => void;
 
   constructor(
     readonly key: string,
     /** Its key's hash tag (the conversation): keys that share it share a cluster slot. */
     readonly tag: string,
-    private readonly onDelta: (text: string) => void,
+    onDelta: (text: string) => void,
   ) {
+    this.onDelta = followOneDelivery(onDelta);
     this.done = new Promise((resolve) => (this.resolveDone = resolve));
   }
 
@@ -32,7 +34,7 @@ export class DeltaSubscriber {
       if (this.closed) return;
       this.lastId = id;
       try {
-        this.onDelta(fields[1]);
+        this.onDelta(fields[1], fields[3] ?? '');
       } catch {
         // Its own failure: the reader goes on, for it and for every other subscriber.
       }
@@ -57,4 +59,20 @@ export function entriesBySubscriber(
     if (subscriber && entries.length) out.set(subscriber, entries);
   }
   return out;
+}
+
+/**
+ * `onDelta` for the deltas of the first delivery of an execution that published any: another
+ * delivery (the request run again by another instance after the first stopped or died
+ * mid-answer) writes its answer from the start, and relaying it too would show the client the
+ * text twice. What the followed delivery did not send comes with the stored reply.
+ */
+export function followOneDelivery(
+  onDelta: (text: string) => void,
+): (text: string, delivery: string) => void {
+  let followed: string | undefined;
+  return (text, delivery) => {
+    followed ??= delivery;
+    if (delivery === followed) onDelta(text);
+  };
 }
