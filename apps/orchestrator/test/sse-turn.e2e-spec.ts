@@ -3,18 +3,34 @@ import { Server } from 'http';
 import { AddressInfo } from 'net';
 import request from 'supertest';
 import { AgentHandler, AgentTools, bootstrapAgent } from '@loom/agent-kit';
-import { LoomError, LoomErrorCode, SessionContext } from '@loom/session';
+import {
+  ConversationRepository,
+  ExecutionStatus,
+  LoomError,
+  LoomErrorCode,
+  SessionContext,
+  TaskRepository,
+  TaskStatus,
+} from '@loom/session';
 import { parsePrometheusText, promSeries } from '@loom/testing';
-import { InProcessOrchestrator, startInProcessOrchestrator } from './in-process.support';
+import {
+  executionFixture,
+  InProcessOrchestrator,
+  startInProcessOrchestrator,
+  storeAcceptedTurn,
+  taskFixture,
+} from './in-process.support';
 
 const usage = { promptTokens: 1, completionTokens: 1, costUsd: 0 };
 
 /** Resolved by a test once its client has seen what it waits for (a keep-alive comment). */
 let release: () => void = () => undefined;
+/** What let a `… when streamed live` answer go on: the client (it saw the start) or a time-out. */
+let releasedBy = '';
 
 /**
  * Streams its answer in three pieces; a question `… when kept alive` waits for `release` first,
- * one `… and fail` fails (502 AGENT_FAILED), one `… and be busy` fails for now (503 UNAVAILABLE).
+ * one `… when streamed live` for `release` after its first piece, one `… and fail` fails (502 AGENT_FAILED), one `… and be busy` fails for now (503 UNAVAILABLE).
  */
 @Injectable()
 class StreamingHandler implements AgentHandler {
@@ -23,6 +39,16 @@ class StreamingHandler implements AgentHandler {
     if (ctx.question.includes('and fail')) throw new Error('the echo broke');
     if (ctx.question.includes('and be busy'))
       throw new LoomError(LoomErrorCode.UNAVAILABLE, 'the echo is busy');
+    if (ctx.question.includes('when streamed live')) {
+      // Its first piece, then the rest once the client has seen it (or after 4 s: it never did).
+      tools.onDelta?.(answer.slice(0, 10));
+      releasedBy = await new Promise<string>((resolve) => {
+        const timer = setTimeout(() => resolve('timeout'), 4000);
+        release = () => (clearTimeout(timer), resolve('client'));
+      });
+      tools.onDelta?.(answer.slice(10));
+      return { answer, usage };
+    }
     if (ctx.question.includes('when kept alive'))
       await new Promise<void>((resolve) => {
         // Not kept alive: it answers all the same after 4 s, and the test fails.
@@ -158,20 +184,26 @@ describe('a streamed turn as a client sees it (HTTP, in-process)', () => {
     });
   });
 
-  it('sends SSE comments while the answer has not started, so idle proxies keep the stream', async () => {
-    const id = await newConversation();
+  /** A streamed turn sent with fetch, read as it comes. */
+  const stream = async (id: string, content: string, key?: string) => {
     const server = orch.app.getHttpServer() as Server;
     if (!server.listening) await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     const { port } = server.address() as AddressInfo;
-    const res = await fetch(`http://127.0.0.1:${port}/v1/conversations/${id}/messages`, {
+    return fetch(`http://127.0.0.1:${port}/v1/conversations/${id}/messages`, {
       method: 'POST',
       headers: {
         authorization: auth(),
         accept: 'text/event-stream',
         'content-type': 'application/json',
+        ...(key ? { 'idempotency-key': key } : {}),
       },
-      body: JSON.stringify({ content: 'echo when kept alive' }),
+      body: JSON.stringify({ content }),
     });
+  };
+
+  it('sends SSE comments while the answer has not started, so idle proxies keep the stream', async () => {
+    const id = await newConversation();
+    const res = await stream(id, 'echo when kept alive');
     expect(res.status).toBe(200);
     let text = '';
     const decoder = new TextDecoder();
@@ -211,5 +243,58 @@ describe('a streamed turn as a client sees it (HTTP, in-process)', () => {
         ],
       ]);
     }
+  });
+
+  it('streams the answer live to a same-key retry that resumes an interrupted turn', async () => {
+    // The turn's orchestrator died after it created the task: its lease has lapsed, its
+    // specialist's execution was recorded as dispatched.
+    const owner = { tenantId: 'tenant-sse', userId: 'sam' };
+    const { meta } = await orch.get(ConversationRepository).create(owner);
+    const id = meta.conversationId;
+    const question = 'echo when streamed live';
+    const accepted = await storeAcceptedTurn(orch, owner, id, {
+      taskId: 't_sseresumed0001',
+      question,
+      key: 'kr',
+    });
+    await orch.get(TaskRepository).create(
+      owner,
+      taskFixture(accepted, 'echo', {
+        status: TaskStatus.RUNNING,
+        executions: [
+          executionFixture('a_sseresumed0001', 'echo', { status: ExecutionStatus.RUNNING }),
+        ],
+        lease: { owner: 'orchestrator-dead', expiresAt: new Date(Date.now() - 1000).toISOString() },
+      }),
+    );
+    await orch
+      .get(ConversationRepository)
+      .save(owner, { ...meta, activeTaskIds: [accepted.taskId] });
+
+    releasedBy = '';
+    const res = await stream(id, question, 'kr');
+    let text = '';
+    const decoder = new TextDecoder();
+    for await (const bytes of res.body as unknown as AsyncIterable<Uint8Array>) {
+      text += decoder.decode(bytes, { stream: true });
+      if (text.includes('event: delta')) release();
+    }
+
+    // The client saw the start of the answer while the agent was still writing it.
+    expect(releasedBy).toBe('client');
+    const got = events(text);
+    expect(got.at(-1)).toEqual([
+      'done',
+      expect.objectContaining({
+        taskId: accepted.taskId,
+        reply: expect.objectContaining({ content: `you said: ${question}` }),
+      }),
+    ]);
+    expect(
+      got
+        .filter(([e]) => e === 'delta')
+        .map(([, d]) => d.text)
+        .join(''),
+    ).toBe(`you said: ${question}`);
   });
 });

@@ -47,17 +47,20 @@ export class TaskResumer {
   /**
    * The task as it ends up (COMPLETED, FAILED), or null when it no longer exists. Counted in
    * loom_tasks_recovered_total by how it ended (`error`: this attempt threw, the task stays).
+   * `onDelta`: a streaming retry of the task's own turn (its Idempotency-Key), which gets the
+   * answer as it is written.
    */
   resume(
     owner: Owner,
     conversationId: string,
     taskId: string,
     lock: LockHandle,
+    onDelta?: (agentType: string, text: string) => void,
   ): Promise<TaskSession | null> {
     // Its log lines carry its own task id, also when a later turn resumes it.
     return runWithMdc({ taskId }, async () => {
       try {
-        const { task, outcome } = await this.settle(owner, conversationId, taskId, lock);
+        const { task, outcome } = await this.settle(owner, conversationId, taskId, lock, onDelta);
         this.metrics.recovered(outcome);
         return task;
       } catch (err) {
@@ -72,6 +75,7 @@ export class TaskResumer {
     conversationId: string,
     taskId: string,
     lock: LockHandle,
+    onDelta?: (agentType: string, text: string) => void,
   ): Promise<{ task: TaskSession | null; outcome: RecoveryOutcome }> {
     // What a killed process committed to MySQL but not to Redis must be seen.
     await this.conversations.refresh(conversationId);
@@ -107,7 +111,7 @@ export class TaskResumer {
       await this.completion.fail(this.leases.open(owner, task, lock), { code, message });
       return { task, outcome: 'failed' };
     }
-    const ended = await this.proceed(owner, task, lock, reply);
+    const ended = await this.proceed(owner, task, lock, reply, onDelta);
     return { task: ended, outcome: ended.status === TaskStatus.COMPLETED ? 'completed' : 'failed' };
   }
 

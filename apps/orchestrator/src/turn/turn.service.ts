@@ -275,15 +275,24 @@ export class TurnService {
   }> {
     let meta = await this.conversations.get(owner, conversationId, true);
     const interrupted = meta.activeTaskIds;
+    // A key's entry never changes once written: read before the interrupted turns are finished,
+    // so that a streaming retry of one of them gets its answer as it is written.
+    const entry = key && (await this.tasks.idempotentTask(owner, conversationId, key.hash));
+    const ours =
+      entry && (!entry.requestHash || entry.requestHash === key?.requestHash) ? entry.taskId : null;
     if (meta.activeTaskIds.length > 0) {
       for (const taskId of meta.activeTaskIds)
-        await this.resumer.resume(owner, conversationId, taskId, lock);
+        await this.resumer.resume(
+          owner,
+          conversationId,
+          taskId,
+          lock,
+          taskId === ours ? onDelta : undefined,
+        );
       meta = await this.conversations.get(owner, conversationId, true);
     }
     const none = { previous: null, orphan: null, meta };
-    if (!key) return none;
-    const entry = await this.tasks.idempotentTask(owner, conversationId, key.hash);
-    if (!entry) return none;
+    if (!key || !entry) return none;
     assertSameMessage(entry, key);
     const { taskId } = entry;
     const task = await this.tasks.get(owner, conversationId, taskId, true);
@@ -293,7 +302,7 @@ export class TurnService {
     // Ended before this request, not by the resume above (which finished the turn now).
     const stored = !interrupted.includes(taskId);
     if (task.status !== TaskStatus.RUNNING) return { ...none, previous: task, stored };
-    const resumed = await this.resumer.resume(owner, conversationId, taskId, lock);
+    const resumed = await this.resumer.resume(owner, conversationId, taskId, lock, onDelta);
     return { ...none, previous: resumed };
   }
 
