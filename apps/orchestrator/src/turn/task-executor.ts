@@ -171,8 +171,11 @@ export class TaskExecutor implements OnApplicationShutdown {
       taskId: task.taskId,
       agentType,
     };
-    // The reply comes from a required step: an SSE client sees its text as the model writes it.
-    const streamed = run.onDelta && task.plan.find((s) => s.agentType === agentType)?.required;
+    // The reply is the last required step's answer (see outcome(): every required step completed
+    // for there to be one): an SSE client sees its text as the model writes it, and only its.
+    // Several required steps (a research-only plan) run side by side, and their texts would mix.
+    const streamed =
+      run.onDelta && task.plan.filter((s) => s.required).at(-1)?.agentType === agentType;
     const onDelta = run.onDelta;
     const subscription =
       streamed && onDelta
