@@ -205,6 +205,8 @@ describe('a streamed turn as a client sees it (HTTP, in-process)', () => {
     const id = await newConversation();
     const res = await stream(id, 'echo when kept alive');
     expect(res.status).toBe(200);
+    // and asks a proxy (nginx) not to buffer it, which would hold the deltas back to the end
+    expect(res.headers.get('x-accel-buffering')).toBe('no');
     let text = '';
     const decoder = new TextDecoder();
     for await (const bytes of res.body as unknown as AsyncIterable<Uint8Array>) {

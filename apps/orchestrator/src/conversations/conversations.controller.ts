@@ -170,7 +170,10 @@ export class ConversationsController {
     res
       .status(200)
       .setHeader('Content-Type', 'text/event-stream')
-      .setHeader('Cache-Control', 'no-cache');
+      .setHeader('Cache-Control', 'no-cache')
+      // nginx buffers a proxied response by default, which would hold every delta back until
+      // the end: this response asks it not to.
+      .setHeader('X-Accel-Buffering', 'no');
     res.flushHeaders();
     // A comment now and then: a proxy that cuts idle connections keeps the stream while the turn
     // waits for its lock, for agents that stream nothing, for a model that thinks first.
