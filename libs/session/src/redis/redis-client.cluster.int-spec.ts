@@ -28,4 +28,29 @@ describe('pingRedis on a Redis Cluster', () => {
       redis.disconnect();
     }
   });
+
+  it('answers again once a master that was down is back, with no other command sent meanwhile', async () => {
+    await cluster.restartMaster(cluster.ports[1]); // killed above: every master answers again
+    const redis = createRedis({ url: cluster.url, clusterNodes: cluster.seeds }, 'ping-back');
+    redis.on('error', () => undefined);
+    try {
+      if (redis.status !== 'ready') await new Promise((ok) => redis.once('ready', ok));
+      await expect(pingRedis(redis)).resolves.toBeUndefined();
+
+      // Down, then back on its port with its slots (a restart): the probe says so while it is
+      // down, and the readiness probe is all the traffic an instance taken out of service gets.
+      await cluster.restartMaster(cluster.ports[2], 500);
+      let answered = false;
+      for (let i = 0; i < 50 && !answered; i++) {
+        answered = await pingRedis(redis).then(
+          () => true,
+          () => false,
+        );
+        if (!answered) await sleep(200);
+      }
+      expect(answered).toBe(true);
+    } finally {
+      redis.disconnect();
+    }
+  });
 });

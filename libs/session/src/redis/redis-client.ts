@@ -94,6 +94,7 @@ export function parseClusterNodes(text: string | undefined): string[] {
  * `CLUSTER SLOTS` names must answer. A plain PING there reaches one pooled node, and a dead
  * master leaves the pool: it would answer with part of the slots unreachable. `CLUSTER SLOTS`
  * names a master as it announces itself; the pool holds it where `natMap` says it is reached.
+ * One missing from the pool makes it refresh the slot table first (a master back after a restart).
  */
 export async function pingRedis(redis: RedisClient): Promise<void> {
   if (!isCluster(redis)) {
@@ -104,7 +105,14 @@ export async function pingRedis(redis: RedisClient): Promise<void> {
     [number, number, [string, number]]
   >;
   const wanted = new Set(ranges.map(([, , [host, port]]) => `${host}:${port}`));
-  const pool = new Map(redis.nodes('master').map((node) => [nodeKey(node), node]));
+  let pool = masterPool(redis);
+  // A master that was away leaves the pool for good: only a command of its slots (MOVED) or a
+  // refresh of the slot table brings it back, and a replica taken out of service may get no
+  // such command but this probe. So the probe refreshes it, rather than answer down for ever.
+  if ([...wanted].some((announced) => !pool.has(reachedAt(redis, announced)))) {
+    await new Promise<void>((resolve) => redis.refreshSlotsCache(() => resolve()));
+    pool = masterPool(redis);
+  }
   await Promise.all(
     [...wanted].map(async (announced) => {
       const reached = reachedAt(redis, announced);
@@ -123,6 +131,10 @@ function reachedAt(redis: Cluster, key: string): string {
   const { natMap } = redis.options;
   const mapped = typeof natMap === 'function' ? natMap(key) : natMap?.[key];
   return mapped ? `${mapped.host}:${mapped.port}` : key;
+}
+
+function masterPool(redis: Cluster): Map<string, Redis> {
+  return new Map(redis.nodes('master').map((node) => [nodeKey(node), node]));
 }
 
 function nodeKey(node: Redis): string {
