@@ -91,39 +91,41 @@ export function parseClusterNodes(text: string | undefined): string[] {
 
 /**
  * The readiness probe's check: PING standalone (as always); on a cluster, every master that
- * `CLUSTER SLOTS` names must answer. A plain PING there reaches one pooled node, and a dead
- * master leaves the pool: it would answer with part of the slots unreachable. `CLUSTER SLOTS`
- * names a master as it announces itself; the pool holds it where `natMap` says it is reached.
- * One missing from the pool makes it refresh the slot table first (a master back after a restart).
+ * `CLUSTER SLOTS` names must answer (see {@link slotMasters}). A plain PING there reaches one
+ * pooled node, and a dead master leaves the pool: it would answer with part of the slots
+ * unreachable.
  */
 export async function pingRedis(redis: RedisClient): Promise<void> {
-  if (!isCluster(redis)) {
-    await redis.ping();
-    return;
-  }
+  await Promise.all((await slotMasters(redis)).map((node) => node.ping()));
+}
+
+/**
+ * The one server standalone; on a cluster, the pooled connection to every master that
+ * `CLUSTER SLOTS` names, or an error naming one the pool does not hold. `CLUSTER SLOTS` names a
+ * master as it announces itself; the pool holds it where `natMap` says it is reached. A master
+ * that was away (a restart, a dropped connection) leaves the pool for good: only a command of
+ * its slots (MOVED) or a refresh of the slot table brings it back, so one missing makes this
+ * refresh the table first. What walks every master (the readiness probe, which may be all the
+ * traffic an instance taken out of service gets; the whole-cache purge) then skips none.
+ */
+export async function slotMasters(redis: RedisClient): Promise<Redis[]> {
+  if (!isCluster(redis)) return [redis];
   const ranges = (await redis.cluster('SLOTS')) as unknown as Array<
     [number, number, [string, number]]
   >;
-  const wanted = new Set(ranges.map(([, , [host, port]]) => `${host}:${port}`));
+  const wanted = [...new Set(ranges.map(([, , [host, port]]) => `${host}:${port}`))];
   let pool = masterPool(redis);
-  // A master that was away leaves the pool for good: only a command of its slots (MOVED) or a
-  // refresh of the slot table brings it back, and a replica taken out of service may get no
-  // such command but this probe. So the probe refreshes it, rather than answer down for ever.
-  if ([...wanted].some((announced) => !pool.has(reachedAt(redis, announced)))) {
+  if (wanted.some((announced) => !pool.has(reachedAt(redis, announced)))) {
     await new Promise<void>((resolve) => redis.refreshSlotsCache(() => resolve()));
     pool = masterPool(redis);
   }
-  await Promise.all(
-    [...wanted].map(async (announced) => {
-      const reached = reachedAt(redis, announced);
-      const node = pool.get(reached);
-      if (!node) {
-        const at = reached === announced ? announced : `${announced} (at ${reached})`;
-        throw new Error(`Redis Cluster master ${at} is not reachable`);
-      }
-      await node.ping();
-    }),
-  );
+  return wanted.map((announced) => {
+    const reached = reachedAt(redis, announced);
+    const node = pool.get(reached);
+    if (node) return node;
+    const at = reached === announced ? announced : `${announced} (at ${reached})`;
+    throw new Error(`Redis Cluster master ${at} is not reachable`);
+  });
 }
 
 /** Where the Cluster client connects for a node announced at `key`: its natMap's entry, or `key`. */

@@ -1,4 +1,5 @@
-import { createTestDatabase, PrivateRedisCluster } from '@loom/testing';
+import Redis, { Cluster } from 'ioredis';
+import { createTestDatabase, PrivateRedisCluster, sleep } from '@loom/testing';
 import { DEFAULT_TTL, ttlRules } from '../../config/session-options';
 import { newId } from '../../ids';
 import { RedisClient } from '../../redis/redis-client';
@@ -72,5 +73,38 @@ describe('redis (cluster): the whole-cache purge', () => {
     expect(steps).toBeGreaterThanOrEqual(3);
     expect(await holding()).toEqual([]);
     for (const sid of sids) expect(await hot.get(scope, sid, 'state')).toBeNull();
+  });
+
+  it("drops those of a master whose connection the client had lost, not only the pooled masters'", async () => {
+    const keyPrefix = prefix();
+    const own = await cluster.client();
+    const hot = new RedisSessionStore(own, keyPrefix, { authoritative: false });
+    try {
+      const scope = { tenantId: 'purge-tenant' };
+      const sids = Array.from({ length: 30 }, () => newId('c'));
+      for (const sid of sids) await hot.save(scope, sid, 'state', { sid });
+      const holding = async () =>
+        [...(await cluster.keysByMaster(keyPrefix)).values()].filter((keys) => keys.length > 0);
+      expect((await holding()).length).toBe(3);
+
+      // The connection to one master drops (its idle timeout, a proxy's reset, a restart that
+      // kept its data): the master keeps what it caches, and the client's pool loses it until
+      // a command of its slots brings it back.
+      const admin = new Redis(cluster.ports[1], '127.0.0.1');
+      try {
+        await admin.client('KILL', 'TYPE', 'normal', 'SKIPME', 'yes');
+      } finally {
+        admin.disconnect();
+      }
+      for (let i = 0; i < 50 && (own as Cluster).nodes('master').length === 3; i++) await sleep(50);
+
+      let cursor = '0';
+      do cursor = await hot.purgeStep(cursor, 5);
+      while (cursor !== '0');
+
+      expect(await holding()).toEqual([]);
+    } finally {
+      await hot.close();
+    }
   });
 });

@@ -1,4 +1,4 @@
-import { isCluster, masters, RedisClient } from '../../redis/redis-client';
+import { isCluster, RedisClient, slotMasters } from '../../redis/redis-client';
 import { LoomError, LoomErrorCode } from '../../errors/session-error';
 import { assertId, assertPrincipal, assertStateKey, isValidId } from '../../ids';
 import { decodeValue, encodeValue } from '../codec';
@@ -605,7 +605,11 @@ export class RedisSessionStore implements SessionStore {
     count: number,
   ): Promise<[string, string[]]> {
     if (!isCluster(this.redis)) return this.redis.scan(cursor, 'MATCH', pattern, 'COUNT', count);
-    const nodes = masters(this.redis).sort((a, b) => nodeName(a).localeCompare(nodeName(b)));
+    // Every master the slot table names, not only those pooled: one whose connection dropped
+    // still holds its cached sessions (a master out of reach fails the step, tried again later).
+    const nodes = (await slotMasters(this.redis)).sort((a, b) =>
+      nodeName(a).localeCompare(nodeName(b)),
+    );
     const [at, nodeCursor] = cursor.includes(':') ? cursor.split(':') : ['0', cursor];
     // No master known (the cluster not reached yet): a failure, never "the keyspace is done".
     if (nodes.length === 0) throw new Error('no master of the Redis Cluster is reachable');
