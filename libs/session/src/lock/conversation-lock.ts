@@ -98,7 +98,11 @@ export class ConversationLock {
           // Gone only when found absent by two looks LIVENESS_CONFIRM_MS apart: from the end of
           // the first to the start of this one, not to whenever the checks below return.
           const lookedAt = Date.now();
-          if (holder && (await this.liveness!.gone(holder))) {
+          // Its own read: on a Redis Cluster the liveness key sits in another slot than the
+          // lock, and its master out of reach says nothing of the holder (nor of Redis: the
+          // lock's master answered). Unknown is not gone: the waiter waits on.
+          const gone = holder ? await this.liveness!.gone(holder).catch(() => false) : false;
+          if (holder && gone) {
             if (absent?.holder !== holder) absent = { holder, since: Date.now() };
           } else absent = undefined;
           // The lease rule first: the caller can then name the task of the holder it replaces.
@@ -181,12 +185,14 @@ export class ConversationLock {
    * Whether the lock holds exactly `token` and that holder's process is alive (its liveness key
    * is there): a token an older record names may be the lock of a live turn that went on to
    * other work under it. False without Redis, or when Redis fails (the fence orders writers).
+   * True while the lock holds `token` and the liveness key cannot be read (on a Redis Cluster,
+   * its master out of reach while the lock's answers): that holder may well be alive.
    */
   async heldAlive(sessionId: string, token: string): Promise<boolean> {
     if (!this.redis || !this.liveness) return false;
     try {
       if ((await this.redis.get(this.keys.lock(sessionId))) !== token) return false;
-      return (await this.liveness.gone(token)) === false;
+      return (await this.liveness.gone(token).catch(() => false)) === false;
     } catch (err) {
       this.opts.onRedisError?.(err);
       return false;
