@@ -42,6 +42,29 @@ export class FreezableTcpProxy {
     for (const pair of this.pairs) flow(pair);
   }
 
+  /**
+   * The connections open now die as when the target's host is replaced at the same address (a
+   * failover, a container started again): nothing more comes back on them, and the next bytes a
+   * client writes on one are answered with a reset. A client that only waits (a blocked read)
+   * is never told. New connections reach the target as before.
+   */
+  sever(): void {
+    for (const pair of [...this.pairs]) {
+      this.pairs.delete(pair);
+      const { client, upstream } = pair;
+      client.unpipe(upstream);
+      upstream.unpipe(client);
+      upstream
+        .removeAllListeners('close')
+        .removeAllListeners('error')
+        .on('error', () => {});
+      upstream.destroy();
+      client.removeAllListeners('close');
+      client.on('data', () => client.resetAndDestroy());
+      client.resume();
+    }
+  }
+
   async close(): Promise<void> {
     for (const { client, upstream } of this.pairs) {
       client.destroy();

@@ -175,6 +175,7 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
       logger: this.logger,
       listeners: this.listeners,
       status: (status) => this.stop.signal.aborted || this._status$.next(status),
+      blockMs: type === 'reader' ? this.blockMs : undefined,
     });
   }
 

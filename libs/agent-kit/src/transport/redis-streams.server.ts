@@ -208,6 +208,7 @@ export class RedisStreamsServer
       logger: this.logger,
       listeners: this.listeners,
       status: (status) => this.stop.signal.aborted || this._status$.next(status),
+      blockMs: type === 'reader' ? (this.options.blockMs ?? DEFAULTS.blockMs) : undefined,
     });
   }
 

@@ -1,7 +1,7 @@
 import { Controller, INestMicroservice, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Ctx, MessagePattern, Payload, RpcException } from '@nestjs/microservices';
-import { PrivateRedisServer, createTestPrefix, freePort } from '@loom/testing';
+import { FreezableTcpProxy, PrivateRedisServer, createTestPrefix, freePort } from '@loom/testing';
 import { RedisClient, RedisTarget } from '@loom/session';
 import Redis from 'ioredis';
 import { lastValueFrom } from 'rxjs';
@@ -124,6 +124,7 @@ export function runTransportSuite(backend: TransportBackend): void {
     let testNo = 0;
     let apps: INestMicroservice[] = [];
     let clients: RedisStreamsClient[] = [];
+    let proxies: FreezableTcpProxy[] = [];
     const requestKey = (): string => requestStreamKey(keyPrefix, PATTERN);
 
     async function startServer(name: string, opts: Partial<RedisStreamsOptions> = {}) {
@@ -196,8 +197,10 @@ export function runTransportSuite(backend: TransportBackend): void {
     afterEach(async () => {
       await Promise.all(clients.map((c) => c.close()));
       await Promise.all(apps.map((a) => a.close()));
+      await Promise.all(proxies.map((p) => p.close()));
       apps = [];
       clients = [];
+      proxies = [];
     });
 
     afterAll(async () => {
@@ -645,6 +648,53 @@ export function runTransportSuite(backend: TransportBackend): void {
       await expect(call(client, { n: 2 })).resolves.toEqual({ echo: { n: 2 }, server: 'A' });
       expect(calls).toHaveLength(2);
     });
+
+    /** A proxy to the suite's Redis, and its URL (same database): its connections can be severed. */
+    async function proxyToRedis(): Promise<{ proxy: FreezableTcpProxy; url: string }> {
+      const url = new URL(target.url);
+      const proxy = await FreezableTcpProxy.start({
+        host: url.hostname,
+        port: Number(url.port || 6379),
+      });
+      proxies.push(proxy);
+      url.host = `127.0.0.1:${proxy.port}`;
+      return { proxy, url: url.toString() };
+    }
+
+    itStandalone(
+      'a client hears its replies again after its connections died without a reset (Redis failed over to another host at its address)',
+      async () => {
+        await startServer('A');
+        const { proxy, url } = await proxyToRedis();
+        const client = await startClient({ redisUrl: url, timeoutMs: 15000 });
+        await expect(call(client, { n: 1 })).resolves.toMatchObject({ server: 'A' });
+        await sleep(300); // its reply reader waits in a blocked XREAD
+
+        // The XADD of the next call is reset and sent again on a new connection; the blocked
+        // XREAD learns nothing: it used to wait on the dead one forever (every call TIMEOUT).
+        proxy.sever();
+
+        await expect(call(client, { n: 2 })).resolves.toEqual({ echo: { n: 2 }, server: 'A' });
+      },
+    );
+
+    itStandalone(
+      'a server takes requests again after its connections died without a reset (Redis failed over to another host at its address)',
+      async () => {
+        const { proxy, url } = await proxyToRedis();
+        await startServer('A', { redisUrl: url, claimIdleMs: 1000 });
+        const client = await startClient({ timeoutMs: 15000 });
+        await expect(call(client, { n: 1 })).resolves.toMatchObject({ server: 'A' });
+        await sleep(300); // its reader waits in a blocked XREADGROUP
+
+        // Its reclaim loop's next command is reset and sent again on a new connection; the
+        // blocked XREADGROUP used to wait on the dead one forever: the agent, alive and
+        // beating, never took a request again.
+        proxy.sever();
+
+        await expect(call(client, { n: 2 })).resolves.toEqual({ echo: { n: 2 }, server: 'A' });
+      },
+    );
 
     it('never runs more handlers at once than its concurrency', async () => {
       let running = 0;

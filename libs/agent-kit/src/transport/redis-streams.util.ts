@@ -44,7 +44,17 @@ export interface ConnectionHooks {
   status: (status: 'connected' | 'reconnecting') => void;
   /** Listeners registered through `on()` before the connection existed. */
   listeners: PendingListener[];
+  /** A blocking reader's BLOCK (ms): see BLOCKED_READ_GRACE_MS. */
+  blockMs?: number;
 }
+
+/**
+ * How long past its BLOCK a blocking reader waits for an answer before it drops its socket and
+ * reconnects (the read is sent again). A connection whose server vanished without a reset (a
+ * failover to another host at the same address, a host gone) tells a client that only waits
+ * nothing, ever: TCP reports no error while nothing is written, and a blocked read writes nothing.
+ */
+export const BLOCKED_READ_GRACE_MS = 5000;
 
 /** A connection that reconnects forever and queues commands while Redis is away. */
 export function createConnection(
@@ -57,6 +67,7 @@ export function createConnection(
     maxRetriesPerRequest: null,
     enableOfflineQueue: true,
     retryStrategy: (times: number) => Math.min(100 * times, 2000),
+    socketTimeout: hooks.blockMs === undefined ? undefined : hooks.blockMs + BLOCKED_READ_GRACE_MS,
   });
   let failing = false; // log the first error of an outage only
   redis.on('error', (err: Error) => {
