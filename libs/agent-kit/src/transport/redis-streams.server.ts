@@ -258,10 +258,11 @@ export class RedisStreamsServer
       const entries = await this.group!.readNew(reader, keys, this.slots.free(), blockMs);
       // close() stopped waiting for this read: what it brought stays pending for others.
       if (this.loopsAbandoned) return;
-      if (this.readers.length === 1) return entries.forEach((entry) => this.dispatch(entry));
-      // A cluster's readers block at once, one per stream, each asking for every free slot: what
-      // they bring beyond the slots goes back to its stream as a new entry, for any server,
-      // rather than wait here (kept alive) while another server idles and its caller gives up.
+      // A read asks for the slots free when it was sent, but others may have filled them while
+      // it blocked: the reclaim loop (what it took over from a dead instance), a cluster's other
+      // readers (one per stream, each asking for every free slot). What it brings beyond the
+      // slots goes back to its stream as a new entry, for any server, rather than wait here
+      // (kept alive) while another server idles and its caller gives up.
       for (const entry of entries) {
         if (this.slots.free() > 0 || !(await this.requeue(entry))) this.dispatch(entry);
       }
@@ -417,7 +418,7 @@ export class RedisStreamsServer
   /**
    * Puts a delivered entry this server cannot run now back in its stream as a new, undelivered
    * entry (one MULTI in the stream's slot: the copy, XACK, XDEL). False when Redis refused: it
-   * then waits here for a slot, as a standalone server's never needs to.
+   * then waits here for a slot.
    */
   private async requeue(entry: Entry): Promise<boolean> {
     return execOrThrow(appendRequeue(this.cmd!.multi(), entry)).then(

@@ -269,6 +269,53 @@ export function runTransportSuite(backend: TransportBackend): void {
       }
     });
 
+    it('a request its blocked read brings once a reclaim filled its slots goes to another server', async () => {
+      let finish: (() => void) | undefined;
+      behavior = (data, _ctx, server) =>
+        data.job === 'orphan'
+          ? new Promise((resolve) => (finish = () => resolve({ done: true })))
+          : { echo: data, server };
+      try {
+        // An instance died holding a request: it sits pending on its consumer, idle.
+        const client = await startClient({ timeoutMs: 15000 });
+        const orphan = call(client, { job: 'orphan' });
+        orphan.catch(() => undefined);
+        await waitFor('the orphan queued', async () => (await redis.xlen(requestKey())) === 1);
+        const streams = new Map([[requestKey(), PATTERN]]);
+        await new ConsumerGroup('dead', streams).create(redis);
+        const [[, [[orphanId]]]] = (await redis.call(
+          ...['XREADGROUP', 'GROUP', CONSUMER_GROUP, 'dead', 'COUNT', 1],
+          ...['STREAMS', requestKey(), '>'],
+        )) as [string, [string, unknown][]][];
+        await redis.call(
+          'XCLAIM',
+          requestKey(),
+          CONSUMER_GROUP,
+          'dead',
+          0,
+          orphanId,
+          'IDLE',
+          60_000,
+        );
+
+        // A (one slot) blocks in a long XREADGROUP for one entry while its reclaim loop takes
+        // the orphan into that slot: the next request reaches A's read all the same.
+        await startServer('A', { concurrency: 1, claimIdleMs: 400, blockMs: 8000 });
+        await waitFor('A to run the orphan', () => calls.length === 1);
+        const next = call(await startClient({ timeoutMs: 5000 }), { job: 'next' });
+        await sleep(300);
+        await startServer('B', { concurrency: 1 });
+
+        // It used to wait in A's local backlog behind the orphan, unseen by B, kept alive by
+        // A's reclaim loop, until its caller gave up.
+        await expect(next).resolves.toEqual({ echo: { job: 'next' }, server: 'B' });
+        finish?.();
+        await expect(orphan).resolves.toEqual({ done: true });
+      } finally {
+        finish?.();
+      }
+    });
+
     itCluster(
       'keeps serving after the masters of its request stream and reply stream restart',
       async () => {
