@@ -301,9 +301,13 @@ export class RedisStreamsServer
           } else if (isExpired(entry)) {
             if (local) abandon(local);
             void this.settle(this.skipExpired(entry), entry);
-          } else if (!local) {
+          } else if (!local && this.slots.free() > 0) {
             this.dispatch(entry);
           }
+          // Else, unless we run it already: the claim asked for the slots free when it was sent,
+          // and the read loop has filled them since. Not run nor kept alive here, it is reclaimed
+          // (one more delivery) by whichever server next has a slot, rather than wait behind our
+          // running handlers while its caller gives up.
         }
       }
     });

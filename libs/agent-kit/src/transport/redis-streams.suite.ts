@@ -316,6 +316,70 @@ export function runTransportSuite(backend: TransportBackend): void {
       }
     });
 
+    it('a request its reclaim brings once a read filled its slots is left for another server', async () => {
+      let finish: (() => void) | undefined;
+      behavior = (data, _ctx, server) =>
+        data.job === 'hog'
+          ? new Promise((resolve) => (finish = () => resolve({ done: true })))
+          : { echo: data, server };
+      // XAUTOCLAIM runs at once, but its answer reaches the server only once the hog runs.
+      const original = ConsumerGroup.prototype.claimIdle;
+      const state = { claimed: false, answered: false };
+      const spy = jest
+        .spyOn(ConsumerGroup.prototype, 'claimIdle')
+        .mockImplementation(async function (
+          this: ConsumerGroup,
+          ...args: Parameters<ConsumerGroup['claimIdle']>
+        ) {
+          const entries = await original.apply(this, args);
+          if (entries.length === 0 || state.claimed) return entries;
+          state.claimed = true;
+          await waitFor('the hog to run', () => calls.some((c) => c.data.job === 'hog'));
+          state.answered = true;
+          return entries;
+        });
+      try {
+        // An instance died holding a request: it sits pending on its consumer, idle.
+        const client = await startClient({ timeoutMs: 15000 });
+        const orphan = call(client, { job: 'orphan' });
+        await waitFor('the orphan queued', async () => (await redis.xlen(requestKey())) === 1);
+        const streams = new Map([[requestKey(), PATTERN]]);
+        await new ConsumerGroup('dead', streams).create(redis);
+        const [[, [[orphanId]]]] = (await redis.call(
+          ...['XREADGROUP', 'GROUP', CONSUMER_GROUP, 'dead', 'COUNT', 1],
+          ...['STREAMS', requestKey(), '>'],
+        )) as [string, [string, unknown][]][];
+        await redis.call(
+          'XCLAIM',
+          requestKey(),
+          CONSUMER_GROUP,
+          'dead',
+          0,
+          orphanId,
+          'IDLE',
+          60_000,
+        );
+
+        // A (one slot) takes the orphan over while its slot is free, but hears so only after its
+        // read has filled the slot with a request that runs on.
+        await startServer('A', { concurrency: 1, claimIdleMs: 2000 });
+        await waitFor('A to claim the orphan', () => state.claimed);
+        const hog = call(client, { job: 'hog' });
+        hog.catch(() => undefined);
+        await waitFor('A to hear of its claim', () => state.answered);
+        await startServer('B', { concurrency: 1, claimIdleMs: 2000 });
+
+        // It used to wait in A's local backlog behind the hog, kept alive by A's reclaim loop so
+        // that B never took it, until its caller gave up.
+        await expect(orphan).resolves.toEqual({ echo: { job: 'orphan' }, server: 'B' });
+        finish?.();
+        await expect(hog).resolves.toEqual({ done: true });
+      } finally {
+        spy.mockRestore();
+        finish?.();
+      }
+    });
+
     itCluster(
       'keeps serving after the masters of its request stream and reply stream restart',
       async () => {
