@@ -21,7 +21,7 @@ export class FreezableTcpProxy {
   /** The local port of every connection it opened to the target: the target sees these clients. */
   readonly upstreamPorts = new Set<number>();
 
-  private constructor(private readonly target: { host: string; port: number }) {
+  private constructor(private target: { host: string; port: number }) {
     this.server = createServer((client) => this.accept(client));
   }
 
@@ -40,6 +40,11 @@ export class FreezableTcpProxy {
   thaw(): void {
     this.frozen = false;
     for (const pair of this.pairs) flow(pair);
+  }
+
+  /** New connections go to `target` from now on (a name that now points at a new primary). */
+  retarget(target: { host: string; port: number }): void {
+    this.target = target;
   }
 
   /**

@@ -17,6 +17,7 @@ import {
   errorMessage,
   listenOnBoth,
   fieldsToRecord,
+  isReadOnly,
   parseJson,
   sleep,
   unwrapBoth,
@@ -124,8 +125,12 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
     if (!this.cmd) {
       this.fail(id, { code: 'UNAVAILABLE', message: 'The client is not connected' });
     } else {
-      this.cmd
-        .xadd(key, '*', ...fields, 'data', JSON.stringify(packet.data ?? null))
+      const cmd = this.cmd;
+      const send = () => cmd.xadd(key, '*', ...fields, 'data', JSON.stringify(packet.data ?? null));
+      // READONLY: a failover left the connection on the demoted primary, which ran nothing;
+      // sent again once it has connected to the new one.
+      send()
+        .catch((err: unknown) => (isReadOnly(err) ? send() : Promise.reject(err)))
         .catch((err: unknown) =>
           this.fail(id, { code: 'UNAVAILABLE', message: errorMessage(err) }),
         );

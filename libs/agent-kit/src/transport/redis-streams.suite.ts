@@ -807,6 +807,51 @@ export function runTransportSuite(backend: TransportBackend): void {
       },
     );
 
+    itStandalone(
+      'serves on after a failover that leaves its connections on the demoted primary (READONLY)',
+      async () => {
+        const [primary, replica] = await Promise.all([
+          PrivateRedisServer.start(),
+          PrivateRedisServer.start(),
+        ]);
+        const proxy = await FreezableTcpProxy.start({ host: '127.0.0.1', port: primary.port });
+        proxies.push(proxy);
+        const admin = [new Redis(primary.url), new Redis(replica.url)];
+        try {
+          for (const r of admin) {
+            // Replication without files: none is left in the working directory.
+            await r.config('SET', 'repl-diskless-sync', 'yes', 'repl-diskless-sync-delay', '0');
+            await r.config('SET', 'repl-diskless-load', 'swapdb');
+          }
+          await admin[1].replicaof('127.0.0.1', primary.port);
+          const url = `redis://127.0.0.1:${proxy.port}`;
+          await startServer('A', { redisUrl: url, claimIdleMs: 1000 });
+          const client = await startClient({ redisUrl: url, timeoutMs: 10000 });
+          await expect(call(client, { n: 1 })).resolves.toMatchObject({ server: 'A' });
+
+          // The failover: the replica is promoted and the name now leads to it; the old primary
+          // becomes its replica, and keeps the connections it had.
+          await waitFor('the replica in sync', async () =>
+            (await admin[1].info('replication')).includes('master_link_status:up'),
+          );
+          await admin[1].replicaof('NO', 'ONE');
+          proxy.retarget({ host: '127.0.0.1', port: replica.port });
+          await admin[0].replicaof('127.0.0.1', replica.port);
+
+          // Every write on the old connections answered READONLY: calls failed UNAVAILABLE at
+          // once, and the agent neither read nor answered again, until both were restarted.
+          await expect(call(client, { n: 2 })).resolves.toEqual({ echo: { n: 2 }, server: 'A' });
+        } finally {
+          await Promise.all(clients.map((c) => c.close()));
+          await Promise.all(apps.map((a) => a.close()));
+          apps = [];
+          clients = [];
+          admin.forEach((r) => r.disconnect());
+          await Promise.all([primary.kill(), replica.kill()]);
+        }
+      },
+    );
+
     it('never runs more handlers at once than its concurrency', async () => {
       let running = 0;
       let maxRunning = 0;

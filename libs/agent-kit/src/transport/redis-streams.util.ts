@@ -68,6 +68,10 @@ export function createConnection(
     enableOfflineQueue: true,
     retryStrategy: (times: number) => Math.min(100 * times, 2000),
     socketTimeout: hooks.blockMs === undefined ? undefined : hooks.blockMs + BLOCKED_READ_GRACE_MS,
+    // A failover that demotes the primary leaves its connections on a replica, which refuses
+    // every write for good: connect again (the name now leads to the new primary). The command
+    // refused fails (its caller tries again): one of a MULTI must not be sent again on its own.
+    reconnectOnError: (err: Error) => isReadOnly(err),
   });
   let failing = false; // log the first error of an outage only
   redis.on('error', (err: Error) => {
@@ -83,6 +87,11 @@ export function createConnection(
     redis.on(event, (...args: unknown[]) => callback(hooks.type, ...args));
   }
   return redis;
+}
+
+/** Redis refused a write because it is a replica now (nothing ran). */
+export function isReadOnly(err: unknown): boolean {
+  return errorMessage(err).startsWith('READONLY');
 }
 
 /** Quits gracefully when connected (pending writes go out), else just drops the socket. */
