@@ -26,12 +26,13 @@ export function isCluster(redis: RedisClient): redis is Cluster {
 }
 
 /**
- * Opens `target` with `options`: `new Redis(url, options)` for one endpoint, exactly as
- * before; for a cluster, a Cluster client that sends every command to its slot's master, each
- * node connection with `options` and the URL's user, password and TLS, at the address
- * `target.natMap` gives for the one the node announces.
+ * Opens `target` with `options` (and {@link readOnlyReplica} unless they say otherwise):
+ * `new Redis(url, options)` for one endpoint; for a cluster, a Cluster client that sends every
+ * command to its slot's master, each node connection with `options` and the URL's user,
+ * password and TLS, at the address `target.natMap` gives for the one the node announces.
  */
 export function openRedis(target: RedisTarget, options: RedisOptions = {}): RedisClient {
+  options = { reconnectOnError: readOnlyReplica, ...options };
   if (!target.clusterNodes?.length) return new Redis(target.url, options);
   const url = new URL(target.url);
   const { retryStrategy, enableOfflineQueue, lazyConnect, ...nodeOptions } = options;
@@ -49,6 +50,16 @@ export function openRedis(target: RedisTarget, options: RedisOptions = {}): Redi
     // Reconnects to the cluster as `options` would to one server (undefined: ioredis' default).
     clusterRetryStrategy: retryStrategy ? (times) => retryStrategy(times) : undefined,
   });
+}
+
+/**
+ * Every connection's default `reconnectOnError`: a failover that demotes the primary (Sentinel,
+ * a managed Redis) leads the URL's name to the new primary, but a connection already open stays
+ * on the old one, now a replica that refuses every write (READONLY) for good. It connects again;
+ * the refused command fails (nothing ran), and its caller's error handling takes it from there.
+ */
+function readOnlyReplica(err: Error): boolean {
+  return err.message.startsWith('READONLY');
 }
 
 /**
