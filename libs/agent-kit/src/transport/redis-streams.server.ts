@@ -254,8 +254,11 @@ export class RedisStreamsServer
     const blockMs = this.options.blockMs ?? DEFAULTS.blockMs;
     return this.loop('read', async () => {
       await this.slots.wait();
-      if (this.stop.signal.aborted) return;
-      const entries = await this.group!.readNew(reader, keys, this.slots.free(), blockMs);
+      // The reclaim loop may have taken the slot between the wait and now; and XREADGROUP reads
+      // `COUNT 0` as no limit at all: wait again instead.
+      const free = this.slots.free();
+      if (this.stop.signal.aborted || free <= 0) return;
+      const entries = await this.group!.readNew(reader, keys, free, blockMs);
       // close() stopped waiting for this read: what it brought stays pending for others.
       if (this.loopsAbandoned) return;
       // A read asks for the slots free when it was sent, but others may have filled them while
