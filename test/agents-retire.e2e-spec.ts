@@ -49,6 +49,8 @@ describe('system: retiring an agent type', () => {
     expect(res.body).toMatchObject({ code: 'AGENT_FAILED' });
     expect(res.body.message).toContain('labor-law was retired');
     expect(await redis.exists(key)).toBe(0);
+    // Every stream of the type goes, its health pattern's (with its consumer group) too.
+    expect(await redis.keys(`${sys.env.LOOM_KEY_PREFIX}rpc:{agent.labor-law.*`)).toEqual([]);
     const registry = `${sys.env.LOOM_KEY_PREFIX}agents:{registry}`;
     expect(await redis.hexists(registry, 'labor-law')).toBe(0);
     expect(await redis.keys(`${registry}:labor-law*`)).toEqual([]);

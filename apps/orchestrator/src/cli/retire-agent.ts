@@ -1,6 +1,7 @@
 import 'reflect-metadata';
 import {
   agentExecutePattern,
+  agentHealthPattern,
   loadEnvOrExit,
   RedisAgentRegistry,
   retireRequestStream,
@@ -85,10 +86,11 @@ async function drainRetired(infra: SessionInfra, types: string[]): Promise<numbe
       );
       continue;
     }
-    const done = await retireRequestStream(redis, prefix, agentExecutePattern(type), {
-      code: 'AGENT_FAILED',
-      message: `${type} was retired`,
-    });
+    const error = { code: 'AGENT_FAILED', message: `${type} was retired` };
+    const done = await retireRequestStream(redis, prefix, agentExecutePattern(type), error);
+    // Its health pattern's stream too, with its consumer group (a probe waiting fails at once).
+    const health = await retireRequestStream(redis, prefix, agentHealthPattern(type), error);
+    done.deleted &&= health.deleted;
     // Its registry keys too (none is refreshed once its instances are gone), unless one started.
     const forgotten = done.deleted && (await registry.forget(type));
     process.stdout.write(

@@ -14,6 +14,7 @@ import type { ContextReport, Usage } from '@loom/session';
 
 /** Every message pattern lives here, imported by both sides. */
 export const agentExecutePattern = (agentType: string): string => `agent.${agentType}.execute`;
+export const agentHealthPattern = (agentType: string): string => `agent.${agentType}.health`;
 
 /** Correlation fields the orchestrator stamps on every dispatch; agents restore them into CLS. */
 export class DispatchMeta {

@@ -2,6 +2,7 @@ import { Controller, Type, UseInterceptors, ValidationPipe } from '@nestjs/commo
 import { BaseRpcContext, Ctx, MessagePattern, Payload, RpcException } from '@nestjs/microservices';
 import {
   agentExecutePattern,
+  agentHealthPattern,
   ExecuteAgentRequest,
   ExecuteAgentResult,
 } from '../contracts/agent-messages';
@@ -48,7 +49,7 @@ export function createAgentController(agentType: string): Type<unknown> {
       return this.runner.execute(req, transport);
     }
 
-    @MessagePattern(`agent.${agentType}.health`)
+    @MessagePattern(agentHealthPattern(agentType))
     health(): { status: 'ok'; agentType: string } {
       return { status: 'ok', agentType };
     }
