@@ -163,6 +163,20 @@ describe('parseEnv', () => {
     expect(() => parseEnv({ ...secrets, LLM_TIMEOUT_MS: '0' })).toThrow(/LLM_TIMEOUT_MS/);
   });
 
+  it('refuses an OPENAI_BASE_URL that is not an http(s) URL, naming it', () => {
+    const openai = { ...secrets, OPENAI_API_KEY: 'sk-test', LLM_MODEL: 'm' };
+    // Without a scheme the SDK reads `localhost:11434/v1` as a URL of scheme `localhost:`: every
+    // model call would fail as "could not be reached", with nothing naming the variable.
+    for (const OPENAI_BASE_URL of ['localhost:11434/v1', 'api.example.com/v1', 'ftp://x/v1', 'a b'])
+      expect(() => parseEnv({ ...openai, OPENAI_BASE_URL })).toThrow(
+        new ConfigError(
+          'invalid configuration: OPENAI_BASE_URL must look like http[s]://host[:port][/path]',
+        ),
+      );
+    for (const OPENAI_BASE_URL of ['https://api.example.com/v1', 'http://127.0.0.1:11434/v1'])
+      expect(llmConfig(parseEnv({ ...openai, OPENAI_BASE_URL })).baseUrl).toBe(OPENAI_BASE_URL);
+  });
+
   it('requires the secrets outside the embedded profile', () => {
     expect(() => parseEnv({})).toThrow(/LOOM_JWT_SECRET/);
     expect(() => parseEnv({ LOOM_JWT_SECRET: 'x'.repeat(32) })).toThrow(/LOOM_AGENT_SECRET/);

@@ -212,6 +212,12 @@ export function parseEnv(
       `invalid configuration: REDIS_CLUSTER_NODES: ${(err as Error).message} (a comma-separated list of a Redis Cluster's seed nodes)`,
     );
   }
+  // The SDK reads `localhost:11434/v1` as a URL of scheme `localhost:`: every model call would
+  // then fail as "could not be reached", naming nothing.
+  if (env.OPENAI_BASE_URL !== undefined && !httpUrlParses(env.OPENAI_BASE_URL))
+    throw new ConfigError(
+      'invalid configuration: OPENAI_BASE_URL must look like http[s]://host[:port][/path]',
+    );
   let natMap: ClusterNatMap;
   try {
     natMap = parseClusterNatMap(env.REDIS_CLUSTER_NAT_MAP);
@@ -277,6 +283,15 @@ export function parseEnv(
 function redisUrlParses(url: string): boolean {
   try {
     return new URL(url).hostname !== '';
+  } catch {
+    return false;
+  }
+}
+
+function httpUrlParses(url: string): boolean {
+  try {
+    const { protocol, hostname } = new URL(url);
+    return (protocol === 'http:' || protocol === 'https:') && hostname !== '';
   } catch {
     return false;
   }
