@@ -7,7 +7,16 @@ const fs = require('fs');
 const path = require('path');
 const { JwtService } = require('@nestjs/jwt');
 
-const [sub, tid, hours = '1'] = process.argv.slice(2);
+const [sub, tid, hoursArg] = process.argv.slice(2);
+// The orchestrator answers 401 to a token whose exp is further ahead than LOOM_JWT_MAX_AGE_S
+// (apps/orchestrator/src/auth/token-verifier.ts): the default hour is shortened to it.
+const maxAgeText = (process.env.LOOM_JWT_MAX_AGE_S ?? '').trim();
+if (maxAgeText !== '' && !/^\+?\d+$/.test(maxAgeText)) {
+  console.error('token: LOOM_JWT_MAX_AGE_S must be a whole number of seconds');
+  process.exit(2);
+}
+const maxAgeS = Number(maxAgeText || 0);
+const hours = hoursArg ?? (maxAgeS > 0 ? String(Math.min(3600, maxAgeS) / 3600) : '1');
 if (!sub || !tid || !/^\d+(\.\d+)?$/.test(hours)) {
   console.error('usage: npm run token -- <user id> <tenant id> [hours, default 1]');
   process.exit(2);
@@ -31,6 +40,12 @@ if (tid.startsWith('_')) {
 }
 if (Math.round(Number(hours) * 3600) < 1) {
   console.error('token: hours must be more than 0 (the token would already have expired)');
+  process.exit(2);
+}
+if (maxAgeS > 0 && Math.round(Number(hours) * 3600) > maxAgeS) {
+  console.error(
+    `token: hours must be at most ${maxAgeS / 3600} (LOOM_JWT_MAX_AGE_S=${maxAgeS}: the orchestrator refuses a longer-lived token)`,
+  );
   process.exit(2);
 }
 /** The embedded profile's own secret, or undefined when it has not started in that directory yet. */

@@ -4,11 +4,16 @@ const { root } = require('../scripts/lib/processes');
 
 /** `npm run token` as a process: it refuses what the orchestrator would answer 401 to. */
 describe('system: npm run token', () => {
-  const token = (...args: string[]) =>
+  const tokenWith = (env: Record<string, string>, ...args: string[]) =>
     spawnSync(process.execPath, [join(root, 'scripts', 'token.js'), ...args], {
-      env: { ...process.env, LOOM_JWT_SECRET: 'token-test-secret-0123456789' },
+      env: { ...process.env, LOOM_JWT_SECRET: 'token-test-secret-0123456789', ...env },
       encoding: 'utf8',
     });
+  const token = (...args: string[]) => tokenWith({ LOOM_JWT_MAX_AGE_S: '' }, ...args);
+  const lifetime = (jwt: string) => {
+    const { iat, exp } = JSON.parse(Buffer.from(jwt.split('.')[1], 'base64url').toString());
+    return exp - iat;
+  };
 
   it('prints a token for valid ids', () => {
     const out = token('alice', 'acme', '2');
@@ -27,5 +32,19 @@ describe('system: npm run token', () => {
     expect(out.stdout).toBe('');
     expect(out.stderr.trim().split('\n')).toHaveLength(1);
     expect(out.stderr).toContain(message);
+  });
+
+  it('keeps within LOOM_JWT_MAX_AGE_S, as the orchestrator requires', () => {
+    // Without hours: the default hour, shortened to the limit.
+    const short = tokenWith({ LOOM_JWT_MAX_AGE_S: '900' }, 'alice', 'acme');
+    expect(short.status).toBe(0);
+    expect(lifetime(short.stdout.trim())).toBe(900);
+    expect(lifetime(tokenWith({ LOOM_JWT_MAX_AGE_S: '0' }, 'alice', 'acme').stdout)).toBe(3600);
+    // Hours past the limit: a token the orchestrator would answer 401 is not printed.
+    const long = tokenWith({ LOOM_JWT_MAX_AGE_S: '900' }, 'alice', 'acme', '1');
+    expect(long.status).toBe(2);
+    expect(long.stdout).toBe('');
+    expect(long.stderr.trim().split('\n')).toHaveLength(1);
+    expect(long.stderr).toContain('LOOM_JWT_MAX_AGE_S');
   });
 });
