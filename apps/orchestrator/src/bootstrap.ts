@@ -152,7 +152,13 @@ export async function createOrchestrator(env: LoomEnv): Promise<INestApplication
   const logger = new LoomLogger(
     createPinoLogger({ service: 'orchestrator', level: env.LOG_LEVEL, format: env.LOG_FORMAT }),
   );
-  const app = await NestFactory.create(AppModule.forRoot(env), { logger, bodyParser: false });
+  // A provider that fails (MySQL or Redis out of reach) rejects, for main's one line, instead of
+  // Nest exiting the process itself after its own log line.
+  const app = await NestFactory.create(AppModule.forRoot(env), {
+    logger,
+    bodyParser: false,
+    abortOnError: false,
+  });
   const server = app.getHttpServer() as Server;
   server.on('clientError', answerClientError);
   server.on('checkExpectation', refuseExpectation);

@@ -64,7 +64,9 @@ export async function bootstrapAgent(
   }
   const app = await NestFactory.createMicroservice<MicroserviceOptions>(
     LoomAgentModule.forRoot({ ...agent, env, descriptor: registration }),
-    { ...options, logger, bufferLogs: false },
+    // A provider that fails (MySQL or Redis out of reach) rejects, for runAgent's one line,
+    // instead of Nest exiting the process itself after its own log line.
+    { ...options, logger, bufferLogs: false, abortOnError: false },
   );
   app.enableShutdownHooks();
   await app.listen();
