@@ -1,6 +1,7 @@
 import 'reflect-metadata';
 import { Logger } from '@nestjs/common';
 import { existsSync, readdirSync } from 'fs';
+import { AddressInfo } from 'net';
 import { join } from 'path';
 import { AgentDefinition, loadEnvOrExit } from '@loom/agent-kit';
 import { createOrchestrator } from '../../orchestrator/src/bootstrap';
@@ -43,8 +44,10 @@ async function main(): Promise<void> {
   );
   const app = await createOrchestrator(env);
   await app.listen(env.PORT, '127.0.0.1');
+  // PORT=0 takes any free port: name the one taken.
+  const { port } = app.getHttpServer().address() as AddressInfo;
   new Logger('Bootstrap').log(
-    `orchestrator listening on port ${env.PORT}, loopback only (API docs at /docs)`,
+    `orchestrator listening on port ${port}, loopback only (API docs at /docs)`,
   );
 }
 

@@ -1,4 +1,5 @@
 import 'reflect-metadata';
+import { AddressInfo } from 'net';
 import { Logger } from '@nestjs/common';
 import { loadEnvOrExit } from '@loom/agent-kit';
 import { EMBEDDED_JWT_SECRET } from './app.module';
@@ -11,10 +12,12 @@ async function main(): Promise<void> {
   // one, printed in the source: then this machine alone may call it.
   const publicSecret = !env.LOOM_JWT_SECRET || env.LOOM_JWT_SECRET === EMBEDDED_JWT_SECRET;
   await app.listen(env.PORT, publicSecret ? '127.0.0.1' : '0.0.0.0');
+  // PORT=0 takes any free port: name the one taken.
+  const { port } = app.getHttpServer().address() as AddressInfo;
   new Logger('Bootstrap').log(
     publicSecret
-      ? `orchestrator listening on port ${env.PORT}, loopback interface only: no LOOM_JWT_SECRET of its own (API docs at /docs)`
-      : `orchestrator listening on port ${env.PORT}, all interfaces (API docs at /docs)`,
+      ? `orchestrator listening on port ${port}, loopback interface only: no LOOM_JWT_SECRET of its own (API docs at /docs)`
+      : `orchestrator listening on port ${port}, all interfaces (API docs at /docs)`,
   );
 }
 
