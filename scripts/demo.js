@@ -106,25 +106,46 @@ async function main() {
       console.error(`\n${signal}: stopping the apps and removing the demo's data`);
       teardown().finally(() => process.exit(code));
     });
+  // An app that exits before the demo ends (an environment it refuses, say) ends the demo at
+  // once: its own line says why, and nothing would answer the waits below.
+  const exited = new Promise((_, reject) => {
+    for (const c of children)
+      c.once('exit', (code, signal) => {
+        if (!tornDown)
+          reject(
+            new Error(
+              `${c.app} exited (${code !== null ? `code ${code}` : signal}): see its output above`,
+            ),
+          );
+      });
+  });
+  exited.catch(() => undefined);
   try {
-    await waitFor(async () => (await fetch(`${base}/health`)).status === 200, {
-      what: 'the orchestrator',
-      timeoutMs: 60000,
-    });
-    await waitFor(
-      async () => {
-        const res = await fetch(`${base}/v1/agents`, {
-          headers: { authorization: `Bearer ${token}` },
-        });
-        return res.ok && (await res.json()).items.length >= 3;
-      },
-      { what: 'three agents to register', timeoutMs: 60000 },
-    );
-    await playConsultation(base, token);
+    const playing = consultation(base, token);
+    playing.catch(() => undefined); // the race below reports it, unless an app exited first
+    await Promise.race([exited, playing]);
     console.log(`\nDone (${distributed ? 'distributed: Redis + MySQL' : 'embedded'} profile).`);
   } finally {
     await teardown();
   }
+}
+
+/** Waits for the orchestrator and the three agents, then plays the consultation. */
+async function consultation(base, token) {
+  await waitFor(async () => (await fetch(`${base}/health`)).status === 200, {
+    what: 'the orchestrator',
+    timeoutMs: 60000,
+  });
+  await waitFor(
+    async () => {
+      const res = await fetch(`${base}/v1/agents`, {
+        headers: { authorization: `Bearer ${token}` },
+      });
+      return res.ok && (await res.json()).items.length >= 3;
+    },
+    { what: 'three agents to register', timeoutMs: 60000 },
+  );
+  await playConsultation(base, token);
 }
 
 async function cleanup(prefix, database) {

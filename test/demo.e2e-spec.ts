@@ -68,3 +68,32 @@ describe('system: npm run demo keeps the ssl option of MYSQL_URL', () => {
     }
   });
 });
+
+/**
+ * An app the demo starts may refuse its environment (an OPENAI_API_KEY exported for other tools
+ * makes it use `openai`, which needs LLM_MODEL): the demo says so and stops, not waiting a minute
+ * for an orchestrator that is gone and then blaming a fetch.
+ */
+describe('system: npm run demo when an app exits at start', () => {
+  it('fails naming the app that exited, with the app’s own line', async () => {
+    const failed = await run(process.execPath, [join(root, 'scripts', 'demo.js')], {
+      cwd: root,
+      env: {
+        ...process.env,
+        LOOM_DEMO_PROFILE: 'embedded',
+        OPENAI_API_KEY: 'sk-exported-for-another-tool',
+        LLM_PROVIDER: '',
+        LLM_MODEL: '',
+      },
+      maxBuffer: 16 * 1024 * 1024,
+    }).then(
+      () => null,
+      (err: { code?: number; stdout: string; stderr: string }) => err,
+    );
+    expect(failed?.code).toBe(1);
+    expect(failed?.stdout + failed!.stderr).toContain(
+      'LLM_PROVIDER=openai needs OPENAI_API_KEY and LLM_MODEL',
+    );
+    expect(failed?.stderr).toMatch(/demo failed: embedded exited \(code 1\)/);
+  });
+});
