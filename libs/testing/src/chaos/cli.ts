@@ -1,11 +1,29 @@
 import { formatReport, runChaos } from './run-chaos';
 
+const USAGE =
+  'usage: npm run chaos -- [--minutes N] [--seed S] [--conversations C] [--redis-cluster]';
+/** Options followed by a value, and options alone. */
+const VALUED = ['--minutes', '--seed', '--conversations'];
+const FLAGS = ['--redis-cluster'];
+
 /**
  * `npm run chaos -- [--minutes N] [--seed S] [--conversations C] [--redis-cluster]`: exits 1
  * when an invariant broke.
  */
 async function main(): Promise<void> {
   const args = process.argv.slice(2);
+  if (args.includes('--help') || args.includes('-h')) {
+    console.log(USAGE);
+    process.exit(0);
+  }
+  // A mistyped option (--minute 10) would otherwise run a 2-minute audit of a random seed.
+  for (let i = 0; i < args.length; i++) {
+    if (VALUED.includes(args[i])) i++;
+    else if (!FLAGS.includes(args[i])) {
+      console.error(`chaos: unknown option ${args[i]}; ${USAGE}`);
+      process.exit(2);
+    }
+  }
   const opt = (name: string) => {
     const i = args.indexOf(`--${name}`);
     return i >= 0 ? args[i + 1] : undefined;
@@ -15,9 +33,7 @@ async function main(): Promise<void> {
   const conversations = Number(opt('conversations') ?? 6);
   const redisCluster = args.includes('--redis-cluster');
   if (!(minutes > 0) || !Number.isInteger(seed) || !(conversations > 0)) {
-    console.error(
-      'usage: npm run chaos -- [--minutes N] [--seed S] [--conversations C] [--redis-cluster]',
-    );
+    console.error(USAGE);
     process.exit(2);
   }
   const report = await runChaos({
