@@ -1,12 +1,21 @@
 import 'reflect-metadata';
 import { openSessionDataSource } from '../store/mysql/data-source';
 
+const USAGE =
+  'usage: npm run migration:run   (applies pending migrations to MYSQL_URL, with MYSQL_SSL_CA; no arguments)';
+
 /**
  * `npm run migration:run`: applies pending migrations to MYSQL_URL (with MYSQL_SSL_CA; creating the database if
  * missing), under the same named lock the apps take, then lists what is applied. For deployments
  * that start the apps with DB_MIGRATIONS_RUN=false.
  */
-async function main(): Promise<number> {
+async function main(args: string[]): Promise<number> {
+  // It takes no argument: one asking for help, or one meant for another tool, changes nothing.
+  if (args.length) {
+    const help = args.length === 1 && (args[0] === '--help' || args[0] === '-h');
+    (help ? process.stdout : process.stderr).write(`${USAGE}\n`);
+    return help ? 0 : 2;
+  }
   const url = process.env.MYSQL_URL || 'mysql://root@127.0.0.1:3306/loom';
   const dataSource = await openSessionDataSource({
     url,
@@ -25,7 +34,7 @@ async function main(): Promise<number> {
   }
 }
 
-main().then(
+main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (err) => {
     process.stderr.write(`migration:run: ${err instanceof Error ? err.message : String(err)}\n`);
