@@ -1,4 +1,5 @@
 import { Injectable } from '@nestjs/common';
+import { RpcException } from '@nestjs/microservices';
 import { ClsService } from 'nestjs-cls';
 import { LoomClsStore } from '@loom/observability';
 import { AgentHarness } from '@loom/testing';
@@ -7,6 +8,13 @@ import { MAX_ANSWER_CHARS } from '../contracts/agent-messages';
 import { AgentHandler } from './agent-handler';
 
 const SPENT = { promptTokens: 1200, completionTokens: 30_000, costUsd: 0.5 };
+
+/** An object that contains itself: JSON cannot write it. */
+function selfContaining(fields: Record<string, unknown>): Record<string, unknown> {
+  const o: Record<string, unknown> = { ...fields };
+  o.self = o;
+  return o;
+}
 
 /** Answers as its question says: what a handler written by someone else may return or throw. */
 @Injectable()
@@ -28,6 +36,10 @@ class CarelessHandler implements AgentHandler {
         return { answer: 'z'.repeat(MAX_ANSWER_CHARS + 1), usage: SPENT };
       case 'a thrown bare object':
         throw Object.create(null);
+      case 'a thrown RpcException that contains itself':
+        throw new RpcException(selfContaining({ code: 'AGENT_FAILED', message: 'my tool broke' }));
+      case 'no answer, with a usage that contains itself':
+        return { answer: '', usage: selfContaining({ promptTokens: 1 }) };
       case 'my correlation id':
         return { answer: `correlation id: ${this.cls.get('correlationId') ?? 'none'}`, usage };
       case 'a redirected session':
@@ -68,6 +80,9 @@ describe('AgentRunner and what a handler returns (real Redis Streams, MySQL)', (
     ['a blank answer', 'the handler returned an empty answer'],
     ['a huge answer', `the handler returned an answer over ${MAX_ANSWER_CHARS} characters`],
     ['a thrown bare object', 'the agent failed'],
+    // What JSON cannot write must still be answered, not leave the caller waiting for a reply.
+    ['a thrown RpcException that contains itself', 'my tool broke'],
+    ['no answer, with a usage that contains itself', 'the handler returned an empty answer'],
   ])('%s: AGENT_FAILED, recorded on its agent session', async (question, message) => {
     const task = await harness.seed(owner, [], question);
     const agentSessionId = newId('a');

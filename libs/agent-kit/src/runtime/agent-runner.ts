@@ -314,9 +314,14 @@ function assigned(c: ReturnType<AssignmentSigner['verify']>) {
 /**
  * Anything thrown in an agent leaves it as RpcException({ code, message }), never a stack; its
  * message cut to MAX_ERROR_MESSAGE_CHARS (a handler's own RpcException's too), before it is
- * answered or logged.
+ * answered or logged. Its body is one JSON can write: a reply that cannot be written is never
+ * sent, and its caller would wait for it until its deadline.
  */
 export function toRpc(err: unknown, log: Logger): RpcException {
+  return writable(rpcFor(err, log), log);
+}
+
+function rpcFor(err: unknown, log: Logger): RpcException {
   if (err instanceof RpcException) return boundedRpc(err);
   // `limit: 'total'`: a cancelled execution's time limit, which the orchestrator names as such.
   if (LoomError.is(err))
@@ -347,6 +352,25 @@ export function toRpc(err: unknown, log: Logger): RpcException {
       : `the handler threw ${boundedMessage(describe(err))}`,
   );
   return new RpcException({ code: LoomErrorCode.AGENT_FAILED, message: 'the agent failed' });
+}
+
+/**
+ * `err` as it is when JSON can write its body; else (a body that contains itself, a BigInt, a
+ * `toJSON` that throws) its code and message alone, when they are text.
+ */
+function writable(err: RpcException, log: Logger): RpcException {
+  const body = err.getError();
+  try {
+    JSON.stringify(body);
+    return err;
+  } catch {
+    const { code, message } = (body ?? {}) as { code?: unknown; message?: unknown };
+    log.error("the agent's error cannot be written as JSON: answering its code and message only");
+    return new RpcException({
+      code: typeof code === 'string' && code ? code : LoomErrorCode.AGENT_FAILED,
+      message: typeof message === 'string' ? boundedMessage(message) : 'the agent failed',
+    });
+  }
 }
 
 /** `err` with its message (a string body, or a body's `message`) cut, when it is too long. */
