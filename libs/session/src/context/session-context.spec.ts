@@ -317,3 +317,66 @@ describe('SessionContext: the assignment bounds what an agent touches', () => {
     ).toBe('OK');
   });
 });
+
+describe('SessionContext: agents of parallel steps writing one shared key', () => {
+  it("audits the overwrite of another agent's value written between its read and its write", async () => {
+    const store = new MemorySessionStore();
+    const conversations = new ConversationRepository(store, { idleExpiryDays: 30 });
+    const tasks = new TaskRepository(store);
+    const audit = new StoreAuditLog(store);
+    const overwrites: unknown[] = [];
+    const deps = {
+      conversations,
+      tasks,
+      acl: new SharedContextAcl({}, { audit }),
+      onOverwrite: (e: unknown) => overwrites.push(e),
+    };
+    const convId = (await conversations.create(owner)).meta.conversationId;
+    const t = task(convId);
+    t.plan = t.plan.map((s) => ({ ...s, dependsOn: [] })); // one wave: both run at once
+    await tasks.create(owner, t);
+    const build = (agentType: string) => {
+      const a: Assignment = {
+        owner,
+        conversationId: convId,
+        taskId: t.taskId,
+        agentSessionId: newId('a'),
+        agentType,
+        agentId: 'instance-1',
+      };
+      return SessionContext.build(deps, a, { historyTokens: 1000, maxMessages: 10 }, agentFor(a));
+    };
+    const research = await build('legal-research');
+    const labor = await build('labor-law');
+    // Both read the shared list before either writes, as two agents of one wave may.
+    const getList = store.getList.bind(store);
+    let waiting = 0;
+    let bothRead: () => void = () => undefined;
+    const read = new Promise<void>((resolve) => (bothRead = resolve));
+    jest.spyOn(store, 'getList').mockImplementation(async (...args) => {
+      const items = await getList(...(args as Parameters<typeof getList>));
+      if (args[2] === `task:${t.taskId}:shared` && waiting < 2) {
+        if (++waiting === 2) bothRead();
+        await read;
+      }
+      return items as never;
+    });
+    await Promise.all([
+      research.putSharedData('notes', 'from research'),
+      labor.putSharedData('notes', 'from labor'),
+    ]);
+    const last = (await tasks.shared(owner, convId, t.taskId)).notes.writer;
+    const first = last === 'labor-law' ? 'legal-research' : 'labor-law';
+    expect(overwrites).toEqual([
+      { key: 'notes', writer: last, previousWriter: first, taskId: t.taskId },
+    ]);
+    expect(await audit.entries(owner, convId)).toEqual([
+      expect.objectContaining({
+        agentType: last,
+        key: 'notes',
+        decision: 'OVERWRITE',
+        previousWriter: first,
+      }),
+    ]);
+  });
+});

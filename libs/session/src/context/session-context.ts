@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { ConversationRepository } from '../conversation/conversation.repository';
 import { Owner } from '../conversation/owner';
-import { TaskRepository } from '../conversation/task.repository';
+import { foldShared, TaskRepository } from '../conversation/task.repository';
 import { LoomError, LoomErrorCode } from '../errors/session-error';
 import { AgentSession } from '../model/agent.model';
 import {
@@ -169,7 +169,9 @@ export class SessionContext {
     if (chars > MAX_SHARED_VALUE_JSON_CHARS)
       throw tooLarge(what, chars, MAX_SHARED_VALUE_JSON_CHARS);
     await this.deps.beforeWrite?.(); // before the ACL audits a write that would not happen
-    const latest = await this.deps.tasks.shared(a.owner, a.conversationId, a.taskId);
+    const writes = await this.deps.tasks.sharedWrites(a.owner, a.conversationId, a.taskId);
+    const latest = foldShared(writes);
+    const readTo = writes.at(-1)?.index ?? 0;
     const previousWriter = ownEntry(latest, key)?.writer ?? null;
     if (!Object.hasOwn(latest, key) && Object.keys(latest).length >= MAX_SHARED_KEYS)
       throw new LoomError(
@@ -186,7 +188,7 @@ export class SessionContext {
       previousWriter,
     });
     const write = { key, value, writer: a.agentType, updatedAt: new Date().toISOString() };
-    await this.deps.tasks.appendShared(
+    const index = await this.deps.tasks.appendShared(
       a.owner,
       a.conversationId,
       a.taskId,
@@ -194,11 +196,36 @@ export class SessionContext {
       a.agentSessionId,
     );
     this.written.add(key);
-    if (decision.overwrites) {
+    let overwrites = decision.overwrites;
+    if (index > readTo + 1) {
+      // Other writes came between the read and this one (an agent of the same wave): the value
+      // this write replaced may be another agent's, which the read did not show.
+      const between = await this.deps.tasks.sharedWrites(
+        a.owner,
+        a.conversationId,
+        a.taskId,
+        readTo,
+      );
+      const replaced = between.filter((w) => w.index < index && w.value.key === key).at(-1);
+      const racer = replaced?.value.writer;
+      if (racer && racer !== a.agentType && racer !== overwrites) {
+        await this.deps.acl.authorize({
+          owner: a.owner,
+          conversationId: a.conversationId,
+          taskId: a.taskId,
+          taskType: this.task.taskType,
+          key,
+          writer: a.agentType,
+          previousWriter: racer,
+        });
+        overwrites = racer;
+      }
+    }
+    if (overwrites) {
       const event = {
         key,
         writer: a.agentType,
-        previousWriter: decision.overwrites,
+        previousWriter: overwrites,
         taskId: a.taskId,
       };
       if (this.deps.onOverwrite) this.deps.onOverwrite(event);

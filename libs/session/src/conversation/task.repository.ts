@@ -3,7 +3,7 @@ import { assertId } from '../ids';
 import { AgentSession, PrivateMessage } from '../model/agent.model';
 import { StateKeys } from '../model/state-keys';
 import { SharedEntry, SharedWrite, TaskSession } from '../model/task.model';
-import { SessionStore } from '../store/session-store';
+import { ListItem, SessionStore } from '../store/session-store';
 import { Owner } from './owner';
 
 /** How long an agent session row may outlive a task that never closed it (the sweeper's bound). */
@@ -108,6 +108,7 @@ export class TaskRepository {
   /**
    * The write alone, for a caller that has just read the shared context itself. `agentSessionId`:
    * an agent execution's write, made only while the task runs that execution (SUPERSEDED else).
+   * Returns the write's index in the task's list of writes.
    */
   async appendShared(
     owner: Owner,
@@ -115,8 +116,8 @@ export class TaskRepository {
     taskId: string,
     write: SharedWrite,
     agentSessionId?: string,
-  ): Promise<void> {
-    await this.store.append(
+  ): Promise<number> {
+    return this.store.append(
       { tenantId: owner.tenantId },
       conversationId,
       StateKeys.shared(taskId),
@@ -131,17 +132,21 @@ export class TaskRepository {
     conversationId: string,
     taskId: string,
   ): Promise<Record<string, SharedEntry>> {
-    const writes = await this.store.getList<SharedWrite>(
+    return foldShared(await this.sharedWrites(owner, conversationId, taskId));
+  }
+
+  /** The task's shared writes themselves, oldest first (those after `afterIndex`, when given). */
+  sharedWrites(
+    owner: Owner,
+    conversationId: string,
+    taskId: string,
+    afterIndex?: number,
+  ): Promise<ListItem<SharedWrite>[]> {
+    return this.store.getList<SharedWrite>(
       { tenantId: owner.tenantId },
       conversationId,
       StateKeys.shared(taskId),
-    );
-    // Object.fromEntries defines own properties: a key named `__proto__` is a key like any other.
-    return Object.fromEntries(
-      writes.map(({ value: w }) => [
-        w.key,
-        { value: w.value, writer: w.writer, updatedAt: w.updatedAt },
-      ]),
+      afterIndex === undefined ? undefined : { afterIndex },
     );
   }
 
@@ -284,4 +289,15 @@ export class TaskRepository {
       { fence },
     );
   }
+}
+
+/** Shared writes as the shared context: the last write of each key wins. */
+export function foldShared(writes: ListItem<SharedWrite>[]): Record<string, SharedEntry> {
+  // Object.fromEntries defines own properties: a key named `__proto__` is a key like any other.
+  return Object.fromEntries(
+    writes.map(({ value: w }) => [
+      w.key,
+      { value: w.value, writer: w.writer, updatedAt: w.updatedAt },
+    ]),
+  );
 }
