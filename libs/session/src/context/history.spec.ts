@@ -22,6 +22,22 @@ describe('history', () => {
     expect(recentTurns(log, 50)).toHaveLength(10);
   });
 
+  it("counts turns by their user messages: a failed turn's question has no reply", () => {
+    // A failed turn leaves its user message in the log without a reply (seq 3), so two user
+    // messages follow each other: the last two turns are 3 (unanswered) and 4-5.
+    const withFailed: ConversationMessage[] = [1, 2, 3, 4, 5].map((seq) => ({
+      ...msg(seq, `m${seq}`),
+      role: seq === 2 || seq === 5 ? 'assistant' : 'user',
+    }));
+    const turns = (n: number) => recentTurns(withFailed, n).map((m) => m.seq);
+    expect(turns(1)).toEqual([4, 5]);
+    expect(turns(2)).toEqual([3, 4, 5]);
+    expect(turns(3)).toEqual([1, 2, 3, 4, 5]);
+    expect(turns(0)).toEqual([]);
+    // The newest message a failed turn's question: one turn is that question alone.
+    expect(recentTurns(log.slice(0, 9), 1).map((m) => m.seq)).toEqual([9]);
+  });
+
   it('fills a token budget newest first, in seq order, never over budget', () => {
     const budget = countTokens(log[9].content) + countTokens(log[8].content) + 1;
     const kept = withinTokenBudget(log, budget);

@@ -1,12 +1,25 @@
 import { ConversationMessage } from '../model/conversation.model';
 import { countTokens } from './token-counter';
 
-/** The last `maxTurns` turns (a turn is a user message and its reply), in seq order. */
+/**
+ * The last `maxTurns` turns (a turn is a user message and the reply after it), in seq order.
+ * Counted by user messages, not as two messages each: a failed turn's question stays in the log
+ * without a reply, and a turn never starts with a reply whose question was left out. Replies
+ * before the oldest question (their question cut by the token budget) count as one turn.
+ */
 export function recentTurns(
   history: ConversationMessage[],
   maxTurns: number,
 ): ConversationMessage[] {
-  return history.slice(Math.max(0, history.length - maxTurns * 2));
+  let turns = 0;
+  let start = history.length;
+  while (start > 0 && turns < maxTurns) {
+    // One turn: the replies at the end of what is left, and the user message before them.
+    while (start > 0 && history[start - 1].role !== 'user') start--;
+    if (start > 0) start--;
+    turns++;
+  }
+  return history.slice(start);
 }
 
 /**
