@@ -380,3 +380,49 @@ describe('SessionContext: agents of parallel steps writing one shared key', () =
     ]);
   });
 });
+
+describe('SessionContext: a write the ACL denies, whatever else is wrong with it', () => {
+  it('is ACCESS_DENIED and audited also on a full task or with an oversized value', async () => {
+    const store = new MemorySessionStore();
+    const conversations = new ConversationRepository(store, { idleExpiryDays: 30 });
+    const tasks = new TaskRepository(store);
+    const audit = new StoreAuditLog(store);
+    const acl = new SharedContextAcl(
+      { 'follow-up': { 'research.statutes': ['labor-law'] } },
+      { audit },
+    );
+    const convId = (await conversations.create(owner)).meta.conversationId;
+    const t = task(convId);
+    await tasks.create(owner, t);
+    const a: Assignment = {
+      owner,
+      conversationId: convId,
+      taskId: t.taskId,
+      agentSessionId: newId('a'),
+      agentType: 'legal-research',
+      agentId: 'instance-1',
+    };
+    const research = await SessionContext.build(
+      { conversations, tasks, acl },
+      a,
+      { historyTokens: 1000, maxMessages: 10 },
+      agentFor(a),
+    );
+    expect(
+      await code(
+        research.putSharedData('research.statutes', 'b'.repeat(MAX_SHARED_VALUE_JSON_CHARS)),
+      ),
+    ).toBe('ACCESS_DENIED');
+    for (let i = 0; i < MAX_SHARED_KEYS; i++) await research.putSharedData(`k${i}`, i);
+    expect(await code(research.putSharedData('research.statutes', ['art. 1']))).toBe(
+      'ACCESS_DENIED',
+    );
+    expect(await code(research.putSharedData('protected.verdict', 'x'))).toBe('ACCESS_DENIED');
+    expect((await audit.entries(owner, convId)).map((e) => [e.key, e.decision])).toEqual([
+      ['research.statutes', 'DENIED'],
+      ['research.statutes', 'DENIED'],
+      ['protected.verdict', 'DENIED'],
+    ]);
+    expect(Object.keys(await tasks.shared(owner, convId, t.taskId))).toHaveLength(MAX_SHARED_KEYS);
+  });
+});

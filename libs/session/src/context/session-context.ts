@@ -161,6 +161,13 @@ export class SessionContext {
         LoomErrorCode.VALIDATION_FAILED,
         `a shared key is a string of 1 to ${MAX_SHARED_KEY_CHARS} characters`,
       );
+    // A write the ACL denies is ACCESS_DENIED and audited as such, whatever its size or the
+    // task's key count: those limits must not hide a denied write from the audit trail.
+    if (this.deniedByAcl(key)) {
+      await this.deps.beforeWrite?.();
+      const latest = await this.deps.tasks.shared(a.owner, a.conversationId, a.taskId);
+      await this.authorizeWrite(key, ownEntry(latest, key)?.writer ?? null); // throws, audited
+    }
     const what = `the value of shared key "${key}"`;
     const rawChars = jsonChars(raw, what); // a BigInt or a cycle is refused as sent
     // The limit is the stored value's: redaction may lengthen it ([REDACTED_PHONE] for 11 digits).
@@ -178,15 +185,7 @@ export class SessionContext {
         LoomErrorCode.PAYLOAD_TOO_LARGE,
         `the task already has ${MAX_SHARED_KEYS} shared keys: "${key}" would be one more`,
       );
-    const decision = await this.deps.acl.authorize({
-      owner: a.owner,
-      conversationId: a.conversationId,
-      taskId: a.taskId,
-      taskType: this.task.taskType,
-      key,
-      writer: a.agentType,
-      previousWriter,
-    });
+    const decision = await this.authorizeWrite(key, previousWriter);
     const write = { key, value, writer: a.agentType, updatedAt: new Date().toISOString() };
     const index = await this.deps.tasks.appendShared(
       a.owner,
@@ -209,15 +208,7 @@ export class SessionContext {
       const replaced = between.filter((w) => w.index < index && w.value.key === key).at(-1);
       const racer = replaced?.value.writer;
       if (racer && racer !== a.agentType && racer !== overwrites) {
-        await this.deps.acl.authorize({
-          owner: a.owner,
-          conversationId: a.conversationId,
-          taskId: a.taskId,
-          taskType: this.task.taskType,
-          key,
-          writer: a.agentType,
-          previousWriter: racer,
-        });
+        await this.authorizeWrite(key, racer);
         overwrites = racer;
       }
     }
@@ -235,6 +226,31 @@ export class SessionContext {
       ...latest,
       [key]: { value, writer: write.writer, updatedAt: write.updatedAt },
     };
+  }
+
+  /** Whether the ACL denies this agent type `key` in this task (the pure check, nothing audited). */
+  private deniedByAcl(key: string): boolean {
+    try {
+      this.deps.acl.check(this.task.taskType, key, this.assignment.agentType, null);
+      return false;
+    } catch (err) {
+      if (LoomError.is(err, LoomErrorCode.ACCESS_DENIED)) return true;
+      throw err;
+    }
+  }
+
+  /** The ACL's decision on this agent's write of `key`, logged and audited (ACCESS_DENIED). */
+  private authorizeWrite(key: string, previousWriter: string | null) {
+    const a = this.assignment;
+    return this.deps.acl.authorize({
+      owner: a.owner,
+      conversationId: a.conversationId,
+      taskId: a.taskId,
+      taskType: this.task.taskType,
+      key,
+      writer: a.agentType,
+      previousWriter,
+    });
   }
 
   getUserProfile(): UserProfile {
