@@ -22,9 +22,24 @@ export function sessionOptionsFrom(env: LoomEnv): SessionOptions & {
     dataDir: env.LOOM_DATA_DIR,
     acl: env.sharedAcl,
     redactShared: env.LOOM_REDACT_STORED
-      ? (value) => redactDeep(value, { maxDepth: 32 })
+      ? (value) => redactDeep(asStored(value), { maxDepth: 32 })
       : undefined,
   };
+}
+
+/**
+ * `value` as its JSON holds it, as it will be stored: plain objects, arrays and texts (`toJSON`
+ * applied). redactDeep walks plain objects only and keeps a class instance as it is, so an
+ * instance of a handler's own class would otherwise be stored with its PII. A value JSON cannot
+ * hold is refused before (VALIDATION_FAILED): given as it is.
+ */
+function asStored(value: unknown): unknown {
+  try {
+    const json = JSON.stringify(value);
+    return json === undefined ? undefined : JSON.parse(json);
+  } catch {
+    return value;
+  }
 }
 
 export const LOOM_ENV = Symbol('LOOM_ENV');
