@@ -3,9 +3,15 @@ import { RpcException } from '@nestjs/microservices';
 import { ClsService } from 'nestjs-cls';
 import { LoomClsStore } from '@loom/observability';
 import { AgentHarness } from '@loom/testing';
-import { emptyUsage, ExecutionStatus, newId, SessionContext } from '@loom/session';
+import {
+  emptyUsage,
+  ExecutionStatus,
+  MAX_SHARED_VALUE_JSON_CHARS,
+  newId,
+  SessionContext,
+} from '@loom/session';
 import { MAX_ANSWER_CHARS } from '../contracts/agent-messages';
-import { AgentHandler } from './agent-handler';
+import { AgentHandler, AgentTools } from './agent-handler';
 
 const SPENT = { promptTokens: 1200, completionTokens: 30_000, costUsd: 0.5 };
 
@@ -21,8 +27,13 @@ function selfContaining(fields: Record<string, unknown>): Record<string, unknown
 class CarelessHandler implements AgentHandler {
   constructor(private readonly cls: ClsService<LoomClsStore>) {}
 
-  async handle(ctx: SessionContext): Promise<any> {
+  async handle(ctx: SessionContext, tools: AgentTools): Promise<any> {
     const usage = emptyUsage();
+    const askModel = () =>
+      tools.llm.complete({
+        purpose: 'answer',
+        messages: [{ role: 'user', content: ctx.question }],
+      });
     switch (ctx.question) {
       case 'nothing':
         return undefined;
@@ -40,6 +51,15 @@ class CarelessHandler implements AgentHandler {
         throw new RpcException(selfContaining({ code: 'AGENT_FAILED', message: 'my tool broke' }));
       case 'no answer, with a usage that contains itself':
         return { answer: '', usage: selfContaining({ promptTokens: 1 }) };
+      case 'a model call, then a throw':
+        await askModel();
+        throw new Error('post-processing failed');
+      case 'a model call, then a shared value too large':
+        await ctx.putSharedData(
+          'draft',
+          (await askModel()).text.padEnd(MAX_SHARED_VALUE_JSON_CHARS),
+        );
+        return { answer: 'fine', usage };
       case 'my correlation id':
         return { answer: `correlation id: ${this.cls.get('correlationId') ?? 'none'}`, usage };
       case 'a redirected session':
@@ -100,6 +120,27 @@ describe('AgentRunner and what a handler returns (real Redis Streams, MySQL)', (
       harness.execute(harness.request(owner, task, newId('a'), 'en')),
     ).rejects.toMatchObject({ code: 'AGENT_FAILED', usage: SPENT });
   });
+
+  it.each([
+    ['a model call, then a throw', 'AGENT_FAILED'],
+    ['a model call, then a shared value too large', 'PAYLOAD_TOO_LARGE'],
+  ])(
+    '%s: reports what its model calls cost, so the orchestrator counts it',
+    async (question, code) => {
+      const task = await harness.seed(owner, [], question);
+      const error = await harness
+        .execute(harness.request(owner, task, newId('a'), 'en'))
+        .catch((e: unknown) => e as { code: string; usage?: Record<string, number> });
+      expect(error).toMatchObject({ code });
+      expect(error.usage).toEqual({
+        promptTokens: expect.any(Number),
+        completionTokens: expect.any(Number),
+        costUsd: 0,
+      });
+      expect(error.usage!.promptTokens).toBeGreaterThan(0);
+      expect(error.usage!.completionTokens).toBeGreaterThan(0);
+    },
+  );
 
   it('stores the agent session where the assignment says, whatever the handler did to its ids', async () => {
     const task = await harness.seed(owner, [], 'a redirected session');

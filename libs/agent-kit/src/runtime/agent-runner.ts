@@ -17,6 +17,8 @@ import {
   TaskRepository,
   TaskSession,
   TaskStatus,
+  Usage,
+  addUsage,
 } from '@loom/session';
 import { AssignmentSigner } from '@loom/security';
 import { LoomClsStore, pickMdc } from '@loom/observability';
@@ -30,7 +32,7 @@ import {
   MAX_ANSWER_CHARS,
   MAX_ERROR_MESSAGE_CHARS,
 } from '../contracts/agent-messages';
-import { LLM_CLIENT, LlmClient, LlmError, withCost } from '../llm/llm.types';
+import { LLM_CLIENT, LlmClient, LlmError, LlmResult, LlmUsage, withCost } from '../llm/llm.types';
 import { DeltaChannel } from '../streaming/delta-channel';
 import { DeltaPublisher } from '../streaming/delta-publisher';
 import { AGENT_DESCRIPTOR, AGENT_HANDLER, AgentHandler } from './agent-handler';
@@ -81,14 +83,15 @@ export class AgentRunner {
       this.cls.set('agentType', this.descriptor.agentType);
       this.cls.set('agentId', this.instanceId);
       const cancellation = new ExecutionCancellation(this.env.AGENT_MAX_EXECUTION_MS, transport);
+      const spent = new SpentOnModel();
       try {
         const claims = this.signer.verify(req.assignment, this.descriptor.agentType);
         this.cls.set('tenantId', claims.tenantId);
         this.cls.set('conversationId', claims.conversationId);
         this.cls.set('taskId', claims.taskId);
-        return await this.run(req, claims, cancellation.signal);
+        return await this.run(req, claims, cancellation.signal, spent);
       } catch (err) {
-        throw toRpc(err, this.log);
+        throw toRpc(err, this.log, spent.total);
       } finally {
         cancellation.end();
       }
@@ -99,6 +102,7 @@ export class AgentRunner {
     req: ExecuteAgentRequest,
     claims: ReturnType<AssignmentSigner['verify']>,
     signal: AbortSignal,
+    spent: SpentOnModel,
   ): Promise<ExecuteAgentResult> {
     const owner = { tenantId: claims.tenantId, userId: claims.userId };
     // Two deliveries of one execution never run side by side: the second waits for the first
@@ -119,7 +123,7 @@ export class AgentRunner {
       const stored = this.storedResult(claims, session, task);
       return 'replayed' in stored
         ? stored
-        : await this.work(req, claims, session, claim, stored.task, signal);
+        : await this.work(req, claims, session, claim, stored.task, signal, spent);
     } finally {
       await claim.release();
     }
@@ -178,6 +182,7 @@ export class AgentRunner {
     claim: ExecutionClaim,
     task: TaskSession,
     signal: AbortSignal,
+    spent: SpentOnModel,
   ): Promise<ExecuteAgentResult> {
     const owner = { tenantId: claims.tenantId, userId: claims.userId };
     // Written once, when the execution ends: a crash before that leaves nothing to clean up, and
@@ -218,7 +223,7 @@ export class AgentRunner {
       const onDelta = publisher
         ? (text: string) => (signal.aborted ? undefined : publisher.push(text))
         : undefined;
-      const llm = cancellableLlm(this.llm, signal);
+      const llm = metered(cancellableLlm(this.llm, signal), spent);
       const out = checkedAnswer(
         await unlessCancelled(
           this.handler.handle(ctx, { llm, language, onDelta, signal }),
@@ -317,12 +322,17 @@ function assigned(c: ReturnType<AssignmentSigner['verify']>) {
  * answered or logged. Its body is one JSON can write: a reply that cannot be written is never
  * sent, and its caller would wait for it until its deadline.
  */
-export function toRpc(err: unknown, log: Logger): RpcException {
-  return writable(rpcFor(err, log), log);
+export function toRpc(err: unknown, log: Logger, spent?: Usage | null): RpcException {
+  return writable(rpcFor(err, log, spent ?? undefined), log);
 }
 
-function rpcFor(err: unknown, log: Logger): RpcException {
-  if (err instanceof RpcException) return boundedRpc(err);
+/**
+ * `spent`: what the execution's model calls through `tools.llm` cost, reported with an error
+ * that says no cost of its own (a handler that threw after its model answered), so the
+ * orchestrator counts it.
+ */
+function rpcFor(err: unknown, log: Logger, spent?: Usage): RpcException {
+  if (err instanceof RpcException) return withSpent(boundedRpc(err), spent);
   // `limit: 'total'`: a cancelled execution's time limit, which the orchestrator names as such.
   if (LoomError.is(err))
     return new RpcException({
@@ -330,11 +340,11 @@ function rpcFor(err: unknown, log: Logger): RpcException {
       message: boundedMessage(err.message),
       ...(err.details?.limit ? { limit: err.details.limit } : {}),
       // What its model calls cost (checked by the orchestrator before it is counted).
-      ...(err.details?.usage ? { usage: err.details.usage } : {}),
+      ...(err.details?.usage ? { usage: err.details.usage } : spent ? { usage: spent } : {}),
     });
   if (err instanceof LlmError) {
     log.warn(err.message);
-    const usage = err.usage ? withCost(err.usage) : undefined;
+    const usage = err.usage ? withCost(err.usage) : spent;
     // A busy provider is the platform's temporary state, not the agent's failure: 503, retry.
     // `modelSaid`: the message is the model client's public one, fit for the user's eyes.
     return new RpcException({
@@ -351,7 +361,56 @@ function rpcFor(err: unknown, log: Logger): RpcException {
       ? { msg: boundedMessage(err.message), name: err.name, stack: err.stack?.slice(0, 4_000) }
       : `the handler threw ${boundedMessage(describe(err))}`,
   );
-  return new RpcException({ code: LoomErrorCode.AGENT_FAILED, message: 'the agent failed' });
+  return new RpcException({
+    code: LoomErrorCode.AGENT_FAILED,
+    message: 'the agent failed',
+    ...(spent ? { usage: spent } : {}),
+  });
+}
+
+/** A handler's own RpcException, with `spent` when its body is an object that says no usage. */
+function withSpent(err: RpcException, spent?: Usage): RpcException {
+  const body = err.getError();
+  if (!spent || typeof body !== 'object' || body === null || 'usage' in body) return err;
+  return new RpcException({ ...body, usage: spent });
+}
+
+/** What an execution's model calls cost, as far as their clients reported it. */
+class SpentOnModel {
+  total: Usage | null = null;
+
+  add(usage: LlmUsage | undefined): void {
+    if (usage)
+      this.total = addUsage(
+        this.total ?? withCost({ promptTokens: 0, completionTokens: 0 }),
+        withCost(usage),
+      );
+  }
+}
+
+/**
+ * `llm` whose every call's usage (an answer's, or a failed call's that the provider answered)
+ * is added to `spent`.
+ */
+function metered(llm: LlmClient, spent: SpentOnModel): LlmClient {
+  const answered = (res: LlmResult): LlmResult => {
+    spent.add(res.usage);
+    return res;
+  };
+  const failed = (err: unknown): never => {
+    if (err instanceof LlmError) spent.add(err.usage);
+    throw err;
+  };
+  return {
+    provider: llm.provider,
+    complete: (req) => llm.complete(req).then(answered, failed),
+    stream: (req) => {
+      const stream = llm.stream(req);
+      const result = stream.result.then(answered, failed);
+      result.catch(() => undefined); // a handler that reads only the deltas: no unhandled rejection
+      return { deltas: stream.deltas, result };
+    },
+  };
 }
 
 /**
