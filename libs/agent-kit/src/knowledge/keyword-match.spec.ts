@@ -22,6 +22,13 @@ describe('keyword matching', () => {
     expect(findKeyword('anything', '  ')).toEqual([]);
   });
 
+  it('matches nothing for a keyword of dashes alone (no word in it), not every message', () => {
+    // `--keywords "tax, -"`: a descriptor may list it; it must not route every question there.
+    expect(findKeyword('what is the notice period?', '-')).toEqual([]);
+    expect(findKeyword('a - b', ' - - ')).toEqual([]);
+    expect(matchedKeywords('what is the notice period?', ['-', 'tax'])).toEqual([]);
+  });
+
   it('detects CJK text', () => {
     expect(hasCjk('劳动')).toBe(true);
     expect(hasCjk('labour')).toBe(false);

@@ -32,9 +32,11 @@ function wordPattern(keyword: string): RegExp {
 /**
  * Every occurrence of `keyword` in `text`, case-insensitive. CJK keywords match as substrings;
  * other keywords match whole words, tolerating plural/past endings and `non-compete`/`non compete`.
+ * A keyword of dashes and spaces alone matches nothing.
  */
 export function findKeyword(text: string, keyword: string): KeywordHit[] {
-  if (!keyword.trim()) return [];
+  // Blank, or dashes alone: no word to match (its pattern would match the empty text everywhere).
+  if (!/[^-\s]/.test(keyword)) return [];
   const hits: KeywordHit[] = [];
   if (hasCjk(keyword)) {
     const haystack = text.toLowerCase();
