@@ -3,7 +3,8 @@ import { JwtModule } from '@nestjs/jwt';
 import { ScheduleModule } from '@nestjs/schedule';
 import { TerminusModule } from '@nestjs/terminus';
 import { createSecretKey, randomUUID } from 'crypto';
-import { ClsModule } from 'nestjs-cls';
+import { IncomingMessage, ServerResponse } from 'http';
+import { ClsMiddlewareOptions, ClsModule, ClsService } from 'nestjs-cls';
 import {
   AGENT_REGISTRY,
   createLlmClient,
@@ -53,27 +54,32 @@ export const EMBEDDED_JWT_SECRET = 'embedded-profile-only-jwt-secret';
 
 const CORRELATION_ID = /^[A-Za-z0-9_.:-]{1,128}$/;
 
+/**
+ * Every request's CLS context: its correlation id (the client's `x-correlation-id` when
+ * well-formed, else a new UUID), echoed. Mounted by bootstrap.ts as the first middleware, so a
+ * request refused before routing (a malformed or oversized body, a wrong content type, a body
+ * without a valid token) is answered with its id and gets its access-log line too.
+ */
+export const CLS_MIDDLEWARE: ClsMiddlewareOptions = {
+  generateId: true,
+  idGenerator: (req: IncomingMessage) => {
+    const given = req.headers['x-correlation-id'];
+    return typeof given === 'string' && CORRELATION_ID.test(given) ? given : randomUUID();
+  },
+  setup: (cls: ClsService, _req: IncomingMessage, res: ServerResponse) => {
+    cls.set('correlationId', cls.getId());
+    res.setHeader('x-correlation-id', cls.getId());
+  },
+};
+
 @Module({})
 export class AppModule {
   static forRoot(env: LoomEnv): DynamicModule {
     return {
       module: AppModule,
       imports: [
-        ClsModule.forRoot({
-          global: true,
-          middleware: {
-            mount: true,
-            generateId: true,
-            idGenerator: (req) => {
-              const given = req.headers['x-correlation-id'];
-              return typeof given === 'string' && CORRELATION_ID.test(given) ? given : randomUUID();
-            },
-            setup: (cls, req, res) => {
-              cls.set('correlationId', cls.getId());
-              res.setHeader('x-correlation-id', cls.getId());
-            },
-          },
-        }),
+        // The request's context is opened by bootstrap.ts, before any other middleware.
+        ClsModule.forRoot({ global: true, middleware: { mount: false } }),
         SessionModule.forRootAsync({ useFactory: () => sessionOptionsFrom(env) }),
         JwtModule.register({
           // A KeyObject made once: given a string, jsonwebtoken first tries (and fails) to parse

@@ -5,15 +5,17 @@ import { NestFactory } from '@nestjs/core';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import { parse as parseContentType } from 'content-type';
 import { json, NextFunction, Request, Response } from 'express';
+import { ClsMiddleware } from 'nestjs-cls';
 import { LoomEnv } from '@loom/agent-kit';
 import { createPinoLogger, LoomLogger } from '@loom/observability';
 import { assertJsonBody, MAX_JSON_DEPTH } from '@loom/security';
 import { LoomError, LoomErrorCode } from '@loom/session';
-import { AppModule } from './app.module';
+import { AppModule, CLS_MIDDLEWARE } from './app.module';
 import { authenticateBeforeBody } from './auth/authenticate-before-body';
 import { TokenVerifier } from './auth/token-verifier';
 import { HttpErrorFilter } from './errors/http-error.filter';
 import { countBeforeRouting, unlessRateLimited } from './security/count-before-routing';
+import { RequestLogMiddleware } from './security/request-log.middleware';
 import { TenantThrottlerGuard } from './security/tenant-throttler.guard';
 import { validationError } from './security/validation-error';
 
@@ -171,6 +173,11 @@ export async function createOrchestrator(env: LoomEnv): Promise<INestApplication
   // which a client trickling its body would hold a connection.
   server.requestTimeout = REQUEST_TIMEOUT_MS;
   server.headersTimeout = Math.min(server.headersTimeout, REQUEST_TIMEOUT_MS);
+  // First of all: the request's CLS context (correlation id) and its access-log line, so that
+  // a request any middleware below refuses is answered with its id and logged like any other.
+  app.use(new ClsMiddleware(CLS_MIDDLEWARE).use);
+  const requestLog = app.get(RequestLogMiddleware);
+  app.use((req: Request, res: Response, next: NextFunction) => requestLog.use(req, res, next));
   app.use((req: Request, res: Response, next: NextFunction) => {
     if (req.headers.host !== undefined || req.httpVersion !== '1.1') return next();
     res.setHeader('Connection', 'close');

@@ -1,12 +1,4 @@
-import {
-  DynamicModule,
-  Injectable,
-  Logger,
-  MiddlewareConsumer,
-  Module,
-  NestModule,
-  OnApplicationShutdown,
-} from '@nestjs/common';
+import { DynamicModule, Injectable, Logger, Module, OnApplicationShutdown } from '@nestjs/common';
 import { ThrottlerModule } from '@nestjs/throttler';
 import { openRedis, RedisClient } from '@loom/session';
 import { LoomEnv, redisTarget } from '@loom/agent-kit';
@@ -52,10 +44,10 @@ export class ThrottleRedis implements OnApplicationShutdown {
 /**
  * Input hardening of the HTTP API that Nest wires: the per-tenant rate limit (@nestjs/throttler
  * on Redis, LOOM_RATE_LIMIT_PER_MINUTE per LOOM_RATE_LIMIT_WINDOW_MS; 0 turns it off) and the
- * access log. Body size and JSON depth limits are in bootstrap.ts (they run before Nest).
+ * access log (mounted by bootstrap.ts, right after the request's CLS context). Body size and JSON depth limits are in bootstrap.ts (they run before Nest).
  */
 @Module({})
-export class SecurityModule implements NestModule {
+export class SecurityModule {
   static forRoot(env: LoomEnv): DynamicModule {
     const redisModule = {
       module: class ThrottleRedisModule {},
@@ -84,12 +76,7 @@ export class SecurityModule implements NestModule {
         }),
       ],
       providers: [TenantThrottlerGuard, RequestLogMiddleware],
-      exports: [TenantThrottlerGuard],
+      exports: [TenantThrottlerGuard, RequestLogMiddleware],
     };
-  }
-
-  configure(consumer: MiddlewareConsumer): void {
-    // '/' is every path on Express 5 (what nestjs-cls mounts ClsMiddleware on, before this).
-    consumer.apply(RequestLogMiddleware).forRoutes('/');
   }
 }

@@ -1,0 +1,81 @@
+import { Logger } from '@nestjs/common';
+import { Writable } from 'stream';
+import request from 'supertest';
+import { createPinoLogger, LoomLogger } from '@loom/observability';
+import { InProcessOrchestrator, startInProcessOrchestrator } from './in-process.support';
+
+/**
+ * docs/security.md: one access-log line per request, and `x-correlation-id` echoed. Requests
+ * refused before routing (by the middleware that checks bodies before Nest's) are requests too:
+ * an operator looking for a client's 400s, 413s or 415s, or for the id a client quotes, finds
+ * them in the log like any other.
+ */
+describe('access log and correlation id of requests refused before routing', () => {
+  let orch: InProcessOrchestrator;
+  let out = '';
+  const lines = () =>
+    out
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+
+  beforeAll(async () => {
+    orch = await startInProcessOrchestrator('access_log');
+    const destination = new Writable({
+      write(chunk, _enc, done) {
+        out += chunk.toString();
+        done();
+      },
+    });
+    Logger.overrideLogger(
+      new LoomLogger(
+        createPinoLogger({ service: 'orchestrator', level: 'info', format: 'json', destination }),
+      ),
+    );
+  });
+  afterAll(() => orch?.close());
+
+  it.each([
+    ['a malformed JSON body', 400, 'application/json', '{"metadata":', true],
+    ['a body in another content type', 415, 'text/plain', 'hello', true],
+    ['a declared body over the limit', 413, 'application/json', 'x'.repeat(400 * 1024), true],
+    ['a body without a token', 401, 'application/json', '{}', false],
+  ])(
+    '%s: answered with its correlation id, and logged',
+    async (_what, status, type, body, authed) => {
+      const correlationId = `refused-${status}-${Date.now()}`;
+      const req = request(orch.app.getHttpServer())
+        .post('/v1/conversations')
+        .set('content-type', type)
+        .set('x-correlation-id', correlationId);
+      if (authed) req.set('authorization', orch.auth('al', 'tenant-log'));
+      const res = await req.send(body);
+      expect(res.status).toBe(status);
+      expect(res.headers['x-correlation-id']).toBe(correlationId);
+      await new Promise((r) => setTimeout(r, 100));
+      expect(lines().filter((l) => l.correlationId === correlationId)).toEqual([
+        expect.objectContaining({
+          msg: 'request completed',
+          method: 'POST',
+          path: '/v1/conversations',
+          status,
+        }),
+      ]);
+    },
+  );
+
+  it('a request taken by a route: one line, with the tenant the token names', async () => {
+    const correlationId = `routed-${Date.now()}`;
+    const res = await request(orch.app.getHttpServer())
+      .post('/v1/conversations')
+      .set('authorization', orch.auth('al', 'tenant-log'))
+      .set('x-correlation-id', correlationId)
+      .send({});
+    expect(res.status).toBe(201);
+    expect(res.headers['x-correlation-id']).toBe(correlationId);
+    await new Promise((r) => setTimeout(r, 100));
+    expect(lines().filter((l) => l.correlationId === correlationId)).toEqual([
+      expect.objectContaining({ msg: 'request completed', status: 201, tenantId: 'tenant-log' }),
+    ]);
+  });
+});
