@@ -8,6 +8,7 @@ import {
 import { NO_MESSAGE_HANDLER } from '@nestjs/microservices/constants';
 import { randomBytes } from 'crypto';
 import { hostname } from 'os';
+import { pickMdc, runWithMdc } from '@loom/observability';
 import { isCluster, RedisClient } from '@loom/session';
 import { RedisStreamsContext } from './redis-streams.context';
 import {
@@ -436,18 +437,34 @@ export class RedisStreamsServer
 
   private async skipExpired(entry: Entry): Promise<void> {
     const late = Date.now() - (isExpired(entry) ? deadlineOf(entry) : startByOf(entry));
-    this.logger.warn(
-      `Skipping request ${entry.fields.id} (${entry.pattern}, entry ${entry.entryId}): ` +
-        `its caller stopped waiting ${late} ms ago`,
+    inRequestContext(entry, () =>
+      this.logger.warn(
+        `Skipping request ${entry.fields.id} (${entry.pattern}, entry ${entry.entryId}): ` +
+          `its caller stopped waiting ${late} ms ago`,
+      ),
     );
     await execOrThrow(appendFinish(this.cmd!.multi(), entry));
   }
 
   private async deadLetter(entry: Entry, reason: string): Promise<void> {
-    this.logger.error(`Dead-lettering entry ${entry.entryId} of ${entry.pattern}: ${reason}`);
+    inRequestContext(entry, () =>
+      this.logger.error(`Dead-lettering entry ${entry.entryId} of ${entry.pattern}: ${reason}`),
+    );
     const deadKey = deadLetterStreamKey(this.options.keyPrefix, entry.pattern);
     await writeDeadLetter(this.cmd!, entry, deadKey, reason);
   }
+}
+
+/**
+ * Runs `fn` (a line logged about an entry outside its execution: skipped, dead-lettered) in a
+ * log context holding the request's correlation id, taken from its `meta` when well-formed as
+ * AgentContextInterceptor takes it, so the line is found by the turn's id.
+ */
+function inRequestContext(entry: Entry, fn: () => void): void {
+  const data = parseJson(entry.fields.data) as { meta?: unknown } | undefined;
+  const { correlationId } = pickMdc(data?.meta);
+  if (correlationId) runWithMdc({ correlationId }, fn);
+  else fn();
 }
 
 /** A superseded delivery's error: its entry belongs to the delivery that took the work over. */
