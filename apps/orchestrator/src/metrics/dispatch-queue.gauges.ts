@@ -89,8 +89,12 @@ export class DispatchQueueGauges implements ScrapeCollector, OnModuleInit {
     return () => this.apply(readings);
   }
 
-  /** Folded agent types (past the label cap) add up under `other`. */
+  /**
+   * Folded agent types (past the label cap) add up under `other`. Starts from zero: scrapes that
+   * overlap (an HA pair of Prometheus servers) each apply their reading, and would add up.
+   */
   private apply(readings: Map<string, AgentTypeReading>): void {
+    this.clear();
     for (const [type, { instances, depth }] of readings) {
       const labels = { agent_type: this.metrics.agentTypeLabel(type) };
       this.instances.inc(labels, instances);
