@@ -1,5 +1,31 @@
+import { Logger } from '@nestjs/common';
+import { ClsService } from 'nestjs-cls';
+import { Writable } from 'stream';
+import { createPinoLogger, LoomLogger } from '@loom/observability';
 import { redactPii } from '@loom/security';
-import { decoded, unremarkable } from './request-log.middleware';
+import { decoded, RequestLogMiddleware, unremarkable } from './request-log.middleware';
+
+/** The access-log lines the middleware writes for a request to `url` answered with `status`. */
+function accessLog(url: string, status: number): string[] {
+  let out = '';
+  const destination = new Writable({
+    write(chunk, _enc, done) {
+      out += chunk.toString();
+      done();
+    },
+  });
+  Logger.overrideLogger(
+    new LoomLogger(
+      createPinoLogger({ service: 'orchestrator', level: 'info', format: 'json', destination }),
+    ),
+  );
+  const cls = { isActive: () => false } as unknown as ClsService;
+  const handlers: Array<() => void> = [];
+  const res = { statusCode: status, on: (_event: string, fn: () => void) => handlers.push(fn) };
+  new RequestLogMiddleware(cls).use({ method: 'GET', url }, res, () => undefined);
+  handlers.forEach((fn) => fn());
+  return out.split('\n').filter(Boolean);
+}
 
 describe('the access log path', () => {
   it.each([
@@ -20,6 +46,19 @@ describe('the access log path', () => {
       '/v1/c/a.b@example.com',
     ])
       expect(redactPii(decoded(raw))).not.toContain('a.b');
+  });
+});
+
+describe('the access log line of a long path', () => {
+  // Percent-encoded text takes up to 9 characters a character (a Chinese one, `%E4%B8%AD`): a
+  // path cut before it is decoded may cut a resident id in two well inside the 200 characters
+  // kept, and the half left no longer looks like one to the redaction.
+  it('keeps no part of a resident id that a cut of the raw path split', () => {
+    const id = '11010519491231002X';
+    const url = `/v1/conversations/${'%E4%B8%AD'.repeat(107)}//${id}`;
+    const [line] = accessLog(url, 400);
+    expect(JSON.parse(line)).toMatchObject({ msg: 'request completed', status: 400 });
+    expect(line).not.toContain(id.slice(0, 12));
   });
 });
 

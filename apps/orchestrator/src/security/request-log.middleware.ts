@@ -34,10 +34,12 @@ export class RequestLogMiddleware implements NestMiddleware {
       if (done) return;
       done = true;
       // Redaction looks at a bounded prefix (a URL may be kilobytes long), wider than what is
-      // kept, so nothing cut at the 200th character escaped it.
-      const raw = (req.originalUrl ?? req.url).split('?')[0].slice(0, 1000);
+      // kept, so nothing cut at the 200th character escaped it. Cut once decoded: an escape
+      // takes up to 9 characters a character, so a cut of the raw path could fall inside the
+      // 200 kept and leave half an id that no longer looks like one.
+      const raw = (req.originalUrl ?? req.url).split('?')[0];
       if (unremarkable(raw, res.statusCode)) return;
-      const path = redactPii(decoded(raw)).slice(0, 200);
+      const path = redactPii(decoded(raw).slice(0, 1000)).slice(0, 200);
       const entry = {
         msg: 'request completed',
         method: req.method,
