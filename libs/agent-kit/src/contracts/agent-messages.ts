@@ -10,6 +10,7 @@ import {
   MaxLength,
   ValidateNested,
 } from 'class-validator';
+import { detectPii } from '@loom/security';
 import type { ContextReport, Usage } from '@loom/session';
 
 /** Every message pattern lives here, imported by both sides. */
@@ -69,10 +70,21 @@ export const MAX_ANSWER_CHARS = 100_000;
 /** An agent's error message is cut to this many characters before it is stored or answered. */
 export const MAX_ERROR_MESSAGE_CHARS = 1_000;
 
-/** `message` cut to `max` characters (never inside a surrogate pair), marked when cut. */
+/** How far either side of a cut PII is looked for (longer than any value it detects). */
+const CUT_PII_WINDOW = 256;
+
+/**
+ * `message` cut to `max` characters (never inside a surrogate pair), marked when cut. Never
+ * inside PII either (an error may quote what the user wrote): the cut moves to before it, since
+ * half a resident id or phone number no longer looks like one to the redaction every log line
+ * gets, and would be logged as it is.
+ */
 export function boundedMessage(message: string, max = MAX_ERROR_MESSAGE_CHARS): string {
   if (message.length <= max) return message;
-  const end = /[\uD800-\uDBFF]/.test(message[max - 2] ?? '') ? max - 2 : max - 1;
+  let end = /[\uD800-\uDBFF]/.test(message[max - 2] ?? '') ? max - 2 : max - 1;
+  const from = Math.max(0, end - CUT_PII_WINDOW);
+  for (const span of detectPii(message.slice(from, end + CUT_PII_WINDOW)))
+    if (from + span.start < end && from + span.end > end) end = from + span.start;
   return `${message.slice(0, end)}…`;
 }
 

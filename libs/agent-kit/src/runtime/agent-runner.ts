@@ -358,7 +358,11 @@ function rpcFor(err: unknown, log: Logger, spent?: Usage): RpcException {
   // whose message is megabytes. The log line says what it was, bounded.
   log.error(
     err instanceof Error
-      ? { msg: boundedMessage(err.message), name: err.name, stack: err.stack?.slice(0, 4_000) }
+      ? {
+          msg: boundedMessage(err.message),
+          name: err.name,
+          stack: typeof err.stack === 'string' ? boundedMessage(err.stack, 4_000) : undefined,
+        }
       : `the handler threw ${boundedMessage(describe(err))}`,
   );
   return new RpcException({
