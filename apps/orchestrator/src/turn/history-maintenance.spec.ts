@@ -144,3 +144,49 @@ describe('HistoryMaintenance with a summary that grows with the conversation', (
     expect(calls.cutOff).toBe(0);
   });
 });
+
+describe('HistoryMaintenance and PII in a long message', () => {
+  // A message is folded from its first 2,000 characters, redacted: a cut through a resident id
+  // left a part the redaction no longer recognised, sent to the model (a third party) and
+  // free to reach the summary, which PII never does.
+  it('sends the summariser no part of a resident id the 2,000-character cut went through', async () => {
+    const conversations = new ConversationRepository(new MemorySessionStore(), {
+      idleExpiryDays: 30,
+    });
+    const { meta } = await conversations.create(owner);
+    const id = meta.conversationId;
+    const append = (role: 'user' | 'assistant', content: string) =>
+      conversations.appendMessage(owner, id, {
+        role,
+        content,
+        agentType: null,
+        taskId: null,
+        createdAt: new Date().toISOString(),
+        tokens: 0,
+      });
+    const prompts: string[] = [];
+    const llm = {
+      provider: 'openai',
+      complete: async (req: LlmRequest) => {
+        const text = req.messages.map((m) => m.content).join('\n');
+        prompts.push(text);
+        return { text: 'summary', model: 'm', usage: { promptTokens: 1, completionTokens: 1 } };
+      },
+      stream: () => {
+        throw new Error('not used');
+      },
+    } as unknown as LlmClient;
+    const cnId = '11010519491231002X';
+    const question = `${'劳动'.repeat(992)} ${cnId} 这是我的身份证号码`;
+    expect(question.indexOf(cnId)).toBe(1985);
+    await append('user', question);
+    for (let i = 0; i < 16; i++) {
+      await append('assistant', `answer ${i}`);
+      await append('user', `question ${i}`);
+    }
+    await new HistoryMaintenance(llm, conversations, new MetricsService()).afterTurn(owner, id, 0);
+    expect(prompts.length).toBeGreaterThan(0);
+    expect(prompts.join('\n')).toContain('劳动劳动');
+    for (const prompt of prompts) expect(prompt).not.toContain(cnId.slice(0, 12));
+  });
+});

@@ -106,10 +106,19 @@ export class HistoryMaintenance {
       afterSeq: range.fromSeq - 1,
       limit: range.toSeq - range.fromSeq + 1,
     });
+    // Redacted before it is cut (a prefix of it, far wider than what is kept: an answer may be
+    // 100,000 characters): a cut through PII leaves a part the redaction no longer recognises.
     const messages = oldestWithinBudget(
       backlog.map((m) =>
         m.content.length > FOLD_MESSAGE_MAX_CHARS
-          ? { ...m, content: truncate(m.content.trim(), FOLD_MESSAGE_MAX_CHARS), tokens: 0 }
+          ? {
+              ...m,
+              content: truncate(
+                redactPii(m.content.trim().slice(0, FOLD_MESSAGE_MAX_CHARS * 4)),
+                FOLD_MESSAGE_MAX_CHARS,
+              ),
+              tokens: 0,
+            }
           : m,
       ),
       FOLD_MAX_TOKENS,
