@@ -5,13 +5,14 @@ import { NestFactory } from '@nestjs/core';
 import { DocumentBuilder, SwaggerModule } from '@nestjs/swagger';
 import { parse as parseContentType } from 'content-type';
 import { json, NextFunction, Request, Response } from 'express';
-import { ClsMiddleware } from 'nestjs-cls';
+import { ClsMiddleware, ClsService } from 'nestjs-cls';
 import { LoomEnv } from '@loom/agent-kit';
-import { createPinoLogger, LoomLogger } from '@loom/observability';
+import { createPinoLogger, LoomClsStore, LoomLogger } from '@loom/observability';
 import { assertJsonBody, MAX_JSON_DEPTH } from '@loom/security';
 import { LoomError, LoomErrorCode } from '@loom/session';
 import { AppModule, CLS_MIDDLEWARE } from './app.module';
 import { authenticateBeforeBody } from './auth/authenticate-before-body';
+import { AuthedRequest } from './auth/jwt-auth.guard';
 import { TokenVerifier } from './auth/token-verifier';
 import { HttpErrorFilter } from './errors/http-error.filter';
 import { countBeforeRouting, unlessRateLimited } from './security/count-before-routing';
@@ -188,6 +189,17 @@ export async function createOrchestrator(env: LoomEnv): Promise<INestApplication
   // Counted against the tenant's rate limit before routing: also what no route takes (404) and a
   // body the parser refuses. The body of a request past the limit is not read: it answers 429.
   app.use(countBeforeRouting(app.get(TokenVerifier), app.get(TenantThrottlerGuard)));
+  // The owner a valid token named, into the request's context as the routes' guard puts it: the
+  // access-log line of a request refused before any route (413, 415, 404, 429 …) names its tenant.
+  const cls = app.get<ClsService<LoomClsStore>>(ClsService);
+  app.use((req: Request, _res: Response, next: NextFunction) => {
+    const { owner } = req as unknown as AuthedRequest;
+    if (owner && cls.isActive()) {
+      cls.set('tenantId', owner.tenantId);
+      cls.set('userId', owner.userId);
+    }
+    next();
+  });
   // A body the API would not read (text/plain, a form, UTF-16) is refused, not silently taken as
   // {} or decoded past the checks below, which read UTF-8. A declared length over the limit is
   // refused at once: the parser would wait for the whole body first, however long it is.

@@ -64,6 +64,35 @@ describe('access log and correlation id of requests refused before routing', () 
     },
   );
 
+  // A client flooding the API with refused requests is found by its tenant.
+  it.each([
+    ['a body in another content type', 415, '/v1/conversations', 'text/plain', 'hello'],
+    [
+      'a declared body over the limit',
+      413,
+      '/v1/conversations',
+      'application/json',
+      'x'.repeat(400 * 1024),
+    ],
+    ['a path no route takes', 404, '/v1/nowhere', 'application/json', '{}'],
+  ])(
+    '%s with a valid token: its line names the tenant',
+    async (_what, status, path, type, body) => {
+      const correlationId = `tenant-${status}-${Date.now()}`;
+      const res = await request(orch.app.getHttpServer())
+        .post(path)
+        .set('content-type', type)
+        .set('authorization', orch.auth('al', 'tenant-log'))
+        .set('x-correlation-id', correlationId)
+        .send(body);
+      expect(res.status).toBe(status);
+      await new Promise((r) => setTimeout(r, 100));
+      expect(lines().filter((l) => l.correlationId === correlationId)).toEqual([
+        expect.objectContaining({ msg: 'request completed', status, tenantId: 'tenant-log' }),
+      ]);
+    },
+  );
+
   it('a request taken by a route: one line, with the tenant the token names', async () => {
     const correlationId = `routed-${Date.now()}`;
     const res = await request(orch.app.getHttpServer())
