@@ -12,6 +12,10 @@ const EMAIL =
 const INTL_PHONE = /(?<![\w+])\+\d{1,15}(?:[ .-]?\(\d{1,5}\))?(?:[ .-]\d{1,8}){0,6}/g;
 const US_PHONE =
   /(?<![\w+.-])(?:\+?1[ .-]?)?(?:\((\d{3})\)[ .-]?|(\d{3})[ .-])(\d{3})[ .-]\d{4}(?![\w]|[.-]\d)/g;
+// A mainland landline with its area code in brackets (full-width too): （010）62345678,
+// (021) 6234 5678, (0755)888-8888. The local number is 7 or 8 digits, not starting with 0 or 1.
+const CN_LANDLINE_BRACKETED =
+  /(?<![\w(（])[(（]0[1-9]\d{1,2}[)）][ \t]?[2-9]\d{2,3}[ -]?\d{4}(?![\w]|[.-]\d)/g;
 
 const OCTET = '(?:25[0-5]|2[0-4]\\d|1\\d\\d|[1-9]?\\d)';
 // Not inside a longer dotted run: 1.2.3.4.5 and v1.2.3.4 stay untouched.
@@ -43,6 +47,8 @@ function detectPhone(text: string): PiiSpan[] {
     if (looksLikeAmount(text, start, start + value.length)) continue;
     spans.push({ type: 'PHONE', start, end: start + value.length });
   }
+  for (const m of text.matchAll(CN_LANDLINE_BRACKETED))
+    spans.push({ type: 'PHONE', start: m.index ?? 0, end: (m.index ?? 0) + m[0].length });
   for (const m of text.matchAll(US_PHONE)) {
     if (!nanpValid(m[1] ?? m[2], m[3])) continue;
     spans.push({ type: 'PHONE', start: m.index ?? 0, end: (m.index ?? 0) + m[0].length });

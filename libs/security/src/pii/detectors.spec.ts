@@ -72,6 +72,28 @@ describe('phoneDetector', () => {
     ]);
   });
 
+  // How a mainland landline is most often written: the area code in brackets, full-width in
+  // Chinese text. Such a number went to the logs (and, with LOOM_REDACT_STORED, to the store).
+  it('finds mainland landlines with the area code in brackets', () => {
+    expect(
+      found(
+        phoneDetector,
+        '电话（010）62345678，传真 (021) 6234 5678，分机(0755)8888888。tel: (010)6234-5678',
+      ),
+    ).toEqual([
+      'PHONE:（010）62345678',
+      'PHONE:(021) 6234 5678',
+      'PHONE:(0755)8888888',
+      'PHONE:(010)6234-5678',
+    ]);
+  });
+
+  it('leaves bracketed numbers that are no landline alone', () => {
+    expect(
+      found(phoneDetector, '见(001)12345678、第(010)123 号、(2024)62345678、f(010)62345678x'),
+    ).toEqual([]);
+  });
+
   it('rejects too few digits, invalid NANP numbers and time-zone offsets', () => {
     expect(found(phoneDetector, '+1 234, 123-456-7890, +08:00, +100 points')).toEqual([]);
   });
