@@ -1,7 +1,9 @@
-import { Logger } from '@nestjs/common';
+import { Injectable, Logger } from '@nestjs/common';
 import { Writable } from 'stream';
 import request from 'supertest';
+import { AgentHandler, bootstrapAgent } from '@loom/agent-kit';
 import { createPinoLogger, LoomLogger } from '@loom/observability';
+import { SessionContext, Usage } from '@loom/session';
 import { InProcessOrchestrator, startInProcessOrchestrator } from './in-process.support';
 
 /**
@@ -106,5 +108,98 @@ describe('access log and correlation id of requests refused before routing', () 
     expect(lines().filter((l) => l.correlationId === correlationId)).toEqual([
       expect.objectContaining({ msg: 'request completed', status: 201, tenantId: 'tenant-log' }),
     ]);
+  });
+});
+
+/** Answers once the test lets it (or after 10 s). */
+let answer: () => void = () => undefined;
+@Injectable()
+class WaitingHandler implements AgentHandler {
+  async handle(ctx: SessionContext): Promise<{ answer: string; usage: Usage }> {
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(resolve, 10_000);
+      answer = () => (clearTimeout(timer), resolve());
+    });
+    return {
+      answer: `you said: ${ctx.question}`,
+      usage: { promptTokens: 1, completionTokens: 1, costUsd: 0 },
+    };
+  }
+}
+
+/**
+ * A client that gives up on a turn (its own time-out, a closed tab) was logged as
+ * `request completed` with the status the route had set for an answer it never got (201):
+ * the access log showed a success where the client saw none.
+ */
+describe('access log of a request its client gave up on', () => {
+  let orch: InProcessOrchestrator;
+  let out = '';
+  const lines = () =>
+    out
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as Record<string, unknown>);
+
+  beforeAll(async () => {
+    orch = await startInProcessOrchestrator('access_log_abort', {
+      agents: async (env) => [
+        await bootstrapAgent(
+          {
+            agentType: 'echo',
+            description: 'echoes',
+            role: 'specialist',
+            intents: ['echo'],
+            keywords: ['echo'],
+          },
+          WaitingHandler,
+          env,
+        ),
+      ],
+    });
+    const destination = new Writable({
+      write(chunk, _enc, done) {
+        out += chunk.toString();
+        done();
+      },
+    });
+    Logger.overrideLogger(
+      new LoomLogger(
+        createPinoLogger({ service: 'orchestrator', level: 'info', format: 'json', destination }),
+      ),
+    );
+  });
+  afterAll(async () => {
+    answer();
+    await orch?.close();
+  });
+
+  it('is logged as aborted, not with a status it never got', async () => {
+    const server = orch.app.getHttpServer();
+    const auth = orch.auth('al', 'tenant-abort');
+    const { conversationId } = (
+      await request(server).post('/v1/conversations').set('authorization', auth).send({})
+    ).body;
+    const correlationId = `abort-${Date.now()}`;
+    const turn = request(server)
+      .post(`/v1/conversations/${conversationId}/messages`)
+      .set('authorization', auth)
+      .set('x-correlation-id', correlationId)
+      .timeout(1_000)
+      .send({ content: 'echo this' });
+    await expect(turn).rejects.toThrow(/timeout/i);
+    const line = async () => {
+      for (let i = 0; i < 100; i++) {
+        const found = lines().find(
+          (l) => l.correlationId === correlationId && l.context === 'HTTP',
+        );
+        if (found) return found;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      return undefined;
+    };
+    expect(await line()).toMatchObject({ msg: 'request aborted', method: 'POST' });
+    expect((await line())?.status).toBeUndefined();
+    answer();
   });
 });

@@ -10,11 +10,14 @@ interface Req {
 }
 interface Res {
   statusCode: number;
+  headersSent?: boolean;
+  writableFinished?: boolean;
   on(event: 'finish' | 'close', fn: () => void): void;
 }
 
 /**
- * One access-log line per request (what pino-http would log), written in the request's CLS
+ * One access-log line per request (what pino-http would log: `request completed`, or `request
+ * aborted` when the client closed it before its answer was sent whole), written in the request's CLS
  * context when it ends, so it carries tenantId, conversationId, taskId and correlationId as far
  * as the request learnt them. The query string is dropped; the path is percent-decoded (so
  * `a%40b.com` is seen as `a@b.com`), redacted, then cut to 200 characters. Successful scrapes of
@@ -30,7 +33,7 @@ export class RequestLogMiddleware implements NestMiddleware {
     const started = process.hrtime.bigint();
     const store = this.cls.isActive() ? this.cls.get() : undefined;
     let done = false;
-    const finish = () => {
+    const finish = (aborted: boolean) => {
       if (done) return;
       done = true;
       // Redaction looks at a bounded prefix (a URL may be kilobytes long), wider than what is
@@ -40,19 +43,24 @@ export class RequestLogMiddleware implements NestMiddleware {
       const raw = (req.originalUrl ?? req.url).split('?')[0];
       if (unremarkable(raw, res.statusCode)) return;
       const path = redactPii(decoded(raw).slice(0, 1000)).slice(0, 200);
-      const entry = {
-        msg: 'request completed',
-        method: req.method,
-        path,
-        status: res.statusCode,
-        ms: Number((process.hrtime.bigint() - started) / 1000n) / 1000,
-      };
+      const ms = Number((process.hrtime.bigint() - started) / 1000n) / 1000;
+      // Closed before its answer was sent whole (the client gave up): the status it got, if any,
+      // not the one the route had set for an answer it never saw.
+      const entry = aborted
+        ? {
+            msg: 'request aborted',
+            method: req.method,
+            path,
+            ...(res.headersSent ? { status: res.statusCode } : {}),
+            ms,
+          }
+        : { msg: 'request completed', method: req.method, path, status: res.statusCode, ms };
       const write = () => (res.statusCode >= 500 ? this.log.error(entry) : this.log.log(entry));
       if (store) this.cls.runWith(store, write);
       else write();
     };
-    res.on('finish', finish);
-    res.on('close', finish);
+    res.on('finish', () => finish(false));
+    res.on('close', () => finish(res.writableFinished === false));
     next();
   }
 }
