@@ -20,6 +20,28 @@ describe('redactDeep', () => {
     expect(input).toEqual(copy);
   });
 
+  // A form's phone or card field often reaches JSON as a number: conversation metadata (the
+  // session index) and log fields kept it, where the same value as text was redacted.
+  it('redacts a phone or card number given as a JSON number, and leaves other numbers alone', () => {
+    expect(
+      redactDeep({
+        contact: { mobile: 13800138000, card: 4111111111111111 },
+        ids: [13800138000],
+        count: 3,
+        amount: 1999.5,
+        at: 1732680000000,
+        orderNo: 2024010112345,
+      }),
+    ).toEqual({
+      contact: { mobile: '[REDACTED_PHONE]', card: '[REDACTED_CARD]' },
+      ids: ['[REDACTED_PHONE]'],
+      count: 3,
+      amount: 1999.5,
+      at: 1732680000000,
+      orderNo: 2024010112345,
+    });
+  });
+
   it('keeps a `__proto__` key that JSON gave as data, redacted like any other', () => {
     const out = redactDeep(JSON.parse('{"__proto__": {"email": "a@b.com"}, "k": 1}')) as object;
     expect(Object.keys(out)).toEqual(['__proto__', 'k']);

@@ -148,6 +148,7 @@ function walk(
   if (under && ((typeof value === 'string' && value !== '') || typeof value === 'number'))
     return placeholder(under);
   if (typeof value === 'string') return redactPii(value, opts);
+  if (typeof value === 'number') return redactNumber(value, opts);
   if (value === null || typeof value !== 'object') return value;
   if (ancestors.has(value)) return '[Circular]';
   const isArray = Array.isArray(value);
@@ -191,7 +192,20 @@ function walk(
 }
 
 /**
- * Deep copy of `value` with every string redacted, keys included, for log objects. Walks plain objects and
+ * A phone or card number that reached JSON as a number (a form's field): its placeholder, as the
+ * same digits as text would be; any other number as it is. Only whole numbers of 7 digits or
+ * more can be one.
+ */
+function redactNumber(value: number, opts: RedactOptions): number | string {
+  if (!Number.isSafeInteger(value) || Math.abs(value) < 1_000_000) return value;
+  const text = String(value);
+  const redacted = redactPii(text, opts);
+  return redacted === text ? value : redacted;
+}
+
+/**
+ * Deep copy of `value` with every string redacted, keys included, for log objects (and a number
+ * that is a phone or card number, as its placeholder). Walks plain objects and
  * arrays (Errors become `{ name, message, stack, … }`); values under password/secret/token-like
  * keys are replaced whole (each text and number, in lists and objects under them too). Cycles become "[Circular]", nesting past `maxDepth` "[Truncated]",
  * throwing getters "[Unreadable]"; other class instances are returned as they are. Never throws.
