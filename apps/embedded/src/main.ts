@@ -4,6 +4,7 @@ import { existsSync, readdirSync } from 'fs';
 import { AddressInfo } from 'net';
 import { join } from 'path';
 import { AgentDefinition, loadEnvOrExit } from '@loom/agent-kit';
+import { handleProcessErrors } from '@loom/observability';
 import { createOrchestrator } from '../../orchestrator/src/bootstrap';
 import { startEmbeddedAgents } from './embedded-agents';
 
@@ -31,6 +32,9 @@ function agentApps(): { app: string; agent: AgentDefinition }[] {
  */
 async function main(): Promise<void> {
   const env = loadEnvOrExit({ LOOM_PROFILE: 'embedded' });
+  // One process for every app: an agent handler's promise that fails unawaited is logged; it
+  // does not end the orchestrator and every other agent with it.
+  handleProcessErrors();
   const agents = agentApps();
   process.stdout.write(
     `loom: embedded profile (JSON files in ${env.LOOM_DATA_DIR}, TCP transport, no Redis or MySQL); agents: ${agents.map((a) => a.app).join(', ')}\n`,

@@ -2,11 +2,14 @@ import 'reflect-metadata';
 import { AddressInfo } from 'net';
 import { Logger } from '@nestjs/common';
 import { loadEnvOrExit } from '@loom/agent-kit';
+import { handleProcessErrors } from '@loom/observability';
 import { EMBEDDED_JWT_SECRET } from './app.module';
 import { createOrchestrator } from './bootstrap';
 
 async function main(): Promise<void> {
   const env = loadEnvOrExit();
+  // A promise that fails unawaited is logged (JSON, redacted); it does not end the process.
+  handleProcessErrors();
   const app = await createOrchestrator(env);
   // Without a secret of its own (embedded profile), anyone could mint tokens with the built-in
   // one, printed in the source: then this machine alone may call it.

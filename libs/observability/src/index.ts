@@ -1,3 +1,4 @@
 export * from './cls-store';
 export * from './logger';
 export * from './mdc';
+export * from './process-errors';

@@ -1,7 +1,7 @@
 import { INestMicroservice, Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { MicroserviceOptions, Transport } from '@nestjs/microservices';
-import { createPinoLogger, LoomLogger } from '@loom/observability';
+import { createPinoLogger, handleProcessErrors, LoomLogger } from '@loom/observability';
 import { LoomEnv, loadEnvOrExit } from '../config/loom-env';
 import { AgentRegistration } from '../contracts/agent-descriptor';
 import { descriptorProblem } from '../contracts/agent-descriptor-check';
@@ -79,12 +79,17 @@ export async function bootstrapAgent(
  * descriptor, Redis or MySQL unreachable) and exits with code 1.
  */
 export function runAgent(agent: AgentDefinition): void {
-  bootstrapAgent(agent).catch((err: unknown) => {
-    const name = typeof agent.descriptor?.agentType === 'string' ? agent.descriptor.agentType : '';
-    const why = err instanceof Error ? err.message : String(err);
-    process.stderr.write(`loom ${name ? `${name} ` : ''}agent: failed to start: ${why}\n`);
-    process.exit(1);
-  });
+  // Once started, a handler's promise that fails unawaited is logged (JSON, redacted): it does
+  // not end every execution in flight here.
+  bootstrapAgent(agent)
+    .then(() => handleProcessErrors())
+    .catch((err: unknown) => {
+      const name =
+        typeof agent.descriptor?.agentType === 'string' ? agent.descriptor.agentType : '';
+      const why = err instanceof Error ? err.message : String(err);
+      process.stderr.write(`loom ${name ? `${name} ` : ''}agent: failed to start: ${why}\n`);
+      process.exit(1);
+    });
 }
 
 async function freePort(): Promise<number> {
