@@ -32,6 +32,22 @@ describe('createPinoLogger', () => {
     expect(second).toMatchObject({ level: 'warn', taskId: 't_1', phone: '[REDACTED_PHONE]' });
   });
 
+  it('json: keeps the stack Nest passes to error(message, stack, context), redacted', () => {
+    const { logger, lines } = capture('json');
+    // What Nest's own ExceptionHandler and Logger.error(message, stack) do.
+    logger.error(
+      'Unhandled error',
+      'Error: no user 13812345678\n    at handler (x.js:1:1)',
+      'Boot',
+    );
+    expect(JSON.parse(lines()[0])).toMatchObject({
+      level: 'error',
+      context: 'Boot',
+      msg: 'Unhandled error',
+      stack: 'Error: no user [REDACTED_PHONE]\n    at handler (x.js:1:1)',
+    });
+  });
+
   it('pretty: a readable line per entry (time, level, service, context, message), PII redacted', () => {
     const { logger, lines } = capture('pretty');
     logger.log('hello alice@example.com', 'TurnService');

@@ -77,7 +77,11 @@ export class LoomLogger implements LoggerService {
   log(message: unknown, ...rest: unknown[]): void {
     this.write('info', message, rest);
   }
+  /** Nest calls it as `error(message, stack?, context?)`: a stack becomes the line's `stack`. */
   error(message: unknown, ...rest: unknown[]): void {
+    const [stack] = rest;
+    if (rest.length >= 2 && typeof stack === 'string' && typeof rest.at(-1) === 'string')
+      return this.write('error', message, [{ stack }, ...rest.slice(1)]);
     this.write('error', message, rest);
   }
   warn(message: unknown, ...rest: unknown[]): void {
