@@ -14,6 +14,8 @@ interface Pair {
 export class FreezableTcpProxy {
   private frozen = false;
   private readonly pairs = new Set<Pair>();
+  /** Connections `strand()` left hanging: never thawed, only closed. */
+  private readonly stranded = new Set<Pair>();
   private readonly server: Server;
   port = 0;
   /** Connections accepted so far. */
@@ -70,8 +72,20 @@ export class FreezableTcpProxy {
     }
   }
 
+  /**
+   * Freezes the connections open now, for good, and lets new ones through: a database that
+   * failed over without a reset (its old host gone, the address now leading to the new one).
+   */
+  strand(): void {
+    for (const pair of this.pairs) {
+      hold(pair);
+      this.pairs.delete(pair);
+      this.stranded.add(pair);
+    }
+  }
+
   async close(): Promise<void> {
-    for (const { client, upstream } of this.pairs) {
+    for (const { client, upstream } of [...this.pairs, ...this.stranded]) {
       client.destroy();
       upstream.destroy();
     }
@@ -87,6 +101,7 @@ export class FreezableTcpProxy {
       pair.client.destroy();
       pair.upstream.destroy();
       this.pairs.delete(pair);
+      this.stranded.delete(pair);
     };
     for (const socket of [pair.client, pair.upstream]) socket.on('error', close).on('close', close);
     if (this.frozen) hold(pair);

@@ -428,7 +428,7 @@ export class MysqlSessionStore implements SessionStore {
     const giveUpAt = Date.now() + DEADLOCK_RETRY_MS;
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.bounded(this.db.query(sql, params));
+        return await this.statement<T>(sql, params);
       } catch (err) {
         if (errno(err) === ER_LOCK_DEADLOCK) {
           if (opts.onDeadlock === 'throw') throw err;
@@ -443,19 +443,36 @@ export class MysqlSessionStore implements SessionStore {
     }
   }
 
-  private bounded<T>(statement: Promise<T>): Promise<T> {
+  /**
+   * One statement on a pooled connection of its own. Should it outlast queryTimeoutMs, its
+   * connection leaves the pool and is closed: a connection that stopped answering (a failover
+   * without a reset leaves the old server's connections hanging) would otherwise hold its place
+   * in the pool until TCP gave up, a quarter of an hour later, and every statement would queue
+   * behind it and time out; the pool opens a new one instead.
+   */
+  private statement<T>(sql: string, params?: unknown[]): Promise<T> {
+    const runner = this.db.createQueryRunner();
+    const statement = this.db.query<T>(sql, params, runner).finally(() => runner.release());
+    return this.bounded(statement, () => {
+      const conn = runner.databaseConnection as
+        { destroy(): void; stream?: { destroy(): void } } | undefined;
+      conn?.destroy();
+      conn?.stream?.destroy();
+    });
+  }
+
+  private bounded<T>(statement: Promise<T>, onTimeout: () => void = () => undefined): Promise<T> {
     let timer: NodeJS.Timeout | undefined;
     const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () =>
-          reject(
-            new LoomError(
-              LoomErrorCode.UNAVAILABLE,
-              `the durable store did not answer in ${this.queryTimeoutMs} ms`,
-            ),
+      timer = setTimeout(() => {
+        onTimeout();
+        reject(
+          new LoomError(
+            LoomErrorCode.UNAVAILABLE,
+            `the durable store did not answer in ${this.queryTimeoutMs} ms`,
           ),
-        this.queryTimeoutMs,
-      );
+        );
+      }, this.queryTimeoutMs);
     });
     // The statement may still settle after the time-out; nobody waits for it then.
     statement.catch(() => undefined);

@@ -61,4 +61,22 @@ describe('mysql store: a database that stops answering', () => {
     }
     expect([{ v: 1 }, { v: 2 }]).toContainEqual(value);
   });
+
+  it('after a failover that leaves its connections hanging, reconnects instead of answering 503 for good', async () => {
+    const sid = newId('c');
+    await store.save(alice, sid, 'conversation', { v: 1 });
+    // The old connections (both of the pool's, busy or idle) lead nowhere now; new ones reach
+    // the database. Nothing closes the old ones: only a time-out can tell.
+    await Promise.all([store.get(alice, sid, 'conversation'), store.exists(alice, sid)]);
+    proxy.strand();
+    const outcomes: string[] = [];
+    for (let i = 0; i < 20; i++) {
+      const outcome_ = await outcome(store.get(alice, sid, 'conversation'));
+      outcomes.push(outcome_);
+      if (outcome_ === 'answered') break;
+    }
+    // A few calls may time out on the stranded connections; then the pool reconnects.
+    expect(outcomes[outcomes.length - 1]).toBe('answered');
+    expect(outcomes.slice(0, -1).every((o) => o === 'UNAVAILABLE')).toBe(true);
+  });
 });
