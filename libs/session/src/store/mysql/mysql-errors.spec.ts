@@ -26,6 +26,28 @@ describe('driver connection errors', () => {
     expect(asUnavailable(err)).toMatchObject({ code: LoomErrorCode.UNAVAILABLE });
   });
 
+  it.each([
+    Object.assign(new Error('The MariaDB server is running with the --read-only option'), {
+      code: 'ER_OPTION_PREVENTS_STATEMENT',
+      errno: 1290,
+    }),
+    Object.assign(new Error('query failed'), {
+      driverError: { code: 'ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION', errno: 1792 },
+    }),
+    Object.assign(new Error('Running in read-only mode'), { errno: 1836 }),
+    Object.assign(new Error("The table 'loom_session_state' is full"), { errno: 1114 }),
+    Object.assign(new Error('Disk full; waiting for someone to free some space'), { errno: 1021 }),
+    Object.assign(new Error("User loom already has more than 'max_user_connections'"), {
+      code: 'ER_TOO_MANY_USER_CONNECTIONS',
+      errno: 1203,
+    }),
+    Object.assign(new Error("User 'loom' has exceeded the 'max_user_connections' resource"), {
+      errno: 1226,
+    }),
+  ])('a server read-only, full or at its connection limits is UNAVAILABLE: %s', (err) => {
+    expect(asUnavailable(err)).toMatchObject({ code: LoomErrorCode.UNAVAILABLE });
+  });
+
   it('a database that was never migrated is UNAVAILABLE, naming the command that fixes it', () => {
     const err = Object.assign(new Error("Table 'x.loom_session_state' doesn't exist"), {
       errno: 1146,

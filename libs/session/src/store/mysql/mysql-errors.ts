@@ -22,8 +22,11 @@ const CONNECTION_CODES = new Set([
   'CR_SERVER_LOST',
 ]);
 
-/** MySQL/MariaDB error numbers of the same kind (server shutting down, too many connections…). */
-const CONNECTION_ERRNOS = new Set([1040, 1053, 1927, 2002, 2003, 2006, 2013]);
+/**
+ * MySQL/MariaDB error numbers of the same kind (server shutting down, too many connections, the
+ * user's own connection limits: ER_TOO_MANY_USER_CONNECTIONS, ER_USER_LIMIT_REACHED…).
+ */
+const CONNECTION_ERRNOS = new Set([1040, 1053, 1203, 1226, 1927, 2002, 2003, 2006, 2013]);
 
 const CLOSED_STATE =
   /closed state|connection lost|pool is closed|not connected|queue limit reached/i;
@@ -52,6 +55,22 @@ export function isContentionError(err: unknown): boolean {
   );
 }
 
+/**
+ * The server refuses writes for now, whatever they hold: it is read-only (ER_OPTION_PREVENTS_STATEMENT
+ * under read_only, the former primary after a failover; ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION;
+ * ER_READ_ONLY_MODE) or out of space (ER_RECORD_FILE_FULL, ER_DISK_FULL). Nothing was written.
+ */
+const REFUSED_FOR_NOW_ERRNOS = new Set([1290, 1792, 1836, 1114, 1021]);
+
+/** True when `err` says the server takes no writes for now (read-only, full): not the request's fault. */
+export function isRefusedForNow(err: unknown): boolean {
+  if (!err || typeof err !== 'object') return false;
+  const e = err as { errno?: unknown; driverError?: { errno?: unknown } };
+  return [e.errno, e.driverError?.errno].some(
+    (n) => typeof n === 'number' && REFUSED_FOR_NOW_ERRNOS.has(n),
+  );
+}
+
 /** ER_NO_SUCH_TABLE: the database was never migrated (DB_MIGRATIONS_RUN=false). */
 const ER_NO_SUCH_TABLE = 1146;
 
@@ -64,13 +83,19 @@ export function isSchemaMissing(err: unknown): boolean {
 
 /**
  * The one mapping of driver failures that are not the request's fault to the domain:
- * UNAVAILABLE (HTTP 503, worth a retry), for a database out of reach or too contended.
+ * UNAVAILABLE (HTTP 503, worth a retry), for a database out of reach, too contended, read-only
+ * or full.
  */
 export function asUnavailable(err: unknown): unknown {
   if (isConnectionError(err))
     return new LoomError(LoomErrorCode.UNAVAILABLE, 'the durable store is unavailable');
   if (isContentionError(err))
     return new LoomError(LoomErrorCode.UNAVAILABLE, 'the durable store is busy; retry');
+  if (isRefusedForNow(err))
+    return new LoomError(
+      LoomErrorCode.UNAVAILABLE,
+      'the durable store takes no writes for now (read-only or full); retry',
+    );
   if (isSchemaMissing(err))
     return new LoomError(
       LoomErrorCode.UNAVAILABLE,

@@ -1,0 +1,63 @@
+import { createConnection, Connection } from 'mysql2/promise';
+import { PrivateMariaDb } from '@loom/testing';
+import { LoomError } from '../../errors/session-error';
+import { newId } from '../../ids';
+import { openSessionDataSource } from './data-source';
+import { MysqlSessionStore } from './mysql-session.store';
+
+/** A user without the privileges that bypass read_only, as an application's user is. */
+async function appUser(db: PrivateMariaDb, database: string): Promise<string> {
+  const admin = await createConnection(db.url);
+  await admin.query(`CREATE DATABASE IF NOT EXISTS \`${database}\``);
+  await admin.query("CREATE USER IF NOT EXISTS 'loom'@'127.0.0.1' IDENTIFIED BY 'loom-pass'");
+  await admin.query(`GRANT ALL PRIVILEGES ON \`${database}\`.* TO 'loom'@'127.0.0.1'`);
+  await admin.end();
+  return `mysql://loom:loom-pass@127.0.0.1:${db.port}/${database}`;
+}
+
+const outcome = (p: Promise<unknown>) =>
+  p.then(
+    () => 'answered',
+    (err) => (LoomError.is(err) ? err.code : `raw ${(err as { errno?: number }).errno}`),
+  );
+
+/**
+ * MySQL refusing a statement for a while, not because of the request: a server made read-only
+ * (the former primary after a failover). A turn should get 503 UNAVAILABLE and a retry, not 500.
+ */
+describe('mysql store: a server that refuses writes for now', () => {
+  const alice = { tenantId: 'tenant-a' };
+  let primary: PrivateMariaDb;
+  let admin: Connection;
+  let store: MysqlSessionStore;
+
+  beforeAll(async () => {
+    primary = await PrivateMariaDb.start();
+    const url = await appUser(primary, 'loom_refusals');
+    store = new MysqlSessionStore(await openSessionDataSource({ url, poolSize: 2 }));
+    admin = await createConnection(primary.url);
+  });
+  afterAll(async () => {
+    await admin?.end();
+    await store?.close();
+    await primary?.destroy();
+  });
+
+  it('a read-only server answers writes UNAVAILABLE, and they succeed once it is writable', async () => {
+    const sid = newId('c');
+    await store.save(alice, sid, 'conversation', { v: 1 });
+    await admin.query('SET GLOBAL read_only = 1');
+    try {
+      expect(await outcome(store.save(alice, sid, 'conversation', { v: 2 }))).toBe('UNAVAILABLE');
+      expect(await outcome(store.append(alice, sid, 'messages', { text: 'hi' }))).toBe(
+        'UNAVAILABLE',
+      );
+      expect(await outcome(store.nextFence(alice, sid))).toBe('UNAVAILABLE');
+      expect(await store.get(alice, sid, 'conversation')).toEqual({ v: 1 });
+    } finally {
+      await admin.query('SET GLOBAL read_only = 0');
+    }
+    await store.save(alice, sid, 'conversation', { v: 3 });
+    expect(await store.get(alice, sid, 'conversation')).toEqual({ v: 3 });
+  });
+});
