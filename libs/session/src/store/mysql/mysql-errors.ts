@@ -60,7 +60,20 @@ export function isContentionError(err: unknown): boolean {
  * under read_only, the former primary after a failover; ER_CANT_EXECUTE_IN_READ_ONLY_TRANSACTION;
  * ER_READ_ONLY_MODE) or out of space (ER_RECORD_FILE_FULL, ER_DISK_FULL). Nothing was written.
  */
-const REFUSED_FOR_NOW_ERRNOS = new Set([1290, 1792, 1836, 1114, 1021]);
+const READ_ONLY_ERRNOS = new Set([1290, 1792, 1836]);
+const REFUSED_FOR_NOW_ERRNOS = new Set([...READ_ONLY_ERRNOS, 1114, 1021]);
+
+/**
+ * True when `err` says the connection's server is read-only: after a failover, the former
+ * primary, which the connections opened before it still reach.
+ */
+export function isReadOnlyServer(err: unknown): boolean {
+  if (!err || typeof err !== 'object') return false;
+  const e = err as { errno?: unknown; driverError?: { errno?: unknown } };
+  return [e.errno, e.driverError?.errno].some(
+    (n) => typeof n === 'number' && READ_ONLY_ERRNOS.has(n),
+  );
+}
 
 /** True when `err` says the server takes no writes for now (read-only, full): not the request's fault. */
 export function isRefusedForNow(err: unknown): boolean {

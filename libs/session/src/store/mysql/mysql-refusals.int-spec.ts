@@ -1,5 +1,5 @@
 import { createConnection, Connection } from 'mysql2/promise';
-import { PrivateMariaDb } from '@loom/testing';
+import { FreezableTcpProxy, PrivateMariaDb } from '@loom/testing';
 import { LoomError } from '../../errors/session-error';
 import { newId } from '../../ids';
 import { openSessionDataSource } from './data-source';
@@ -59,5 +59,52 @@ describe('mysql store: a server that refuses writes for now', () => {
     }
     await store.save(alice, sid, 'conversation', { v: 3 });
     expect(await store.get(alice, sid, 'conversation')).toEqual({ v: 3 });
+  });
+});
+
+/**
+ * A failover that moves the database's address to the new primary and leaves the former one up,
+ * read-only: the connections open before it still lead there. Writes must reach the new primary
+ * without restarting the process.
+ */
+describe('mysql store: a failover that leaves the former primary up, read-only', () => {
+  const alice = { tenantId: 'tenant-a' };
+  let former: PrivateMariaDb;
+  let next: PrivateMariaDb;
+  let proxy: FreezableTcpProxy;
+  let store: MysqlSessionStore;
+
+  beforeAll(async () => {
+    [former, next] = await Promise.all([PrivateMariaDb.start(), PrivateMariaDb.start()]);
+    await appUser(former, 'loom_failover');
+    const nextUrl = new URL(await appUser(next, 'loom_failover'));
+    // The new primary holds the schema already, as a replica would.
+    await (await openSessionDataSource({ url: nextUrl.toString(), poolSize: 1 })).destroy();
+    proxy = await FreezableTcpProxy.start({ host: '127.0.0.1', port: former.port });
+    nextUrl.port = String(proxy.port);
+    store = new MysqlSessionStore(
+      await openSessionDataSource({ url: nextUrl.toString(), poolSize: 3 }),
+    );
+  });
+  afterAll(async () => {
+    await store?.close();
+    await proxy?.close();
+    await Promise.all([former?.destroy(), next?.destroy()]);
+  });
+
+  it('answers UNAVAILABLE while its connections reach the former primary, then writes to the new one', async () => {
+    const sid = newId('c');
+    // Every connection of the pool opened, each left idle in it.
+    await Promise.all([1, 2, 3].map((v) => store.save(alice, sid, `value_${v}`, { v })));
+    const admin = await createConnection(former.url);
+    await admin.query('SET GLOBAL read_only = 1');
+    await admin.end();
+    proxy.retarget({ host: '127.0.0.1', port: next.port });
+
+    const outcomes: string[] = [];
+    for (let i = 0; i < 10 && outcomes[outcomes.length - 1] !== 'answered'; i++)
+      outcomes.push(await outcome(store.save(alice, sid, 'conversation', { after: i })));
+    expect(outcomes.slice(0, -1).every((o) => o === 'UNAVAILABLE')).toBe(true);
+    expect(outcomes[outcomes.length - 1]).toBe('answered');
   });
 });

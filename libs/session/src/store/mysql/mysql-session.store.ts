@@ -12,7 +12,7 @@ import {
 } from '../session-store';
 import { decodeValue, encodeValue } from '../codec';
 import * as rules from '../memory/store-rules';
-import { asUnavailable } from './mysql-errors';
+import { asUnavailable, isReadOnlyServer } from './mysql-errors';
 
 const TABLE = 'loom_session_state';
 const FENCE_KEY = '_fence';
@@ -448,17 +448,26 @@ export class MysqlSessionStore implements SessionStore {
    * connection leaves the pool and is closed: a connection that stopped answering (a failover
    * without a reset leaves the old server's connections hanging) would otherwise hold its place
    * in the pool until TCP gave up, a quarter of an hour later, and every statement would queue
-   * behind it and time out; the pool opens a new one instead.
+   * behind it and time out; the pool opens a new one instead. So does a connection whose server
+   * turned out read-only: after a failover, the former primary, still up, which the connections
+   * opened before it reach, while a new one reaches the new primary.
    */
   private statement<T>(sql: string, params?: unknown[]): Promise<T> {
     const runner = this.db.createQueryRunner();
-    const statement = this.db.query<T>(sql, params, runner).finally(() => runner.release());
-    return this.bounded(statement, () => {
+    const discard = () => {
       const conn = runner.databaseConnection as
         { destroy(): void; stream?: { destroy(): void } } | undefined;
       conn?.destroy();
       conn?.stream?.destroy();
-    });
+    };
+    const statement = this.db
+      .query<T>(sql, params, runner)
+      .catch((err: unknown) => {
+        if (isReadOnlyServer(err)) discard();
+        throw err;
+      })
+      .finally(() => runner.release());
+    return this.bounded(statement, discard);
   }
 
   private bounded<T>(statement: Promise<T>, onTimeout: () => void = () => undefined): Promise<T> {
