@@ -48,6 +48,21 @@ describe('driver connection errors', () => {
     expect(asUnavailable(err)).toMatchObject({ code: LoomErrorCode.UNAVAILABLE });
   });
 
+  it.each([
+    Object.assign(new Error('Query execution was interrupted'), {
+      code: 'ER_QUERY_INTERRUPTED',
+      errno: 1317,
+    }),
+    Object.assign(new Error('Query execution was interrupted (max_statement_time exceeded)'), {
+      errno: 1969,
+    }),
+    Object.assign(new Error('query failed'), {
+      driverError: { code: 'ER_QUERY_TIMEOUT', errno: 3024 },
+    }),
+  ])('a statement the server interrupted (KILL QUERY, a time limit) is UNAVAILABLE: %s', (err) => {
+    expect(asUnavailable(err)).toMatchObject({ code: LoomErrorCode.UNAVAILABLE });
+  });
+
   it('a database that was never migrated is UNAVAILABLE, naming the command that fixes it', () => {
     const err = Object.assign(new Error("Table 'x.loom_session_state' doesn't exist"), {
       errno: 1146,

@@ -84,6 +84,22 @@ export function isRefusedForNow(err: unknown): boolean {
   );
 }
 
+/**
+ * The server stopped the statement before its end: an operator's KILL QUERY
+ * (ER_QUERY_INTERRUPTED), or a limit on how long a statement may run (MariaDB's
+ * max_statement_time: ER_STATEMENT_TIMEOUT; MySQL's max_execution_time: ER_QUERY_TIMEOUT).
+ */
+const INTERRUPTED_ERRNOS = new Set([1317, 1969, 3024]);
+
+/** True when the server interrupted the statement: it may well succeed if retried. */
+export function isInterrupted(err: unknown): boolean {
+  if (!err || typeof err !== 'object') return false;
+  const e = err as { errno?: unknown; driverError?: { errno?: unknown } };
+  return [e.errno, e.driverError?.errno].some(
+    (n) => typeof n === 'number' && INTERRUPTED_ERRNOS.has(n),
+  );
+}
+
 /** ER_NO_SUCH_TABLE: the database was never migrated (DB_MIGRATIONS_RUN=false). */
 const ER_NO_SUCH_TABLE = 1146;
 
@@ -97,13 +113,18 @@ export function isSchemaMissing(err: unknown): boolean {
 /**
  * The one mapping of driver failures that are not the request's fault to the domain:
  * UNAVAILABLE (HTTP 503, worth a retry), for a database out of reach, too contended, read-only
- * or full.
+ * or full, or that interrupted the statement.
  */
 export function asUnavailable(err: unknown): unknown {
   if (isConnectionError(err))
     return new LoomError(LoomErrorCode.UNAVAILABLE, 'the durable store is unavailable');
   if (isContentionError(err))
     return new LoomError(LoomErrorCode.UNAVAILABLE, 'the durable store is busy; retry');
+  if (isInterrupted(err))
+    return new LoomError(
+      LoomErrorCode.UNAVAILABLE,
+      'the durable store interrupted the statement; retry',
+    );
   if (isRefusedForNow(err))
     return new LoomError(
       LoomErrorCode.UNAVAILABLE,

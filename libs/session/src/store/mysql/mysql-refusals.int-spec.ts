@@ -1,4 +1,4 @@
-import { createConnection, Connection } from 'mysql2/promise';
+import { createConnection, Connection, RowDataPacket } from 'mysql2/promise';
 import { FreezableTcpProxy, PrivateMariaDb } from '@loom/testing';
 import { LoomError } from '../../errors/session-error';
 import { newId } from '../../ids';
@@ -56,6 +56,37 @@ describe('mysql store: a server that refuses writes for now', () => {
       expect(await store.get(alice, sid, 'conversation')).toEqual({ v: 1 });
     } finally {
       await admin.query('SET GLOBAL read_only = 0');
+    }
+    await store.save(alice, sid, 'conversation', { v: 3 });
+    expect(await store.get(alice, sid, 'conversation')).toEqual({ v: 3 });
+  });
+
+  it('a statement the server interrupts (KILL QUERY by an operator) is UNAVAILABLE', async () => {
+    const sid = newId('c');
+    await store.save(alice, sid, 'conversation', { v: 1 });
+    // An operator's transaction holds the row; the store's write waits for it, and is killed.
+    const holder = await createConnection(`${primary.url}/loom_refusals`);
+    await holder.query('START TRANSACTION');
+    await holder.query(
+      "SELECT * FROM loom_session_state WHERE session_id = ? AND state_key = 'conversation' FOR UPDATE",
+      [sid],
+    );
+    const write = outcome(store.save(alice, sid, 'conversation', { v: 2 }));
+    try {
+      let id: number | undefined;
+      for (let i = 0; i < 100 && id === undefined; i++) {
+        const [rows] = await admin.query<RowDataPacket[]>(
+          "SELECT ID FROM information_schema.PROCESSLIST WHERE USER = 'loom' AND INFO LIKE 'INSERT INTO loom_session_state%'",
+        );
+        id = rows[0]?.ID;
+        if (id === undefined) await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(id).toBeDefined();
+      await admin.query(`KILL QUERY ${Number(id)}`);
+      expect(await write).toBe('UNAVAILABLE');
+    } finally {
+      await holder.query('ROLLBACK');
+      await holder.end();
     }
     await store.save(alice, sid, 'conversation', { v: 3 });
     expect(await store.get(alice, sid, 'conversation')).toEqual({ v: 3 });
