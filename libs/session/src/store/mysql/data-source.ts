@@ -32,7 +32,8 @@ const utcMysql2 = {
 };
 
 /**
- * Creates the database named by `url` when it is missing (apps may start on an empty server).
+ * Creates the database named by `url` when it is missing (apps may start on an empty server);
+ * one that exists is left alone, so a user without the CREATE privilege can start.
  * The first connection a process opens, so a TLS setting the server does not meet fails here,
  * saying so. In UTC like every other connection, though it reads and writes no time.
  */
@@ -45,6 +46,13 @@ export async function ensureDatabase(config: MysqlConnectionConfig): Promise<voi
   );
   try {
     await conn.query(`SET time_zone = '${LOOM_TIME_ZONE}'`);
+    // Asked first: a user that may only read and write its database's tables (migrated by an
+    // operator, DB_MIGRATIONS_RUN=false) is refused CREATE DATABASE even when it exists.
+    const [found] = await conn.query<RowDataPacket[]>(
+      'SELECT 1 FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = ?',
+      [database],
+    );
+    if (found.length) return;
     await conn.query(
       `CREATE DATABASE IF NOT EXISTS \`${database}\` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci`,
     );

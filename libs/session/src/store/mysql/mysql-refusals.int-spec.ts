@@ -61,6 +61,22 @@ describe('mysql store: a server that refuses writes for now', () => {
     expect(await store.get(alice, sid, 'conversation')).toEqual({ v: 3 });
   });
 
+  it('starts as a user that may only read and write the table (DB_MIGRATIONS_RUN=false)', async () => {
+    await admin.query("CREATE USER IF NOT EXISTS 'loom_dml'@'127.0.0.1' IDENTIFIED BY 'dml-pass'");
+    await admin.query(
+      "GRANT SELECT, INSERT, UPDATE, DELETE ON `loom_refusals`.* TO 'loom_dml'@'127.0.0.1'",
+    );
+    const url = `mysql://loom_dml:dml-pass@127.0.0.1:${primary.port}/loom_refusals`;
+    const dml = new MysqlSessionStore(await openSessionDataSource({ url, migrationsRun: false }));
+    try {
+      const sid = newId('c');
+      await dml.save(alice, sid, 'conversation', { v: 1 });
+      expect(await dml.get(alice, sid, 'conversation')).toEqual({ v: 1 });
+    } finally {
+      await dml.close();
+    }
+  });
+
   it('a statement the server interrupts (KILL QUERY by an operator) is UNAVAILABLE', async () => {
     const sid = newId('c');
     await store.save(alice, sid, 'conversation', { v: 1 });
@@ -106,7 +122,8 @@ describe('mysql store: a failover that leaves the former primary up, read-only',
   let store: MysqlSessionStore;
 
   beforeAll(async () => {
-    [former, next] = await Promise.all([PrivateMariaDb.start(), PrivateMariaDb.start()]);
+    former = await PrivateMariaDb.start();
+    next = await PrivateMariaDb.start();
     await appUser(former, 'loom_failover');
     const nextUrl = new URL(await appUser(next, 'loom_failover'));
     // The new primary holds the schema already, as a replica would.
