@@ -5,6 +5,7 @@ export * from './model/state-keys';
 export * from './store/session-store';
 export * from './store/mysql/mysql-session.store';
 export * from './store/mysql/data-source';
+export * from './store/mysql/bounded-query';
 export * from './store/mysql/mysql-connection';
 export * from './store/redis/redis-session.store';
 export * from './store/redis/redis-keys';

@@ -4,12 +4,16 @@ import { ApiServiceUnavailableResponse, ApiTags } from '@nestjs/swagger';
 import { HealthCheck, HealthCheckService, HealthIndicatorService } from '@nestjs/terminus';
 import {
   pingRedis,
+  queryWithin,
   SESSION_INFRA,
   SessionInfra,
   SYSTEM_TENANT,
   SystemSessions,
 } from '@loom/session';
 import { ApiErrors } from '../openapi/api-errors.decorator';
+
+/** How long a store may take to answer the probe before it counts as down (ms). */
+const PROBE_TIMEOUT_MS = 1000;
 
 /**
  * 200 when the stores answer, else 503: MySQL and Redis (distributed), or the JSON-file store
@@ -71,7 +75,16 @@ export class HealthController {
       // The session table, not just the server: an unmigrated database is not ready.
       () =>
         this.probe('mysql', () =>
-          this.infra.dataSource?.query('SELECT 1 FROM loom_session_state LIMIT 1'),
+          // Bounded by the probe's own time-out, after which its connection is closed: one
+          // left waiting on a server that stopped answering would hold its place in the pool.
+          this.infra.dataSource
+            ? queryWithin(
+                this.infra.dataSource,
+                'SELECT 1 FROM loom_session_state LIMIT 1',
+                [],
+                PROBE_TIMEOUT_MS,
+              )
+            : undefined,
         ),
       () => this.probe('redis', () => (this.infra.redis ? pingRedis(this.infra.redis) : undefined)),
     ];
@@ -84,7 +97,9 @@ export class HealthController {
     try {
       await Promise.race([
         fn(),
-        new Promise((_, reject) => (timer = setTimeout(() => reject(new Error('timeout')), 1000))),
+        new Promise(
+          (_, reject) => (timer = setTimeout(() => reject(new Error('timeout')), PROBE_TIMEOUT_MS)),
+        ),
       ]);
       return indicator.up({ ms: Date.now() - started });
     } catch {

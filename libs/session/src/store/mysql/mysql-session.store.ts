@@ -12,7 +12,8 @@ import {
 } from '../session-store';
 import { decodeValue, encodeValue } from '../codec';
 import * as rules from '../memory/store-rules';
-import { asUnavailable, isReadOnlyServer } from './mysql-errors';
+import { queryWithin } from './bounded-query';
+import { asUnavailable } from './mysql-errors';
 
 const TABLE = 'loom_session_state';
 const FENCE_KEY = '_fence';
@@ -428,7 +429,7 @@ export class MysqlSessionStore implements SessionStore {
     const giveUpAt = Date.now() + DEADLOCK_RETRY_MS;
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.statement<T>(sql, params);
+        return await queryWithin<T>(this.db, sql, params, this.queryTimeoutMs);
       } catch (err) {
         if (errno(err) === ER_LOCK_DEADLOCK) {
           if (opts.onDeadlock === 'throw') throw err;
@@ -441,51 +442,6 @@ export class MysqlSessionStore implements SessionStore {
         throw asUnavailable(err);
       }
     }
-  }
-
-  /**
-   * One statement on a pooled connection of its own. Should it outlast queryTimeoutMs, its
-   * connection leaves the pool and is closed: a connection that stopped answering (a failover
-   * without a reset leaves the old server's connections hanging) would otherwise hold its place
-   * in the pool until TCP gave up, a quarter of an hour later, and every statement would queue
-   * behind it and time out; the pool opens a new one instead. So does a connection whose server
-   * turned out read-only: after a failover, the former primary, still up, which the connections
-   * opened before it reach, while a new one reaches the new primary.
-   */
-  private statement<T>(sql: string, params?: unknown[]): Promise<T> {
-    const runner = this.db.createQueryRunner();
-    const discard = () => {
-      const conn = runner.databaseConnection as
-        { destroy(): void; stream?: { destroy(): void } } | undefined;
-      conn?.destroy();
-      conn?.stream?.destroy();
-    };
-    const statement = this.db
-      .query<T>(sql, params, runner)
-      .catch((err: unknown) => {
-        if (isReadOnlyServer(err)) discard();
-        throw err;
-      })
-      .finally(() => runner.release());
-    return this.bounded(statement, discard);
-  }
-
-  private bounded<T>(statement: Promise<T>, onTimeout: () => void = () => undefined): Promise<T> {
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        onTimeout();
-        reject(
-          new LoomError(
-            LoomErrorCode.UNAVAILABLE,
-            `the durable store did not answer in ${this.queryTimeoutMs} ms`,
-          ),
-        );
-      }, this.queryTimeoutMs);
-    });
-    // The statement may still settle after the time-out; nobody waits for it then.
-    statement.catch(() => undefined);
-    return Promise.race([statement, timeout]).finally(() => clearTimeout(timer));
   }
 
   private check(sessionId: string, key: string): void {
