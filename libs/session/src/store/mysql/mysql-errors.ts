@@ -48,11 +48,7 @@ const CONTENTION_ERRNOS = new Set([1205, 1213]);
 
 /** True when `err` says the statement lost to other writers: it may well succeed if retried. */
 export function isContentionError(err: unknown): boolean {
-  if (!err || typeof err !== 'object') return false;
-  const e = err as { errno?: unknown; driverError?: { errno?: unknown } };
-  return [e.errno, e.driverError?.errno].some(
-    (n) => typeof n === 'number' && CONTENTION_ERRNOS.has(n),
-  );
+  return hasErrno(err, CONTENTION_ERRNOS);
 }
 
 /**
@@ -68,20 +64,12 @@ const REFUSED_FOR_NOW_ERRNOS = new Set([...READ_ONLY_ERRNOS, 1114, 1021]);
  * primary, which the connections opened before it still reach.
  */
 export function isReadOnlyServer(err: unknown): boolean {
-  if (!err || typeof err !== 'object') return false;
-  const e = err as { errno?: unknown; driverError?: { errno?: unknown } };
-  return [e.errno, e.driverError?.errno].some(
-    (n) => typeof n === 'number' && READ_ONLY_ERRNOS.has(n),
-  );
+  return hasErrno(err, READ_ONLY_ERRNOS);
 }
 
 /** True when `err` says the server takes no writes for now (read-only, full): not the request's fault. */
 export function isRefusedForNow(err: unknown): boolean {
-  if (!err || typeof err !== 'object') return false;
-  const e = err as { errno?: unknown; driverError?: { errno?: unknown } };
-  return [e.errno, e.driverError?.errno].some(
-    (n) => typeof n === 'number' && REFUSED_FOR_NOW_ERRNOS.has(n),
-  );
+  return hasErrno(err, REFUSED_FOR_NOW_ERRNOS);
 }
 
 /**
@@ -93,11 +81,7 @@ const INTERRUPTED_ERRNOS = new Set([1317, 1969, 3024]);
 
 /** True when the server interrupted the statement: it may well succeed if retried. */
 export function isInterrupted(err: unknown): boolean {
-  if (!err || typeof err !== 'object') return false;
-  const e = err as { errno?: unknown; driverError?: { errno?: unknown } };
-  return [e.errno, e.driverError?.errno].some(
-    (n) => typeof n === 'number' && INTERRUPTED_ERRNOS.has(n),
-  );
+  return hasErrno(err, INTERRUPTED_ERRNOS);
 }
 
 /** ER_NO_SUCH_TABLE: the database was never migrated (DB_MIGRATIONS_RUN=false). */
@@ -137,4 +121,11 @@ export function asUnavailable(err: unknown): unknown {
       { schemaMissing: true },
     );
   return err;
+}
+
+/** Whether `err`, or the driver error TypeORM wraps in it, carries one of `errnos`. */
+function hasErrno(err: unknown, errnos: ReadonlySet<number>): boolean {
+  if (!err || typeof err !== 'object') return false;
+  const e = err as { errno?: unknown; driverError?: { errno?: unknown } };
+  return [e.errno, e.driverError?.errno].some((n) => typeof n === 'number' && errnos.has(n));
 }
