@@ -68,10 +68,8 @@ export function createConnection(
     enableOfflineQueue: true,
     retryStrategy: (times: number) => Math.min(100 * times, 2000),
     socketTimeout: hooks.blockMs === undefined ? undefined : hooks.blockMs + BLOCKED_READ_GRACE_MS,
-    // A failover that demotes the primary leaves its connections on a replica, which refuses
-    // every write for good: connect again (the name now leads to the new primary). The command
-    // refused fails (its caller tries again): one of a MULTI must not be sent again on its own.
-    reconnectOnError: (err: Error) => isReadOnly(err),
+    // READONLY (a failover left the connection on the demoted primary): openRedis reconnects.
+    // The command refused fails and its caller tries again; one of a MULTI is never resent alone.
   });
   let failing = false; // log the first error of an outage only
   redis.on('error', (err: Error) => {
