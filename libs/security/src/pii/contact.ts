@@ -8,8 +8,10 @@ import type { Detector, PiiSpan } from './types';
 const EMAIL =
   /(?<![\w.%+-])(?<!:\/\/[^\s/@:]{0,64}:)[A-Za-z0-9][A-Za-z0-9._%+-]{0,63}@(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.){1,8}[A-Za-z]{2,24}(?![A-Za-z0-9-]|\.[A-Za-z0-9])/g;
 
-// "+" then digit groups joined by single separators; one optional "(area)" right after the country code.
-const INTL_PHONE = /(?<![\w+])\+\d{1,15}(?:[ .-]?\(\d{1,5}\))?(?:[ .-]\d{1,8}){0,6}/g;
+// "+" then digit groups joined by single separators; one optional "(area)" right after the country
+// code, or the trunk prefix in brackets with the area code right after it: +86 (0)10 6234 5678.
+const INTL_PHONE =
+  /(?<![\w+])\+\d{1,15}(?:[ .-]?\(\d{1,5}\)(?:(?<=\(0\))\d{1,4})?)?(?:[ .-]\d{1,8}){0,6}/g;
 const US_PHONE =
   /(?<![\w+.-])(?:\+?1[ .-]?)?(?:\((\d{3})\)[ .-]?|(\d{3})[ .-])(\d{3})[ .-]\d{4}(?![\w]|[.-]\d)/g;
 // A mainland landline with its area code in brackets (full-width too): （010）62345678,

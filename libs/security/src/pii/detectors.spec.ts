@@ -8,6 +8,7 @@ import {
   phoneDetector,
   ssnDetector,
 } from './detectors';
+import { redactPii } from './redact';
 import type { Detector } from './types';
 
 // "type:value" for every span a detector reports, in text order.
@@ -60,6 +61,45 @@ describe('numericDetector', () => {
     expect(found(numericDetector, 'order 12, call 13800138000')).toEqual(['PHONE:13800138000']);
     expect(found(numericDetector, '¥13800138000')).toEqual([]);
     expect(found(numericDetector, '13800138000 元')).toEqual([]);
+  });
+});
+
+describe('mainland landlines, every way they are written', () => {
+  // A user who typed an office number with a space after the area code, or with the trunk "0"
+  // in brackets after +86, found it unredacted in the logs (and, with LOOM_REDACT_STORED, in
+  // the store and in what the agents saw), where 010-62345678 was redacted.
+  it.each([
+    ['办公室 010 62345678 工作日', '010 62345678'],
+    ['办公室 010-62345678 工作日', '010-62345678'],
+    ['办公室 (010)62345678 工作日', '(010)62345678'],
+    ['深圳 0755-8888 6666 工作日', '0755-8888 6666'],
+    ['深圳 0755 8888 6666 工作日', '0755 8888 6666'],
+    ['深圳 0755 8888666 工作日', '0755 8888666'],
+    ['tel +86 10 6234 5678 (office)', '+86 10 6234 5678'],
+    ['tel +86 (0)10 6234 5678 (office)', '+86 (0)10 6234 5678'],
+    ['座机:021 62345678。', '021 62345678'],
+  ])('redacts %j', (text, value) => {
+    expect(redactPii(text)).toBe(text.replace(value, '[REDACTED_PHONE]'));
+  });
+
+  it.each([
+    // no mainland area code: 001, 011, 0105 are none; Beijing numbers have 8 digits
+    '编号 001 62345678',
+    '编号 011 62345678',
+    '编号 0105 62345678',
+    '区号 010 6234567',
+    // the local number must not start with 0 or 1
+    '共 010 12345678 项',
+    // dates, amounts, order and case numbers
+    '日期 0520 20240520',
+    '金额 010 62345678 元',
+    '¥0755 88886666',
+    '订单号 0571 88886666',
+    '（2024）京0105民初12345号',
+    '案号 (2023) 粤0305 民初 23456 号',
+    '2024-05-20 0755',
+  ])('leaves %j alone', (text) => {
+    expect(redactPii(text)).toBe(text);
   });
 });
 

@@ -1,4 +1,4 @@
-import { cardNetwork, cnIdValid, luhnValid } from './checksums';
+import { cardNetwork, cnIdValid, isRealDate, luhnValid } from './checksums';
 import { hasBankContext, looksLikeAmount, nearestContext } from './context';
 import type { Detector, PiiSpan, PiiType } from './types';
 
@@ -11,6 +11,14 @@ const RUN = /\d+(?:[ -]\d+)*(?:[Xx](?![A-Za-z0-9_]))?/g;
 const MAX_WINDOW_DIGITS = 19;
 const WORD = /[A-Za-z0-9_]/;
 const LETTER = /[A-Za-z_]/;
+// The mainland's area codes: 010 (Beijing), 020-029, and the four-digit 03XX-09XX.
+const CN_AREA_CODE = /^0(?:10|2\d|[3-9]\d{2})$/;
+
+/** True for eight digits that are a real date, 19000101 to 20991231 (a YYYYMMDD stamp). */
+function readsAsDate(digits: string): boolean {
+  const m = /^(19\d\d|20\d\d)(\d\d)(\d\d)$/.exec(digits);
+  return !!m && isRealDate(Number(m[1]), Number(m[2]), Number(m[3]));
+}
 
 interface Group {
   start: number;
@@ -65,12 +73,16 @@ function classify(
   }
   if (!type && /^(?:0086)?1[3-9]\d{9}$/.test(value) && /^(?:4,)?(?:11|3,4,4)$/.test(sizes))
     type = 'PHONE';
-  // Mainland landline with area code: 010-62345678, 0755-8888888, 021 6234 5678
-  if (!type && j > i && j <= i + 2 && /^0[1-9]\d{1,2}$/.test(groups[i].text)) {
+  // Mainland landline with area code: 010-62345678, 010 62345678, 0755-8888888, 021 6234 5678,
+  // 0755-8888 6666. Only real area codes (010 and 02X take an 8-digit number, 03XX-09XX one of 7
+  // or 8); after a bare space, not a number that reads as a date (0520 20240520).
+  if (!type && j > i && j <= i + 2 && CN_AREA_CODE.test(groups[i].text)) {
     const local = value.slice(groups[i].text.length);
     const sep = text[groups[i + 1].start - 1];
     const split = j === i + 2 && groups[j].text.length === 4 && text[groups[j].start - 1] !== '-';
-    if (/^[2-9]\d{6,7}$/.test(local) && (j === i + 1 ? sep === '-' : split)) type = 'PHONE';
+    const digits = groups[i].text.length === 3 ? /^[2-9]\d{7}$/ : /^[2-9]\d{6,7}$/;
+    const joined = sep === '-' || (sep === ' ' && !readsAsDate(local));
+    if (digits.test(local) && (j === i + 1 ? joined : split)) type = 'PHONE';
   }
   return type && nearestContext(text, start) !== 'negative' ? type : null;
 }
