@@ -1,5 +1,6 @@
 import { Writable } from 'stream';
 import { createPinoLogger, LoomLogger } from './logger';
+import { runWithMdc } from './mdc';
 
 /** The lines a logger writes, in the given LOG_FORMAT. */
 function capture(format: 'json' | 'pretty'): { logger: LoomLogger; lines: () => string[] } {
@@ -63,4 +64,29 @@ describe('createPinoLogger', () => {
     expect(warn).toContain('phone: "[REDACTED_PHONE]"');
     expect(warn).not.toContain('13812345678');
   });
+
+  // The embedded profile: one process, one logger for Nest's class loggers (the app created
+  // last's), so a line names the service of the context it was written in.
+  it.each(['json', 'pretty'] as const)(
+    "%s: names the service of the CLS context, the logger's own outside one",
+    (format) => {
+      const { logger, lines } = capture(format);
+      runWithMdc({ service: 'labor-law-agent', agentType: 'labor-law' }, () =>
+        logger.log('executing', 'AgentRunner'),
+      );
+      logger.log('request completed', 'HTTP');
+      const [agent, orchestrator] = lines().filter((l) => !l.startsWith(' '));
+      if (format === 'pretty') {
+        expect(agent).toContain('[labor-law-agent] AgentRunner: executing');
+        expect(orchestrator).toContain('[orchestrator] HTTP: request completed');
+      } else {
+        expect(JSON.parse(agent)).toMatchObject({
+          service: 'labor-law-agent',
+          agentType: 'labor-law',
+        });
+        expect(JSON.parse(orchestrator).service).toBe('orchestrator');
+        expect(agent.match(/"service":/g)).toHaveLength(1);
+      }
+    },
+  );
 });

@@ -29,6 +29,18 @@ export function currentMdc(): Record<string, string> {
   return out;
 }
 
+/** The service the current CLS context's work belongs to (its `service`), or undefined. */
+export function currentService(): string | undefined {
+  try {
+    const cls = ClsServiceManager.getClsService();
+    if (!cls.isActive()) return undefined;
+    const service: unknown = cls.get('service');
+    return typeof service === 'string' ? service : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * One JSON line per entry on stdout, stamped with the service and the MDC fields from CLS, and
  * with PII redacted from the message and every field (logs never carry PII). LOG_FORMAT=pretty
@@ -50,10 +62,13 @@ export function createPinoLogger(opts: LogOptions): Logger {
       : opts.destination;
   const options: pino.LoggerOptions = {
     level: opts.level,
-    base: { service: opts.service, pid: process.pid },
+    base: { pid: process.pid },
     timestamp: pino.stdTimeFunctions.isoTime,
     messageKey: 'msg',
-    mixin: () => currentMdc(),
+    // One process may host several apps (the embedded profile), and Nest's class loggers all
+    // write through the logger of the app created last: the service comes from the context the
+    // line was written in (an agent's execution names its agent), this logger's own otherwise.
+    mixin: () => ({ service: currentService() ?? opts.service, ...currentMdc() }),
     formatters: {
       level: (label) => ({ level: label }),
       log: (obj) => redactDeep(obj) as Record<string, unknown>,

@@ -51,3 +51,11 @@ export interface AgentDefinition {
 export function isAgentDefinition(x: unknown): x is AgentDefinition {
   return typeof x === 'object' && x !== null && 'descriptor' in x && 'handler' in x;
 }
+
+/**
+ * The `service` an agent's log lines carry: its own process's, and in the embedded profile (one
+ * process for every app) that of each of its executions and heartbeats.
+ */
+export function agentService(agentType: string): string {
+  return `${agentType}-agent`;
+}

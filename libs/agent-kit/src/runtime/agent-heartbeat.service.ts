@@ -5,10 +5,11 @@ import {
   OnApplicationBootstrap,
   OnApplicationShutdown,
 } from '@nestjs/common';
+import { runWithMdc } from '@loom/observability';
 import { AgentRegistration } from '../contracts/agent-descriptor';
 import { AGENT_REGISTRY, AgentRegistry, HeartbeatResult } from '../registry/agent-registry';
 import { descriptorDifference } from '../registry/descriptor-difference';
-import { AGENT_DESCRIPTOR } from './agent-handler';
+import { AGENT_DESCRIPTOR, agentService } from './agent-handler';
 import { INSTANCE_ID } from './agent-runner';
 
 export const HEARTBEAT_MS = 5000;
@@ -33,14 +34,24 @@ export class AgentHeartbeat implements OnApplicationBootstrap, OnApplicationShut
     @Inject(INSTANCE_ID) private readonly instanceId: string,
   ) {}
 
-  async onApplicationBootstrap(): Promise<void> {
-    const registered = await this.beat();
-    this.timer = setInterval(() => void this.beat(), HEARTBEAT_MS);
-    this.timer.unref();
-    this.log.log(
-      registered
-        ? `registered ${this.descriptor.agentType} as ${this.instanceId}`
-        : `${this.descriptor.agentType} (${this.instanceId}) registers once the registry answers`,
+  onApplicationBootstrap(): Promise<void> {
+    // Its lines name this agent also in a process that hosts more than one app (the embedded profile).
+    return runWithMdc(
+      {
+        service: agentService(this.descriptor.agentType),
+        agentType: this.descriptor.agentType,
+        agentId: this.instanceId,
+      },
+      async () => {
+        const registered = await this.beat();
+        this.timer = setInterval(() => void this.beat(), HEARTBEAT_MS);
+        this.timer.unref();
+        this.log.log(
+          registered
+            ? `registered ${this.descriptor.agentType} as ${this.instanceId}`
+            : `${this.descriptor.agentType} (${this.instanceId}) registers once the registry answers`,
+        );
+      },
     );
   }
 

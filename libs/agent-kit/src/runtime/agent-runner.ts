@@ -35,7 +35,7 @@ import {
 import { LLM_CLIENT, LlmClient, LlmError, LlmResult, LlmUsage, withCost } from '../llm/llm.types';
 import { DeltaChannel } from '../streaming/delta-channel';
 import { DeltaPublisher } from '../streaming/delta-publisher';
-import { AGENT_DESCRIPTOR, AGENT_HANDLER, AgentHandler } from './agent-handler';
+import { AGENT_DESCRIPTOR, AGENT_HANDLER, AgentHandler, agentService } from './agent-handler';
 import { cancellableLlm, ExecutionCancellation, unlessCancelled } from './execution-cancellation';
 
 export const INSTANCE_ID = Symbol('INSTANCE_ID');
@@ -80,6 +80,7 @@ export class AgentRunner {
       // log line of the execution carries it.
       const { correlationId } = pickMdc(req.meta);
       if (correlationId) this.cls.set('correlationId', correlationId);
+      this.cls.set('service', agentService(this.descriptor.agentType));
       this.cls.set('agentType', this.descriptor.agentType);
       this.cls.set('agentId', this.instanceId);
       const cancellation = new ExecutionCancellation(this.env.AGENT_MAX_EXECUTION_MS, transport);

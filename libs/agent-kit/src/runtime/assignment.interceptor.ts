@@ -14,7 +14,7 @@ import { LoomError, LoomErrorCode } from '@loom/session';
 import { AssignmentSigner } from '@loom/security';
 import { LoomClsStore, pickMdc } from '@loom/observability';
 import { AgentRegistration } from '../contracts/agent-descriptor';
-import { AGENT_DESCRIPTOR } from './agent-handler';
+import { AGENT_DESCRIPTOR, agentService } from './agent-handler';
 import { INSTANCE_ID } from './agent-runner';
 
 /**
@@ -40,6 +40,7 @@ export class AgentContextInterceptor implements NestInterceptor {
       this.cls.run(() => {
         const meta = pickMdc(raw.meta);
         if (meta.correlationId) this.cls.set('correlationId', meta.correlationId);
+        this.cls.set('service', agentService(this.descriptor.agentType));
         this.cls.set('agentType', this.descriptor.agentType);
         this.cls.set('agentId', this.instanceId);
         next.handle().subscribe({

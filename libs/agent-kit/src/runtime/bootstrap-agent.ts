@@ -6,7 +6,7 @@ import { LoomEnv, loadEnvOrExit } from '../config/loom-env';
 import { AgentRegistration } from '../contracts/agent-descriptor';
 import { descriptorProblem } from '../contracts/agent-descriptor-check';
 import { RedisStreamsServer } from '../transport/redis-streams.server';
-import { AgentDefinition, AgentHandler, isAgentDefinition } from './agent-handler';
+import { AgentDefinition, agentService, AgentHandler, isAgentDefinition } from './agent-handler';
 import { LoomAgentModule } from './loom-agent.module';
 
 /**
@@ -38,7 +38,7 @@ export async function bootstrapAgent(
   const env = envOverride ?? loadEnvOrExit({}, 'agent');
   const logger = new LoomLogger(
     createPinoLogger({
-      service: `${descriptor.agentType}-agent`,
+      service: agentService(descriptor.agentType),
       level: env.LOG_LEVEL,
       format: env.LOG_FORMAT,
     }),
