@@ -145,6 +145,63 @@ export class PrivateRedisCluster {
     }
   }
 
+  /**
+   * Moves `slot` to the master at `toPort` as `redis-cli --cluster reshard` does: IMPORTING on
+   * it, MIGRATING on its owner, its keys MIGRATEd, then every master told the new owner. A client
+   * whose slot table still names the old owner gets MOVED for it from then on.
+   */
+  async moveSlot(slot: number, toPort: number): Promise<void> {
+    await (
+      await this.startSlotMove(slot, toPort)
+    )();
+  }
+
+  /**
+   * The first half of {@link moveSlot}: `slot` MIGRATING to the master at `toPort` with only
+   * `keys` of it moved there, so the old owner answers ASK for those. Resolves to the second half
+   * (the rest of its keys moved, every master told the new owner).
+   */
+  async startSlotMove(
+    slot: number,
+    toPort: number,
+    keys: string[] = [],
+  ): Promise<() => Promise<void>> {
+    const nodes = new Map(this.ports.map((port) => [port, new Redis(port, '127.0.0.1')]));
+    const close = () => nodes.forEach((node) => node.disconnect());
+    try {
+      const idOf = async (port: number) => String(await nodes.get(port)!.cluster('MYID'));
+      const ranges = (await nodes.get(toPort)!.cluster('SLOTS')) as unknown as Array<
+        [number, number, [string, number]]
+      >;
+      const fromPort = Number(ranges.find(([a, b]) => slot >= a && slot <= b)![2][1]);
+      if (fromPort === toPort) {
+        close();
+        return async () => undefined;
+      }
+      const [from, to] = [nodes.get(fromPort)!, nodes.get(toPort)!];
+      const [fromId, toId] = [await idOf(fromPort), await idOf(toPort)];
+      await to.cluster('SETSLOT', slot, 'IMPORTING', fromId);
+      await from.cluster('SETSLOT', slot, 'MIGRATING', toId);
+      if (keys.length) await from.migrate('127.0.0.1', toPort, '', 0, 5000, 'KEYS', ...keys);
+      return async () => {
+        try {
+          for (;;) {
+            const left = (await from.cluster('GETKEYSINSLOT', slot, 100)) as string[];
+            if (!left.length) break;
+            await from.migrate('127.0.0.1', toPort, '', 0, 5000, 'KEYS', ...left);
+          }
+          for (const node of [to, from, ...nodes.values()])
+            await node.cluster('SETSLOT', slot, 'NODE', toId);
+        } finally {
+          close();
+        }
+      };
+    } catch (err) {
+      close();
+      throw err;
+    }
+  }
+
   /** Kills every node and removes the temp dir (nodes.conf and all). */
   async stop(): Promise<void> {
     await Promise.all(

@@ -36,7 +36,7 @@ export function openRedis(target: RedisTarget, options: RedisOptions = {}): Redi
   if (!target.clusterNodes?.length) return new Redis(target.url, options);
   const url = new URL(target.url);
   const { retryStrategy, enableOfflineQueue, lazyConnect, ...nodeOptions } = options;
-  return new Cluster(target.clusterNodes.map(clusterNode), {
+  const cluster = new Cluster(target.clusterNodes.map(clusterNode), {
     redisOptions: {
       ...nodeOptions,
       username: decodeURIComponent(url.username) || undefined,
@@ -50,6 +50,7 @@ export function openRedis(target: RedisTarget, options: RedisOptions = {}): Redi
     // Reconnects to the cluster as `options` would to one server (undefined: ioredis' default).
     clusterRetryStrategy: retryStrategy ? (times) => retryStrategy(times) : undefined,
   });
+  return redirectThroughNatMap(cluster);
 }
 
 /**
@@ -70,11 +71,66 @@ function readOnlyReplica(err: Error): boolean {
 export function duplicateRedis(redis: RedisClient, override: RedisOptions = {}): RedisClient {
   if (!isCluster(redis)) return redis.duplicate(override);
   const { enableOfflineQueue, enableAutoPipelining, ...nodeOptions } = override;
-  return redis.duplicate(undefined, {
-    ...(enableOfflineQueue === undefined ? {} : { enableOfflineQueue }),
-    ...(enableAutoPipelining === undefined ? {} : { enableAutoPipelining }),
-    redisOptions: { ...redis.options.redisOptions, ...nodeOptions },
-  });
+  return redirectThroughNatMap(
+    redis.duplicate(undefined, {
+      ...(enableOfflineQueue === undefined ? {} : { enableOfflineQueue }),
+      ...(enableAutoPipelining === undefined ? {} : { enableAutoPipelining }),
+      redisOptions: { ...redis.options.redisOptions, ...nodeOptions },
+    }),
+  );
+}
+
+/** A redirect's handler in ioredis' Cluster: the slot, and `host:port` of the node to try. */
+type Redirect = (slot: string, key: string) => void;
+
+/** The members of ioredis' Cluster that {@link redirectThroughNatMap} wraps (5.x). */
+interface ClusterRedirects {
+  handleError(error: Error, ttl: object, handlers: { moved: Redirect; ask: Redirect }): void;
+  natMapper(node: string | { host: string; port: number }): { host: string; port: number };
+}
+
+/**
+ * Makes `cluster` follow MOVED and ASK to where its natMap says their node is reached. ioredis
+ * (5.11, redis/ioredis#1582) puts a MOVED reply's address, the one the node announces, in its
+ * slot table as is, while its pool holds every node at its mapped address: the retry found no
+ * node there and went to a random master, which moved it again, and a slot that moved (a
+ * reshard, a failover) failed commands with "Too many Cluster redirections"; a pipeline's
+ * MOVED and ASK alike. Each redirect is handed on with the mapped address instead, which ioredis
+ * then keeps as is (it maps an address once, never a mapped one again). Without a natMap,
+ * `cluster` as it is.
+ */
+function redirectThroughNatMap(cluster: Cluster): Cluster {
+  if (!cluster.options.natMap) return cluster;
+  const internals = cluster as unknown as ClusterRedirects;
+  const handleError = internals.handleError.bind(cluster);
+  const natMapper = internals.natMapper.bind(cluster);
+  let mappedNow: string | undefined;
+  internals.natMapper = (node) => (node === mappedNow ? hostAndPort(mappedNow) : natMapper(node));
+  internals.handleError = (error, ttl, handlers) => {
+    const redirect =
+      (handler: Redirect): Redirect =>
+      (slot, key) => {
+        const { host, port } = natMapper(key);
+        mappedNow = `${host}:${port}`;
+        try {
+          handler(slot, mappedNow);
+        } finally {
+          mappedNow = undefined;
+        }
+      };
+    handleError(error, ttl, {
+      ...handlers,
+      moved: redirect(handlers.moved),
+      ask: redirect(handlers.ask),
+    });
+  };
+  return cluster;
+}
+
+/** `host:port` as ioredis writes a node's key (an IPv6 host bare) as its host and port. */
+function hostAndPort(key: string): { host: string; port: number } {
+  const at = key.lastIndexOf(':');
+  return { host: key.slice(0, at), port: Number(key.slice(at + 1)) };
 }
 
 /** Every master of a cluster, or the one server. */
