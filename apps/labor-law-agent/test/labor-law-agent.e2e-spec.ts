@@ -62,6 +62,7 @@ describe('labor-law agent (real Redis Streams client, real MySQL and Redis)', ()
         output: first.output,
         usage: first.usage,
         sharedKeysWritten: first.sharedKeysWritten,
+        delivery: first.delivery,
       },
     ];
     await agent.tasks.save(owner, recorded);

@@ -17,7 +17,7 @@ export function isValidId(value: unknown): value is string {
 }
 
 /** A server-issued id: 144 random bits from the CSPRNG, base64url, with a readable prefix. */
-export function newId(prefix: 'c' | 't' | 'a' | 'm' | 'r' = 'c'): string {
+export function newId(prefix: 'c' | 't' | 'a' | 'm' | 'r' | 'd' = 'c'): string {
   return `${prefix}_${randomBytes(18).toString('base64url')}`;
 }
 

@@ -21,7 +21,8 @@ export class TasksController {
   async get(@CurrentOwner() owner: Owner, @Param('taskId') taskId: string) {
     const task = await this.tasks.getById(owner, taskId);
     const view = taskView(task);
-    view.sharedContext = await this.tasks.shared(owner, task.conversationId, taskId);
+    // The writes of the executions that succeeded: a failed attempt's are not the task's data.
+    view.sharedContext = await this.tasks.sharedFor(owner, { task });
     return view;
   }
 }

@@ -198,6 +198,7 @@ export class TaskExecutor implements OnApplicationShutdown {
         output: result.output,
         sharedKeysWritten: reportedKeys(result.sharedKeysWritten),
         usage: reportedUsage(result.usage) ?? this.unreadable(agentType, result.usage),
+        ...reportedDelivery(result.delivery),
       };
     } catch (err) {
       const e = LoomError.is(err)
@@ -340,6 +341,14 @@ export function reportedKeys(keys: unknown): string[] {
   return Array.isArray(keys)
     ? keys.filter((k): k is string => typeof k === 'string' && k.length <= 256).slice(0, 100)
     : [];
+}
+
+/**
+ * The delivery an agent says did the work, when it is an id: only its task-shared writes are
+ * shown (see `sharedVisibleTo`). A record of an earlier attempt of the same step keeps none.
+ */
+export function reportedDelivery(delivery: unknown): { delivery?: string } {
+  return typeof delivery === 'string' && /^[A-Za-z0-9_-]{1,64}$/.test(delivery) ? { delivery } : {};
 }
 
 function latest(task: TaskSession, agentType: string): AgentExecutionRecord | undefined {

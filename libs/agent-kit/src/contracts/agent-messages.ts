@@ -58,6 +58,11 @@ export interface ExecuteAgentResult {
   usage: Usage;
   /** True when this was a redelivery of finished work: the stored result, nothing re-run. */
   replayed: boolean;
+  /**
+   * The delivery that did the work (`SessionContext.delivery`): the orchestrator records it, and
+   * only that delivery's task-shared writes are shown (an earlier, failed one's are not).
+   */
+  delivery?: string;
 }
 
 /**

@@ -208,6 +208,8 @@ describe('agent runner: an execution a retry replaced while it ran (real Redis S
           value: `written by ${retried.agentSessionId}`,
           writer: DESCRIPTOR.agentType,
           updatedAt: expect.any(String),
+          execution: retried.agentSessionId,
+          delivery: retried.delivery,
         },
       },
     ]);

@@ -161,6 +161,7 @@ export class AgentRunner {
         context: record.context,
         usage: record.usage,
         replayed: true,
+        ...(record.delivery ? { delivery: record.delivery } : {}),
       };
     }
     if (task.status !== TaskStatus.RUNNING)
@@ -243,6 +244,7 @@ export class AgentRunner {
         context: ctx.report(),
         usage: out.usage,
         replayed: false,
+        delivery: ctx.delivery,
       };
       await claim.confirm();
       await this.tasks.saveAgentSession(owner, {

@@ -59,6 +59,25 @@ function agentFor(a: Omit<Assignment, 'owner' | 'agentId'>): AgentSession {
   };
 }
 
+/** As the orchestrator records an execution that succeeded: its writes are shown from then on. */
+async function succeeded(tasks: TaskRepository, t: TaskSession, ctx: SessionContext) {
+  const { agentSessionId, agentType } = ctx.assignment;
+  t.executions.push({
+    agentSessionId,
+    agentType,
+    status: ExecutionStatus.COMPLETED,
+    attempts: 1,
+    startedAt: new Date().toISOString(),
+    completedAt: new Date().toISOString(),
+    error: null,
+    context: ctx.report(),
+    output: 'done',
+    usage: { promptTokens: 0, completionTokens: 0, costUsd: 0 },
+    delivery: ctx.delivery,
+  });
+  await tasks.save(owner, t);
+}
+
 const code = async (p: Promise<unknown> | (() => unknown)) => {
   try {
     await (typeof p === 'function' ? p() : p);
@@ -158,6 +177,7 @@ describe('SessionContext: the assignment bounds what an agent touches', () => {
   it("reports an overwrite of another agent's key with both agents, and audits it", async () => {
     const research = await build('legal-research');
     await research.putSharedData('notes', 'from research');
+    await succeeded(tasks, t, research);
     const labor = await build('labor-law');
     await labor.putSharedData('notes', 'from labor');
     expect(overwrites).toEqual([
@@ -177,6 +197,7 @@ describe('SessionContext: the assignment bounds what an agent touches', () => {
     await research.putSharedData('constructor', 'c');
     await research.putSharedData('toString', 't');
     await research.putSharedData('__proto__', { v: 'p' });
+    await succeeded(tasks, t, research);
     const labor = await build('labor-law');
     expect(labor.getSharedData('constructor')).toBe('c');
     expect(labor.getSharedData('__proto__')).toEqual({ v: 'p' });

@@ -1,8 +1,9 @@
 import { Logger } from '@nestjs/common';
 import { ConversationRepository } from '../conversation/conversation.repository';
 import { Owner } from '../conversation/owner';
-import { foldShared, TaskRepository } from '../conversation/task.repository';
+import { foldShared, SharedReader, TaskRepository } from '../conversation/task.repository';
 import { LoomError, LoomErrorCode } from '../errors/session-error';
+import { newId } from '../ids';
 import { AgentSession } from '../model/agent.model';
 import {
   ConversationMeta,
@@ -58,6 +59,11 @@ export interface SessionContextDeps {
  */
 export class SessionContext {
   private readonly written = new Set<string>();
+  /**
+   * This run of the execution's handler: its writes carry it, and only the delivery whose
+   * result the task records has its writes shown to others (see `sharedVisibleTo`).
+   */
+  readonly delivery = newId('d');
   /** Characters of each private-memory entry's `"key":value` (remember), once first measured. */
   private memorySizes?: Map<string, number>;
   private memoryBodyChars = 0;
@@ -97,11 +103,11 @@ export class SessionContext {
     // newest messages are read with the summary, not after it: the newest past the summary's
     // range are the newest of all whose seq is past it (seqs are contiguous), and nobody writes
     // either meanwhile (the turn's lock is held while its agents work).
-    const [conversation, task, summary, shared, newest] = await Promise.all([
+    const [conversation, task, summary, writes, newest] = await Promise.all([
       deps.conversations.get(a.owner, a.conversationId),
       known ?? deps.tasks.get(a.owner, a.conversationId, a.taskId),
       deps.conversations.summary(a.owner, a.conversationId),
-      deps.tasks.shared(a.owner, a.conversationId, a.taskId),
+      deps.tasks.sharedWrites(a.owner, a.conversationId, a.taskId),
       deps.conversations.messages(a.owner, a.conversationId, { last: budget.maxMessages + 1 }),
     ]);
     if (!task) throw new LoomError(LoomErrorCode.NOT_FOUND, 'task not found');
@@ -119,7 +125,14 @@ export class SessionContext {
       beforeThisTurn.slice(-budget.maxMessages),
       budget.historyTokens,
     );
+    // What the executions that succeeded wrote: a failed attempt's writes are not shown.
+    const shared = foldShared(writes, { task });
     return new SessionContext(deps, a, conversation, task, agent, history, summary, shared);
+  }
+
+  /** Whose writes this execution sees: the succeeded executions' and its own delivery's. */
+  private get reader(): SharedReader {
+    return { task: this.task, delivery: this.delivery };
   }
 
   /** The current user message this execution answers. */
@@ -165,7 +178,7 @@ export class SessionContext {
     // task's key count: those limits must not hide a denied write from the audit trail.
     if (this.deniedByAcl(key)) {
       await this.deps.beforeWrite?.();
-      const latest = await this.deps.tasks.shared(a.owner, a.conversationId, a.taskId);
+      const latest = await this.deps.tasks.sharedFor(a.owner, this.reader);
       await this.authorizeWrite(key, ownEntry(latest, key)?.writer ?? null); // throws, audited
     }
     const what = `the value of shared key "${key}"`;
@@ -177,7 +190,7 @@ export class SessionContext {
       throw tooLarge(what, chars, MAX_SHARED_VALUE_JSON_CHARS);
     await this.deps.beforeWrite?.(); // before the ACL audits a write that would not happen
     const writes = await this.deps.tasks.sharedWrites(a.owner, a.conversationId, a.taskId);
-    const latest = foldShared(writes);
+    const latest = foldShared(writes, this.reader);
     const readTo = writes.at(-1)?.index ?? 0;
     const previousWriter = ownEntry(latest, key)?.writer ?? null;
     if (!Object.hasOwn(latest, key) && Object.keys(latest).length >= MAX_SHARED_KEYS)
@@ -186,7 +199,14 @@ export class SessionContext {
         `the task already has ${MAX_SHARED_KEYS} shared keys: "${key}" would be one more`,
       );
     const decision = await this.authorizeWrite(key, previousWriter);
-    const write = { key, value, writer: a.agentType, updatedAt: new Date().toISOString() };
+    const write = {
+      key,
+      value,
+      writer: a.agentType,
+      updatedAt: new Date().toISOString(),
+      execution: a.agentSessionId,
+      delivery: this.delivery,
+    };
     const index = await this.deps.tasks.appendShared(
       a.owner,
       a.conversationId,

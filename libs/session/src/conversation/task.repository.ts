@@ -2,7 +2,7 @@ import { LoomError, LoomErrorCode } from '../errors/session-error';
 import { assertId } from '../ids';
 import { AgentSession, PrivateMessage } from '../model/agent.model';
 import { StateKeys } from '../model/state-keys';
-import { SharedEntry, SharedWrite, TaskSession } from '../model/task.model';
+import { ExecutionStatus, SharedEntry, SharedWrite, TaskSession } from '../model/task.model';
 import { ListItem, SessionStore } from '../store/session-store';
 import { Owner } from './owner';
 
@@ -126,13 +126,25 @@ export class TaskRepository {
     );
   }
 
-  /** The task-shared context as a whole: the last write of each key wins. */
+  /**
+   * Every write to the task-shared context folded (the last write of each key wins), those of
+   * executions that failed or have not succeeded yet included: what readers see is `sharedFor`.
+   */
   async shared(
     owner: Owner,
     conversationId: string,
     taskId: string,
   ): Promise<Record<string, SharedEntry>> {
     return foldShared(await this.sharedWrites(owner, conversationId, taskId));
+  }
+
+  /**
+   * The task-shared context as `reader` sees it (`sharedVisibleTo`): GET /v1/tasks/:id shows
+   * the writes of the executions that succeeded, an agent also its own delivery's.
+   */
+  async sharedFor(owner: Owner, reader: SharedReader): Promise<Record<string, SharedEntry>> {
+    const { conversationId, taskId } = reader.task;
+    return foldShared(await this.sharedWrites(owner, conversationId, taskId), reader);
   }
 
   /** The task's shared writes themselves, oldest first (those after `afterIndex`, when given). */
@@ -291,11 +303,45 @@ export class TaskRepository {
   }
 }
 
-/** Shared writes as the shared context: the last write of each key wins. */
-export function foldShared(writes: ListItem<SharedWrite>[]): Record<string, SharedEntry> {
+/** Who reads the task-shared context: the task as it stands, and an agent's own delivery. */
+export interface SharedReader {
+  task: Pick<TaskSession, 'conversationId' | 'taskId' | 'executions'>;
+  /** The reading agent's delivery: its own writes are shown to it before it succeeds. */
+  delivery?: string;
+}
+
+/**
+ * Whether `reader` sees `write`. An execution's writes count once it succeeded: the task
+ * records it COMPLETED, and of its deliveries (a redelivery runs the handler again) only the
+ * one whose result that is. A failed, cancelled or superseded attempt's writes are never shown,
+ * so a half-done attempt leaves nothing in the answer; the writing delivery sees its own. A
+ * write without an execution (the orchestrator's, or one stored before writes named theirs), or
+ * an execution recorded without its delivery, counts as before.
+ */
+export function sharedVisibleTo(write: SharedWrite, reader: SharedReader): boolean {
+  if (write.execution === undefined) return true;
+  if (write.delivery !== undefined && write.delivery === reader.delivery) return true;
+  const done = reader.task.executions.find(
+    (e) => e.agentSessionId === write.execution && e.status === ExecutionStatus.COMPLETED,
+  );
+  if (!done) return false;
+  return (
+    done.delivery === undefined || write.delivery === undefined || done.delivery === write.delivery
+  );
+}
+
+/**
+ * Shared writes as the shared context: the last write of each key wins; with `reader`, of the
+ * writes it sees (`sharedVisibleTo`).
+ */
+export function foldShared(
+  writes: ListItem<SharedWrite>[],
+  reader?: SharedReader,
+): Record<string, SharedEntry> {
+  const seen = reader ? writes.filter(({ value }) => sharedVisibleTo(value, reader)) : writes;
   // Object.fromEntries defines own properties: a key named `__proto__` is a key like any other.
   return Object.fromEntries(
-    writes.map(({ value: w }) => [
+    seen.map(({ value: w }) => [
       w.key,
       { value: w.value, writer: w.writer, updatedAt: w.updatedAt },
     ]),

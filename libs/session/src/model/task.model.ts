@@ -41,6 +41,11 @@ export interface AgentExecutionRecord {
   usage: Usage;
   /** The task-shared keys the execution wrote (not in TaskView: its writes carry their writer). */
   sharedKeysWritten?: string[];
+  /**
+   * The delivery of the execution whose result this is (not in TaskView): of its writes to
+   * task-shared context, only that delivery's are shown (see `sharedVisibleTo`).
+   */
+  delivery?: string;
 }
 
 /** The task layer: one multi-agent collaboration for one user turn (seed 000 TaskSession). */
@@ -78,6 +83,10 @@ export interface SharedWrite {
   value: unknown;
   writer: string;
   updatedAt: string;
+  /** The agentSessionId of the execution that wrote it (absent: the orchestrator's, or older). */
+  execution?: string;
+  /** Which delivery of that execution wrote it (one per run of its handler). */
+  delivery?: string;
 }
 
 export interface SharedEntry {
