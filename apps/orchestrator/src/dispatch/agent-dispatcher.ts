@@ -53,7 +53,7 @@ export class AgentDispatcher implements OnModuleInit, OnApplicationShutdown {
 
   /**
    * Runs one execution on an instance of `agentType`: its checked result, or a LoomError (the
-   * agent's code, TIMEOUT, UNAVAILABLE). Counted in loom_agent_calls_total by how it ended.
+   * agent's code, TIMEOUT, UNAVAILABLE, DEAD_LETTERED). Counted in loom_agent_calls_total by how it ended.
    */
   async execute(agentType: string, request: ExecuteAgentRequest): Promise<ExecuteAgentResult> {
     const measure = this.metrics.agentCall(agentType);
@@ -128,8 +128,14 @@ export function asLoomError(err: unknown, agentType: string): LoomError {
   // another program's: bounded like any other message).
   if (e?.code === 'UNAVAILABLE' && e.modelSaid && typeof e.message === 'string' && e.message.trim())
     return new LoomError(LoomErrorCode.UNAVAILABLE, boundedMessage(e.message), details);
-  if (e?.code === 'UNAVAILABLE' || e?.code === 'DEAD_LETTERED')
+  if (e?.code === 'UNAVAILABLE')
     return new LoomError(LoomErrorCode.UNAVAILABLE, `${agentType} is unavailable`);
+  // Every delivery of the request crashed or stalled its consumer: running it again would too.
+  if (e?.code === 'DEAD_LETTERED')
+    return new LoomError(
+      LoomErrorCode.DEAD_LETTERED,
+      `${agentType} could not run the request: it was dead-lettered after repeated deliveries`,
+    );
   const code = Object.values(LoomErrorCode).includes(e?.code as LoomErrorCode)
     ? (e.code as LoomErrorCode)
     : LoomErrorCode.AGENT_FAILED;

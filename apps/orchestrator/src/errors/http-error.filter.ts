@@ -32,6 +32,7 @@ const STATUS: Record<string, number> = {
   [LoomErrorCode.UNAVAILABLE]: 503,
   [LoomErrorCode.TIMEOUT]: 503,
   [LoomErrorCode.AGENT_FAILED]: 502,
+  [LoomErrorCode.DEAD_LETTERED]: 502,
 };
 
 const HTTP_CODE: Record<number, LoomErrorCode> = {

@@ -11,7 +11,7 @@ const ERRORS: Record<number, string> = {
   413: 'PAYLOAD_TOO_LARGE: content over 32,000 characters, metadata over 16 KB, or a body over 384 KB or of more than 10,000 JSON values',
   415: 'UNSUPPORTED_MEDIA_TYPE: a body that is not application/json (UTF-8)',
   429: "RATE_LIMITED: the tenant's requests per window are used up (Retry-After says when to retry)",
-  502: 'AGENT_FAILED: a required agent failed (the message names the model failure, never its text)',
+  502: 'AGENT_FAILED: a required agent failed (the message names the model failure, never its text); DEAD_LETTERED: its request was delivered AGENT_MAX_DELIVERIES times without an answer (a poison message). Neither is worth a retry with the same Idempotency-Key',
   503: 'UNAVAILABLE (MySQL or Redis out of reach, a busy model provider, a stopping orchestrator) or TIMEOUT (a required agent with no live instance, silent past AGENT_TIMEOUT_MS or still working at AGENT_MAX_EXECUTION_MS): a turn is retried with the same Idempotency-Key',
 };
 

@@ -17,7 +17,7 @@ import {
 import { messageView, TurnView } from '../conversations/views';
 import { MetricsService } from '../metrics/metrics.service';
 import { HistoryMaintenance } from './history-maintenance';
-import { TaskOutcome, transientFailure, usageToCount } from './task-executor';
+import { failureCode, TaskOutcome, usageToCount } from './task-executor';
 import { TaskRun } from './task-run';
 
 /**
@@ -200,10 +200,10 @@ export class TaskCompletion {
 
 /**
  * A failed task's error as the caller sees it: TIMEOUT/UNAVAILABLE (503), CONFLICT (409: it was
- * interrupted and the conversation went on past it, see TaskResumer), else AGENT_FAILED.
+ * interrupted and the conversation went on past it, see TaskResumer), DEAD_LETTERED (502), else
+ * AGENT_FAILED.
  */
 export function failure(error: { code: string; message: string } | null): LoomError {
-  const kept = transientFailure(error) || error?.code === LoomErrorCode.CONFLICT;
-  const code = kept ? error!.code : LoomErrorCode.AGENT_FAILED;
-  return new LoomError(code as LoomErrorCode, error?.message ?? 'the task failed');
+  const code = error?.code === LoomErrorCode.CONFLICT ? LoomErrorCode.CONFLICT : failureCode(error);
+  return new LoomError(code, error?.message ?? 'the task failed');
 }

@@ -37,6 +37,17 @@ export const transientFailure = (error: { code: string } | null | undefined): bo
   PASS_THROUGH.has(error?.code ?? '');
 
 /**
+ * The code a failed step's error keeps for the caller: a passing failure's (503), a
+ * dead-lettered request's (502 DEAD_LETTERED: for good, like AGENT_FAILED, but named), else
+ * AGENT_FAILED.
+ */
+export function failureCode(error: { code: string } | null | undefined): LoomErrorCode {
+  if (transientFailure(error) || error?.code === LoomErrorCode.DEAD_LETTERED)
+    return error!.code as LoomErrorCode;
+  return LoomErrorCode.AGENT_FAILED;
+}
+
+/**
  * Runs a task's plan from its last checkpoint: every step whose dependencies have settled runs
  * now, independent ones in parallel (a wave). Before a wave is dispatched, one checkpoint records
  * its steps as RUNNING with their agentSessionIds together with the previous wave's results; the
@@ -307,11 +318,10 @@ export function requiredFailure(task: TaskSession): TaskResult | null {
   );
   if (!failed) return null;
   const error = latest(task, failed.agentType)!.error;
-  const code = PASS_THROUGH.has(error?.code ?? '') ? error!.code : LoomErrorCode.AGENT_FAILED;
   return {
     ok: false,
     error: {
-      code,
+      code: failureCode(error),
       message: `required agent ${failed.agentType} failed: ${error?.message ?? 'unknown error'}`,
     },
   };

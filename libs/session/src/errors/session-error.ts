@@ -19,6 +19,11 @@ export enum LoomErrorCode {
   UNAVAILABLE = 'UNAVAILABLE',
   TIMEOUT = 'TIMEOUT',
   AGENT_FAILED = 'AGENT_FAILED',
+  /**
+   * The transport gave up on an agent request delivered too often without an answer (a poison
+   * message, AGENT_MAX_DELIVERIES): 502, and not worth a retry, which would run it again.
+   */
+  DEAD_LETTERED = 'DEAD_LETTERED',
   ASSIGNMENT_REJECTED = 'ASSIGNMENT_REJECTED',
   ACCESS_DENIED = 'ACCESS_DENIED',
   /** An agent execution's claim was taken over by another delivery (never reaches HTTP). */

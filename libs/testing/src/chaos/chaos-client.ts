@@ -141,7 +141,7 @@ export class ChaosConversation {
       }
       if (res?.status === 409 && String(res.body?.message ?? '').startsWith(WENT_ON))
         return 'new-key';
-      if (res?.status === 502 && res.body?.code === 'AGENT_FAILED') {
+      if (res?.status === 502 && ['AGENT_FAILED', 'DEAD_LETTERED'].includes(res.body?.code)) {
         const m = String(res.body.message);
         this.counts.agentFailed[m] = (this.counts.agentFailed[m] ?? 0) + 1;
         return 'new-key';
@@ -224,6 +224,6 @@ function documented(status: number, body: any): boolean {
   if (!typed) return false;
   if (status === 409) return body.code === 'CONFLICT';
   if (status === 503) return body.code === 'UNAVAILABLE' || body.code === 'TIMEOUT';
-  if (status === 502) return body.code === 'AGENT_FAILED';
+  if (status === 502) return body.code === 'AGENT_FAILED' || body.code === 'DEAD_LETTERED';
   return false;
 }
