@@ -1,11 +1,21 @@
-import { Inject, Injectable } from '@nestjs/common';
-import { LLM_CLIENT, LlmClient, LlmError, makeTitle, truncate, withCost } from '@loom/agent-kit';
+import { Inject, Injectable, Logger } from '@nestjs/common';
+import {
+  LLM_CLIENT,
+  LlmClient,
+  LlmError,
+  LlmHistoryMessage,
+  LlmResult,
+  makeTitle,
+  truncate,
+  withCost,
+} from '@loom/agent-kit';
 import { redactPii } from '@loom/security';
 import {
   addUsage,
   AGENT_HISTORY_BUDGET,
   compactionRange,
   ConversationRepository,
+  countTokens,
   emptyUsage,
   oldestWithinBudget,
   Owner,
@@ -14,6 +24,14 @@ import {
 } from '@loom/session';
 import { MetricsService } from '../metrics/metrics.service';
 import { summaryPrompt, titlePrompt } from './history-prompts';
+import { fallbackSummary } from './summary-fallback';
+
+/** A model's summary as it is kept: trimmed, when it is not blank and within its token cap. */
+export function usableSummary(text: unknown): string | null {
+  if (typeof text !== 'string') return null;
+  const trimmed = text.trim();
+  return trimmed && countTokens(trimmed) <= SUMMARY_MAX_TOKENS ? trimmed : null;
+}
 
 export const SUMMARY_THRESHOLD = 30;
 export const KEEP_RECENT = 20;
@@ -51,6 +69,8 @@ export class HistoryMaintenance {
     private readonly conversations: ConversationRepository,
     private readonly metrics: MetricsService,
   ) {}
+
+  private readonly log = new Logger('HistoryMaintenance');
 
   /** The title, and what asking the model for it cost (nothing when it failed). */
   async title(firstQuestion: string): Promise<{ title: string; usage: Usage }> {
@@ -124,40 +144,76 @@ export class HistoryMaintenance {
       FOLD_MAX_TOKENS,
     );
     if (messages.length === 0) return;
-    const toSeq = messages[messages.length - 1].seq;
     const history = messages.map((m) => ({
       seq: m.seq,
       role: m.role,
       content: redactPii(m.content),
       agentType: m.agentType,
     }));
-    const res = await this.llm
-      .complete({
-        purpose: 'summarize',
-        messages: summaryPrompt(previous?.text ?? null, history, SUMMARY_MAX_WORDS),
-        context: { question: '', history, summary: previous?.text ?? null },
-        maxTokens: SUMMARY_MAX_TOKENS,
-      })
-      .catch(async (error: unknown) => {
-        // A summary cut off at its token limit is refused, but it was paid for.
-        if (error instanceof LlmError && error.usage)
-          await this.spend(owner, conversationId, fence, withCost(error.usage));
-        throw error;
-      });
-    await this.spend(owner, conversationId, fence, withCost(res.usage));
-    // A blank summary would replace what the last one folded: keep that one, fold next turn.
-    if (!res.text.trim()) throw new Error('the model returned an empty summary');
+    const modelSummary = await this.summarize(
+      owner,
+      conversationId,
+      fence,
+      previous?.text ?? null,
+      history,
+    );
+    let folded = history;
+    let text = modelSummary;
+    if (text === null) {
+      // No usable summary: what the next turn's agents still see stays raw in their history (the
+      // model is asked again next turn); what they would no longer see is folded without it.
+      folded = history.filter((m) => m.seq <= count - visible);
+      if (folded.length === 0) return;
+      text = fallbackSummary(previous?.text ?? null, folded, SUMMARY_MAX_TOKENS);
+    }
     await this.conversations.saveSummary(
       owner,
       conversationId,
       {
-        text: redactPii(res.text),
+        text: redactPii(text),
         fromSeq: previous?.fromSeq ?? range.fromSeq,
-        toSeq,
+        toSeq: folded[folded.length - 1].seq,
         createdAt: new Date().toISOString(),
       },
       fence,
     );
+  }
+
+  /**
+   * The model's summary of `history` folded into `previous`, when it is usable: not blank, and
+   * within SUMMARY_MAX_TOKENS (it goes into every agent's system prompt and the next summary
+   * prompt; a model that ignores its length would make every later summary call too long).
+   * Otherwise, and when the call fails (cut off, busy, refused), null (the caller folds what
+   * must be folded with `fallbackSummary`). What the call cost is counted either way.
+   */
+  private async summarize(
+    owner: Owner,
+    conversationId: string,
+    fence: number,
+    previous: string | null,
+    history: LlmHistoryMessage[],
+  ): Promise<string | null> {
+    let res: LlmResult | null = null;
+    try {
+      res = await this.llm.complete({
+        purpose: 'summarize',
+        messages: summaryPrompt(previous, history, SUMMARY_MAX_WORDS),
+        context: { question: '', history, summary: previous },
+        maxTokens: SUMMARY_MAX_TOKENS,
+      });
+    } catch (error) {
+      this.log.warn(`the summary call failed (${describe(error)}): folded without it`);
+      // A summary cut off at its token limit is refused, but it was paid for.
+      if (error instanceof LlmError && error.usage)
+        await this.spend(owner, conversationId, fence, withCost(error.usage));
+    }
+    let text: string | null = null;
+    if (res) {
+      await this.spend(owner, conversationId, fence, withCost(res.usage));
+      text = usableSummary(res.text);
+      if (text === null) this.log.warn('the model returned no usable summary: folded without it');
+    }
+    return text;
   }
 
   /** Spent whether or not the answer is usable. Under the turn's lock: nobody else writes meanwhile. */
@@ -167,4 +223,8 @@ export class HistoryMaintenance {
     await this.conversations.save(owner, meta, fence);
     this.metrics.spent(usage);
   }
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? error.message : 'not an Error';
 }
