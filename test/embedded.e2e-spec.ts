@@ -1,6 +1,6 @@
 import { execFileSync } from 'child_process';
 import { randomBytes } from 'crypto';
-import { mkdtempSync, readFileSync, rmSync, statSync } from 'fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'fs';
 import { tmpdir } from 'os';
 import { join } from 'path';
 import { EMBEDDED_JWT_SECRET } from '../apps/orchestrator/src/app.module';
@@ -80,6 +80,26 @@ describe('system: the embedded profile (only Node)', () => {
     ).toBe(4);
     const messages = (await api('GET', `/v1/conversations/${id}/messages`)).body.items;
     expect(messages.map((m: { seq: number }) => m.seq)).toEqual([1, 2, 3, 4, 5, 6]);
+  });
+
+  it('DELETE of a conversation leaves nothing of it in the data directory', async () => {
+    const id = (await api('POST', '/v1/conversations', {})).body.conversationId;
+    const turn = await api('POST', `/v1/conversations/${id}/messages`, {
+      content: 'My landlord keeps the deposit of my lease',
+    });
+    expect(turn.status).toBe(201);
+    const names = [id, turn.body.taskId];
+    const mentioning = () =>
+      (readdirSync(dataDir, { recursive: true }) as string[]).filter(
+        (path) =>
+          names.some((name) => path.includes(name)) ||
+          (statSync(join(dataDir, path)).isFile() &&
+            names.some((name) => readFileSync(join(dataDir, path), 'utf8').includes(name))),
+      );
+    expect(mentioning().length).toBeGreaterThan(0);
+    expect((await api('DELETE', `/v1/conversations/${id}`)).status).toBe(204);
+    expect(mentioning()).toEqual([]);
+    expect((await api('GET', `/v1/conversations/${id}`)).status).toBe(404);
   });
 
   it('reports the store it uses in /health, not MySQL or Redis', async () => {

@@ -97,20 +97,33 @@ describe('FileSessionStore on disk', () => {
     expect(await tree(parent)).toEqual(before);
   });
 
-  it('a deletion leaves only _meta.json, holding the owner and fencing counter', async () => {
+  it('a deletion leaves nothing of the session on disk, and its counter still fences out a paused holder', async () => {
     const store = new FileSessionStore(base());
     const sid = newId('c');
-    await store.save(scope, sid, 'plan', 1, { fence: await store.nextFence(scope, sid) });
+    const paused = await store.nextFence(scope, sid);
+    await store.save(scope, sid, 'plan', 1, { fence: paused });
     await store.append(scope, sid, 'log', 'x');
+    await store.nextFence(scope, sid); // the DELETE's own lock
     await store.delete(scope, sid);
-    expect(await readdir(join(base(), sid))).toEqual(['_meta.json']);
-    const meta = JSON.parse(await readFile(join(base(), sid, '_meta.json'), 'utf8'));
-    expect(meta).toEqual({
-      tenantId: scope.tenantId,
-      fence: 1,
-      fenceExpiresAt: expect.any(Number),
-      values: {},
-      lists: [],
+    expect(await readdir(base())).not.toContain(sid);
+    // The counter lives on in this process (no holder outlives it): the id locked again goes on.
+    const again = await store.nextFence(scope, sid);
+    expect(again).toBe(3);
+    await expect(store.save(scope, sid, 'plan', 'late', { fence: paused })).rejects.toMatchObject({
+      code: LoomErrorCode.STALE_FENCING_TOKEN,
+    });
+    expect(await readdir(base())).not.toContain(sid);
+    await store.save(scope, sid, 'plan', 'again', { fence: again });
+    expect(await readMeta(join(base(), sid))).toMatchObject({ fence: 3 });
+  });
+
+  it('a fence issued where the session holds nothing writes nothing to disk', async () => {
+    const store = new FileSessionStore(base());
+    const sid = newId('c');
+    await store.nextFence(scope, sid); // a turn that waited for a conversation deleted meanwhile
+    expect(await readdir(base())).not.toContain(sid);
+    await expect(store.nextFence({ tenantId: newId('t') }, sid)).rejects.toMatchObject({
+      code: LoomErrorCode.NOT_FOUND,
     });
   });
 

@@ -1,4 +1,4 @@
-import { readdir, rm } from 'fs/promises';
+import { rm } from 'fs/promises';
 import { resolve, sep } from 'path';
 import { LoomError, LoomErrorCode } from '../../errors/session-error';
 import { assertStateKey } from '../../ids';
@@ -26,8 +26,10 @@ import { drain, serialised } from './session-lock';
  * next list index is cached in process. Several processes sharing a directory would corrupt lists.
  * A crash may lose the last appended lines; a torn last line is ignored, and cut off before the
  * next append. ttlSeconds and expiresAt are not applied. The state key `_meta` is reserved.
- * A deleted session keeps its `_meta.json` (owner and fencing counter) for an hour
- * (ORPHAN_FENCE_MS), as MySQL keeps its fence; `now` is the clock that expiry is read on (tests).
+ * A deleted session leaves nothing on disk; its owner and fencing counter stay in this process's
+ * memory for an hour (ORPHAN_FENCE_MS), as MySQL keeps its fence, and so does a fence issued
+ * where the session holds nothing else (see FenceRemnant); `now` is the clock that expiry is read
+ * on (tests).
  */
 export class FileSessionStore implements SessionStore {
   readonly kind = 'file';
@@ -132,35 +134,31 @@ export class FileSessionStore implements SessionStore {
   }
 
   /**
-   * Removes the session's files, all but its `_meta.json`, which then holds only the owner and the
-   * fencing counter (another tenant's session: no-op; a session never fenced: its directory): a holder paused across the deletion stays
-   * fenced out when the id is locked again, rather than matching a counter started over at 1. It
-   * lapses an hour later unless the session is written again (the next write then replaces it).
+   * Removes the session's directory, all of it (another tenant's session: no-op): nothing of a
+   * deleted session stays on disk. Its owner and fencing counter stay in memory (a session never
+   * fenced: nothing), so a holder paused across the deletion stays fenced out when the id is locked
+   * again, rather than matching a counter started over at 1. They lapse an hour later unless the
+   * session is written again. The directory is renamed away first, so a crash midway leaves no
+   * half session under the id (what it left is removed by the next deletion).
    */
   async delete(scope: StoreScope, sessionId: string): Promise<void> {
     const { dir } = this.locate(scope, sessionId);
     await serialised(dir, async () => {
-      const meta = await files.ownedMeta(scope.tenantId, dir, this.now());
-      if (!meta) return;
-      if (meta.fence === 0) {
+      const now = this.now();
+      const owner = await files.readOwner(dir, now);
+      if (owner?.tenantId !== scope.tenantId) return;
+      await files.removeSessionDir(this.base, dir);
+      forgetLists(dir, true);
+      if (owner.fence === 0) {
         // No counter to keep (never locked): nothing stays, as MySQL keeps no row then.
-        await rm(dir, { recursive: true, force: true });
-        forgetLists(dir, true);
+        files.forgetFenceRemnant(dir);
         return;
       }
-      const metaFile = `${files.META_KEY}.json`;
-      const names = (await readdir(dir)).filter((name) => name !== metaFile);
-      await Promise.all(
-        names.map((name) => rm(files.childPath(dir, name), { recursive: true, force: true })),
+      files.keepFenceRemnant(
+        dir,
+        { tenantId: owner.tenantId, fence: owner.fence, expiresAt: now + rules.ORPHAN_FENCE_MS },
+        now,
       );
-      forgetLists(dir, true);
-      await files.writeMeta(dir, {
-        tenantId: meta.tenantId,
-        fence: meta.fence,
-        fenceExpiresAt: this.now() + rules.ORPHAN_FENCE_MS,
-        values: new Map(),
-        lists: new Set(),
-      });
     });
   }
 
@@ -182,14 +180,26 @@ export class FileSessionStore implements SessionStore {
   async nextFence(scope: StoreScope, sessionId: string): Promise<number> {
     const { dir } = this.locate(scope, sessionId);
     return serialised(dir, async () => {
-      const meta = await files.claimMeta(scope.tenantId, dir, undefined, this.now());
-      meta.fence += 1;
-      // A fence issued where the session holds nothing else lapses an hour after (as in MySQL).
-      if (meta.values.size === 0 && meta.lists.size === 0) {
-        meta.fenceExpiresAt = this.now() + rules.ORPHAN_FENCE_MS;
+      const now = this.now();
+      const meta = await files.readMeta(dir, now);
+      if (meta && meta.tenantId !== scope.tenantId) throw rules.sessionNotFound();
+      if (meta && (meta.values.size > 0 || meta.lists.size > 0)) {
+        meta.fence += 1;
+        meta.fenceExpiresAt = undefined;
+        await files.writeMeta(dir, meta);
+        return meta.fence;
       }
-      await files.writeMeta(dir, meta);
-      return meta.fence;
+      // Where the session holds nothing else, the fence lives in memory alone and lapses an hour
+      // after (as in MySQL): a turn that waited for a conversation deleted meanwhile leaves no file.
+      const remnant = files.fenceRemnant(dir, now);
+      if (!meta && remnant && remnant.tenantId !== scope.tenantId) throw rules.sessionNotFound();
+      const fence = Math.max(meta?.fence ?? 0, remnant?.fence ?? 0) + 1;
+      // An empty meta, a fence an earlier version left on disk alone, or files without a meta.
+      if (meta || (await files.fileExists(dir))) await files.removeSessionDir(this.base, dir);
+      forgetLists(dir, true);
+      const expiresAt = now + rules.ORPHAN_FENCE_MS;
+      files.keepFenceRemnant(dir, { tenantId: scope.tenantId, fence, expiresAt }, now);
+      return fence;
     });
   }
 
@@ -229,7 +239,8 @@ export class FileSessionStore implements SessionStore {
   private async checkExecution(scope: StoreScope, dir: string, opts: WriteOptions): Promise<void> {
     if (!opts.execution) return;
     const meta = await files.readMeta(dir, this.now());
-    if (meta && meta.tenantId !== scope.tenantId) throw rules.sessionNotFound();
+    const owner = meta ?? files.fenceRemnant(dir, this.now());
+    if (owner && owner.tenantId !== scope.tenantId) throw rules.sessionNotFound();
     const text = meta
       ? await files.readText(files.childPath(dir, `${opts.execution.taskKey}.json`))
       : null;

@@ -9,7 +9,7 @@ import { checkFence, sessionNotFound } from '../memory/store-rules';
 export interface SessionMeta {
   tenantId: string;
   fence: number;
-  /** Set while the session holds nothing but its fence (deleted, or only locked): ms it lapses. */
+  /** Only in files of earlier versions, which kept a fence alone on disk: ms it lapses. */
   fenceExpiresAt?: number;
   values: Map<string, { updatedAt: Date; userId: string | null }>;
   lists: Set<string>;
@@ -58,6 +58,27 @@ export async function fileExists(path: string): Promise<boolean> {
     if (isMissing(err)) return false;
     throw err;
   }
+}
+
+/** Name prefix of a session directory being removed (never a valid id: it holds a dot). */
+const REMOVING = '.removing-';
+
+/**
+ * Removes the session directory `dir` under `base` whole: renamed away first (one step), so no
+ * half session stays under its id should the process die midway; then deleted, with any that an
+ * earlier deletion cut off left behind.
+ */
+export async function removeSessionDir(base: string, dir: string): Promise<void> {
+  const doomed = childPath(base, `${REMOVING}${randomBytes(6).toString('hex')}`);
+  try {
+    await rename(dir, doomed);
+  } catch (err) {
+    if (!isMissing(err)) throw err;
+  }
+  const left = (await readdir(base)).filter((name) => name.startsWith(REMOVING));
+  await Promise.all(
+    left.map((name) => rm(childPath(base, name), { recursive: true, force: true })),
+  );
 }
 
 /** Replaces a file atomically: a synced temporary file in the same directory, then a rename. */
@@ -128,9 +149,61 @@ export async function ownedMeta(
 }
 
 /**
+ * The owner and fencing counter of a session that holds nothing else (deleted, or only locked),
+ * by session directory: kept in this process's memory, never on disk, so a deleted session leaves
+ * no file behind. A fence orders the holders of ONE process (the file store's only user), and none
+ * outlives it, so what a restart forgets protected nobody. Each lapses ORPHAN_FENCE_MS after the
+ * deletion or its last issue, unless the session is written again (the counter then goes on disk).
+ */
+export interface FenceRemnant {
+  tenantId: string;
+  fence: number;
+  expiresAt: number;
+}
+
+const remnants = new Map<string, FenceRemnant>();
+let remnantsSetSincePrune = 0;
+
+/** The live remnant of the session in `dir`, or null (a lapsed one is forgotten). */
+export function fenceRemnant(dir: string, now = Date.now()): FenceRemnant | null {
+  const remnant = remnants.get(dir);
+  if (remnant && remnant.expiresAt <= now) {
+    remnants.delete(dir);
+    return null;
+  }
+  return remnant ?? null;
+}
+
+/** Keeps the counter of the session in `dir` in memory alone (see FenceRemnant). */
+export function keepFenceRemnant(dir: string, remnant: FenceRemnant, now = Date.now()): void {
+  remnants.set(dir, remnant);
+  // Lapsed remnants of ids never used again go too, now and then (the map stays small).
+  if (++remnantsSetSincePrune >= 256) {
+    remnantsSetSincePrune = 0;
+    for (const [key, r] of remnants) if (r.expiresAt <= now) remnants.delete(key);
+  }
+}
+
+export function forgetFenceRemnant(dir: string): void {
+  remnants.delete(dir);
+}
+
+/**
+ * The owner and counter of the session in `dir` wherever they are (its meta on disk, else its
+ * remnant in memory), or null when it has neither.
+ */
+export async function readOwner(
+  dir: string,
+  now = Date.now(),
+): Promise<{ tenantId: string; fence: number } | null> {
+  return (await readMeta(dir, now)) ?? fenceRemnant(dir, now);
+}
+
+/**
  * Checks owner (NOT_FOUND) and fence (STALE_FENCING_TOKEN) of a write and returns the meta; a new
- * session is created first, owned by `tenantId`. Only under the session's write chain. The meta
- * returned no longer lapses (the caller writes it back with what it adds).
+ * session is created first, owned by `tenantId` (its counter taken over from its remnant in
+ * memory, if any). Only under the session's write chain. The meta returned no longer lapses (the
+ * caller writes it back with what it adds).
  */
 export async function claimMeta(
   tenantId: string,
@@ -139,11 +212,18 @@ export async function claimMeta(
   now = Date.now(),
 ): Promise<SessionMeta> {
   const meta = await readMeta(dir, now);
-  if (meta && meta.tenantId !== tenantId) throw sessionNotFound();
-  checkFence(meta?.fence ?? 0, fence);
+  const owner = meta ?? fenceRemnant(dir, now);
+  if (owner && owner.tenantId !== tenantId) throw sessionNotFound();
+  checkFence(owner?.fence ?? 0, fence);
   if (meta) return { ...meta, fenceExpiresAt: undefined };
-  const fresh: SessionMeta = { tenantId, fence: 0, values: new Map(), lists: new Set() };
+  const fresh: SessionMeta = {
+    tenantId,
+    fence: owner?.fence ?? 0,
+    values: new Map(),
+    lists: new Set(),
+  };
   await writeMeta(dir, fresh);
+  forgetFenceRemnant(dir);
   return fresh;
 }
 
