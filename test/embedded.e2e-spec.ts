@@ -102,6 +102,17 @@ describe('system: the embedded profile (only Node)', () => {
     expect((await api('GET', `/v1/conversations/${id}`)).status).toBe(404);
   });
 
+  it('a second process on the same data directory refuses to start, naming the one that holds it', async () => {
+    const second = await startEmbedded(dataDir, secret);
+    children.push(second.child);
+    const code = await new Promise((resolve) => second.child.once('exit', resolve));
+    expect(code).toBe(1);
+    expect(second.child.lines.join('\n')).toContain(
+      `LOOM_DATA_DIR ${dataDir} is in use by process ${children[0].pid}`,
+    );
+    expect((await api('GET', '/v1/conversations')).status).toBe(200);
+  });
+
   it('reports the store it uses in /health, not MySQL or Redis', async () => {
     const res = await fetch(`${base}/health`);
     expect(res.status).toBe(200);

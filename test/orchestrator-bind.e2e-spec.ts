@@ -35,7 +35,9 @@ describe('system: an orchestrator without its own JWT secret', () => {
 
   /** An orchestrator on a free port, healthy on loopback; its JWT secret as given. */
   async function start(jwtSecret: string): Promise<{ child: AppProcess; port: number }> {
-    const { child, base, port } = await startEmbeddedApp('orchestrator', dataDir, {
+    // Each its own data directory: one process at a time may use one.
+    const own = join(dataDir, String(children.length));
+    const { child, base, port } = await startEmbeddedApp('orchestrator', own, {
       LOOM_JWT_SECRET: jwtSecret,
       LOOM_AGENT_SECRET: '',
     });

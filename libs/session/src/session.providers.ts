@@ -2,6 +2,7 @@ import type { RedisOptions } from 'ioredis';
 import { DataSource } from 'typeorm';
 import { DEFAULT_SESSION_OPTIONS, SessionOptions, ttlRules } from './config/session-options';
 import { FileSessionStore } from './store/file/file-session.store';
+import { lockDataDir } from './store/file/data-dir-lock';
 import { openSessionDataSource } from './store/mysql/data-source';
 import { MysqlSessionStore } from './store/mysql/mysql-session.store';
 import { RedisKeys } from './store/redis/redis-keys';
@@ -46,7 +47,9 @@ export async function createSessionInfra(
   const opts: SessionOptions = { ...DEFAULT_SESSION_OPTIONS, ...options };
   const keys = new RedisKeys(opts.keyPrefix);
   if (opts.profile === 'embedded') {
-    // Every app of the embedded profile runs in one process and must share one file store.
+    // Every app of the embedded profile runs in one process and must share one file store; no
+    // other process may use its directory meanwhile.
+    lockDataDir(opts.dataDir);
     const store = fileStores.get(opts.dataDir) ?? new FileSessionStore(opts.dataDir);
     fileStores.set(opts.dataDir, store);
     return { store, redis: null, dataSource: null, keys, close: async () => undefined };
