@@ -1,11 +1,11 @@
-import { execFileSync } from 'child_process';
+import { ChildProcess, execFileSync, spawn } from 'child_process';
 import { randomBytes } from 'crypto';
 import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'fs';
 import { tmpdir } from 'os';
 import { join } from 'path';
 import { EMBEDDED_JWT_SECRET } from '../apps/orchestrator/src/app.module';
 import { AppProcess, client, startEmbedded, startEmbeddedApp } from './system';
-const { stopAll, waitFor, signJwt } = require('../scripts/lib/processes');
+const { stopAll, waitFor, signJwt, freePort } = require('../scripts/lib/processes');
 
 /**
  * The embedded profile as `npm run demo` runs it on a machine with only Node: every app in one
@@ -152,5 +152,86 @@ describe('system: the embedded profile without LOOM_JWT_SECRET', () => {
     }).trim();
     const listed = await client(started.base, token)('GET', '/v1/conversations');
     expect([listed.status, listed.body]).toEqual([200, { items: [], nextCursor: null }]);
+  });
+});
+
+describe('system: the embedded profile when its disk takes no more', () => {
+  const secret = randomBytes(24).toString('hex');
+  const token = signJwt({ sub: 'alice', tid: 'tenant-e' }, secret);
+  let dataDir: string;
+  const children: ChildProcess[] = [];
+
+  beforeAll(() => (dataDir = mkdtempSync(join(tmpdir(), 'loom-embedded-full-'))));
+  afterAll(async () => {
+    await stopAll(children);
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('answers 503 UNAVAILABLE, keeps serving what it has, and the retry succeeds once it takes writes', async () => {
+    // A file size limit of 64 KB (RLIMIT_FSIZE): writes past it fail with EFBIG, as on a full disk.
+    const port = await freePort();
+    const limited = spawn(
+      'bash',
+      ['-c', `ulimit -f 64 && exec "${process.execPath}" dist/apps/embedded/main.js`],
+      {
+        cwd: join(__dirname, '..'),
+        env: {
+          ...process.env,
+          LOOM_PROFILE: 'embedded',
+          LOOM_DATA_DIR: dataDir,
+          PORT: String(port),
+          LOOM_JWT_SECRET: secret,
+          LOG_LEVEL: 'warn',
+          REDIS_URL: 'redis://127.0.0.1:1',
+          MYSQL_URL: 'mysql://root@127.0.0.1:1/none',
+        },
+        stdio: 'ignore',
+      },
+    );
+    children.push(limited);
+    let api = client(`http://127.0.0.1:${port}`, token);
+    await waitFor(async () => (await api('GET', '/v1/agents')).body?.items?.length >= 3, {
+      what: 'the embedded process under a file size limit',
+      timeoutMs: 60_000,
+    });
+    const id = (await api('POST', '/v1/conversations', {})).body.conversationId;
+    const send = (n: number) =>
+      api(
+        'POST',
+        `/v1/conversations/${id}/messages`,
+        { content: `lease ${n} ${'x'.repeat(20_000)}` },
+        { 'idempotency-key': `full-disk-turn-${n}` },
+      );
+    let refused: { status: number; body: any } | null = null;
+    let n = 0;
+    while (!refused && n < 20) {
+      const res = await send(++n);
+      if (res.status !== 201) refused = res;
+    }
+    expect(refused).toMatchObject({ status: 503, body: { code: 'UNAVAILABLE' } });
+    expect(limited.exitCode).toBeNull();
+    const stored = (await api('GET', `/v1/conversations/${id}/messages?limit=200`)).body.items;
+    expect(stored.map((m: { seq: number }) => m.seq)).toEqual(
+      Array.from({ length: stored.length }, (_, i) => i + 1),
+    );
+
+    // Room again (no limit): the same key takes the turn up, stored once, after the others.
+    await stopAll(children);
+    const again = await startEmbedded(dataDir, secret);
+    children.push(again.child);
+    api = client(again.base, token);
+    await waitFor(async () => (await api('GET', '/v1/agents')).body?.items?.length >= 3, {
+      what: 'the embedded process again',
+      timeoutMs: 60_000,
+    });
+    const retried = await send(n);
+    expect(retried.status).toBe(201);
+    const all = (await api('GET', `/v1/conversations/${id}/messages?limit=200`)).body.items;
+    expect(all.map((m: { seq: number }) => m.seq)).toEqual(
+      Array.from({ length: all.length }, (_, i) => i + 1),
+    );
+    expect(
+      all.filter((m: { content: string }) => m.content.startsWith(`lease ${n} `)),
+    ).toHaveLength(1);
   });
 });

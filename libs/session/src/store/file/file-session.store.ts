@@ -77,7 +77,7 @@ export class FileSessionStore implements SessionStore {
   ): Promise<number> {
     const { dir, list: file } = this.locate(scope, sessionId, key, opts);
     const text = rules.toJson(item);
-    return serialised(dir, async () => {
+    return this.writing(dir, async () => {
       await this.checkExecution(scope, dir, opts);
       const meta = await files.claimMeta(scope.tenantId, dir, opts.fence, this.now());
       if (!meta.lists.has(key)) {
@@ -122,7 +122,7 @@ export class FileSessionStore implements SessionStore {
 
   async deleteKey(scope: StoreScope, sessionId: string, key: string): Promise<void> {
     const { dir, value, list } = this.locate(scope, sessionId, key);
-    await serialised(dir, async () => {
+    await this.writing(dir, async () => {
       const meta = await files.ownedMeta(scope.tenantId, dir, this.now());
       if (!meta) return;
       await Promise.all([rm(value, { force: true }), rm(list, { force: true })]);
@@ -143,7 +143,7 @@ export class FileSessionStore implements SessionStore {
    */
   async delete(scope: StoreScope, sessionId: string): Promise<void> {
     const { dir } = this.locate(scope, sessionId);
-    await serialised(dir, async () => {
+    await this.writing(dir, async () => {
       const now = this.now();
       const owner = await files.readOwner(dir, now);
       if (owner?.tenantId !== scope.tenantId) return;
@@ -179,7 +179,7 @@ export class FileSessionStore implements SessionStore {
 
   async nextFence(scope: StoreScope, sessionId: string): Promise<number> {
     const { dir } = this.locate(scope, sessionId);
-    return serialised(dir, async () => {
+    return this.writing(dir, async () => {
       const now = this.now();
       const meta = await files.readMeta(dir, now);
       if (meta && meta.tenantId !== scope.tenantId) throw rules.sessionNotFound();
@@ -218,7 +218,7 @@ export class FileSessionStore implements SessionStore {
   ): Promise<boolean> {
     const { dir, value: file } = this.locate(scope, sessionId, key, opts);
     const text = rules.toJson(value);
-    return serialised(dir, async () => {
+    return this.writing(dir, async () => {
       if (onlyIfAbsent && (await files.fileExists(file))) {
         // A stale holder is told so before it learns that the key exists (as MySQL answers).
         const meta = await files.ownedMeta(scope.tenantId, dir, this.now());
@@ -232,6 +232,13 @@ export class FileSessionStore implements SessionStore {
       meta.values.set(key, { updatedAt: new Date(), userId });
       await files.writeMeta(dir, meta);
       return true;
+    });
+  }
+
+  /** Runs a write under the session's chain; a file system that takes no writes is UNAVAILABLE. */
+  private writing<T>(dir: string, work: () => Promise<T>): Promise<T> {
+    return serialised(dir, work).catch((err: unknown) => {
+      throw files.noWritesAsUnavailable(err);
     });
   }
 

@@ -60,6 +60,23 @@ export async function fileExists(path: string): Promise<boolean> {
   }
 }
 
+/** What a file system answers when it takes no more writes: full, over quota or a size limit, read-only. */
+const NO_WRITES = new Set(['ENOSPC', 'EDQUOT', 'EFBIG', 'EROFS']);
+
+/**
+ * `err`, or UNAVAILABLE (503) when it says the data directory takes no writes for now (a full
+ * disk, say): as MySQL's full or read-only server is, since a retry succeeds once it takes writes
+ * again. A list line cut short by it is cut off before the next append.
+ */
+export function noWritesAsUnavailable(err: unknown): unknown {
+  const code = (err as NodeJS.ErrnoException)?.code;
+  if (typeof code !== 'string' || !NO_WRITES.has(code)) return err;
+  return new LoomError(
+    LoomErrorCode.UNAVAILABLE,
+    `the data directory takes no writes for now (${code}): the write did not complete`,
+  );
+}
+
 /** Name prefix of a session directory being removed (never a valid id: it holds a dot). */
 const REMOVING = '.removing-';
 
