@@ -218,3 +218,34 @@ describe('FileSessionStore on disk', () => {
     await Promise.all([one.close(), two.close()]);
   });
 });
+
+describe('FileSessionStore with a damaged file', () => {
+  const scope = { tenantId: newId('t') };
+  let root = '';
+  let store: FileSessionStore;
+  beforeEach(async () => {
+    root = await mkdtemp(join(tmpdir(), 'loom-file-damaged-'));
+    store = new FileSessionStore(root);
+  });
+  afterEach(async () => {
+    await store.close();
+    await rm(root, { recursive: true, force: true });
+  });
+
+  it('answers INTERNAL naming the damaged file, for a value and for the meta', async () => {
+    const [sid, other] = [newId('c'), newId('c')];
+    await store.save(scope, sid, 'conversation', { title: 'a' });
+    await store.save(scope, other, 'conversation', { title: 'b' });
+    await writeFile(join(root, sid, 'conversation.json'), '{"title":');
+    await writeFile(join(root, other, '_meta.json'), '{"tenantId":');
+    await expect(store.get(scope, sid, 'conversation')).rejects.toMatchObject({
+      code: LoomErrorCode.INTERNAL,
+      message: expect.stringContaining('damaged'),
+      details: { file: `${sid}/conversation.json` },
+    });
+    await expect(store.get(scope, other, 'conversation')).rejects.toMatchObject({
+      code: LoomErrorCode.INTERNAL,
+      details: { file: `${other}/_meta.json` },
+    });
+  });
+});

@@ -65,7 +65,7 @@ export class FileSessionStore implements SessionStore {
     const { dir, value: file } = this.locate(scope, sessionId, key);
     if (!(await files.ownedMeta(scope.tenantId, dir, this.now()))) return null;
     const text = await files.readText(file);
-    return text === null ? null : (JSON.parse(text) as T);
+    return text === null ? null : files.parseStored<T>(text, file);
   }
 
   async append(
@@ -248,10 +248,12 @@ export class FileSessionStore implements SessionStore {
     const meta = await files.readMeta(dir, this.now());
     const owner = meta ?? files.fenceRemnant(dir, this.now());
     if (owner && owner.tenantId !== scope.tenantId) throw rules.sessionNotFound();
-    const text = meta
-      ? await files.readText(files.childPath(dir, `${opts.execution.taskKey}.json`))
-      : null;
-    rules.checkExecution(text === null ? null : JSON.parse(text), opts.execution.agentSessionId);
+    const taskFile = files.childPath(dir, `${opts.execution.taskKey}.json`);
+    const text = meta ? await files.readText(taskFile) : null;
+    rules.checkExecution(
+      text === null ? null : files.parseStored(text, taskFile),
+      opts.execution.agentSessionId,
+    );
   }
 
   // Validates every id before any path is built; then each path is checked to stay inside base.

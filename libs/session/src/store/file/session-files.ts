@@ -1,6 +1,7 @@
 import { randomBytes } from 'crypto';
 import { mkdir, open, readdir, readFile, rename, rm, stat } from 'fs/promises';
-import { dirname, resolve } from 'path';
+import { Logger } from '@nestjs/common';
+import { basename, dirname, resolve } from 'path';
 import { LoomError, LoomErrorCode } from '../../errors/session-error';
 import { isValidId } from '../../ids';
 import { checkFence, sessionNotFound } from '../memory/store-rules';
@@ -116,14 +117,37 @@ export async function writeAtomic(path: string, text: string): Promise<void> {
   }
 }
 
+const log = new Logger('FileSessionStore');
+
+/**
+ * The value stored as `text` in `path`; a file that is not JSON (damaged on disk, or edited by
+ * hand) is INTERNAL naming it (`<sessionId>/<file>`, in `details.file` and the log), not a
+ * SyntaxError that says nothing of where.
+ */
+export function parseStored<T>(text: string, path: string): T {
+  try {
+    return JSON.parse(text) as T;
+  } catch (err) {
+    const file = `${basename(dirname(path))}/${basename(path)}`;
+    const why = err instanceof Error ? err.message : String(err);
+    log.error(`damaged data file ${path}: ${why}; restore it from a backup or remove it`);
+    throw new LoomError(
+      LoomErrorCode.INTERNAL,
+      `a data file of this session is damaged (not JSON): ${file}`,
+      { file },
+    );
+  }
+}
+
 /**
  * The session's meta, or null when it has none or held nothing but a fence that lapsed before
  * `now` (ms): such a session is gone, and its directory is taken as new by the next write.
  */
 export async function readMeta(dir: string, now = Date.now()): Promise<SessionMeta | null> {
-  const text = await readText(childPath(dir, `${META_KEY}.json`));
+  const path = childPath(dir, `${META_KEY}.json`);
+  const text = await readText(path);
   if (text === null) return null;
-  const raw = JSON.parse(text) as StoredMeta;
+  const raw = parseStored<StoredMeta>(text, path);
   if (raw.fenceExpiresAt !== undefined && raw.fenceExpiresAt <= now) return null;
   const values = Object.entries(raw.values).map(
     ([key, v]) => [key, { updatedAt: new Date(v.updatedAt), userId: v.userId }] as const,
