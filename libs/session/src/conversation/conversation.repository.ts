@@ -1,4 +1,4 @@
-import { LoomError, LoomErrorCode } from '../errors/session-error';
+import { isDamagedData, LoomError, LoomErrorCode } from '../errors/session-error';
 import { assertId, newId } from '../ids';
 import {
   ConversationMeta,
@@ -193,7 +193,16 @@ export class ConversationRepository {
       StateKeys.conversation,
       { ...page, userId: owner.userId },
     );
-    const metas = await Promise.all(rows.map((r) => this.find(owner, r.sessionId)));
+    // One conversation damaged on disk (embedded profile; the store logs its file) is left out:
+    // the others stay listed.
+    const metas = await Promise.all(
+      rows.map((r) =>
+        this.find(owner, r.sessionId).catch((err: unknown) => {
+          if (isDamagedData(err)) return null;
+          throw err;
+        }),
+      ),
+    );
     return {
       items: metas.filter((m): m is ConversationMeta => m !== null),
       next: rows.length > 0 && rows.length === page.limit ? rows[rows.length - 1] : null,

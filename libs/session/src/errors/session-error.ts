@@ -46,3 +46,18 @@ export class LoomError extends Error {
     return err instanceof LoomError && (code === undefined || err.code === code);
   }
 }
+
+/**
+ * A stored record that could not be read as what it should be (a file of the embedded profile
+ * damaged on disk): INTERNAL, its `details.damaged` naming it. A listing leaves such a record out
+ * rather than fail for all the others.
+ */
+export function damagedData(what: string): LoomError {
+  return new LoomError(LoomErrorCode.INTERNAL, `stored data is damaged: ${what}`, {
+    damaged: what,
+  });
+}
+
+export function isDamagedData(err: unknown): boolean {
+  return LoomError.is(err, LoomErrorCode.INTERNAL) && typeof err.details?.damaged === 'string';
+}

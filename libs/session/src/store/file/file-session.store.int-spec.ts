@@ -241,11 +241,11 @@ describe('FileSessionStore with a damaged file', () => {
     await expect(store.get(scope, sid, 'conversation')).rejects.toMatchObject({
       code: LoomErrorCode.INTERNAL,
       message: expect.stringContaining('damaged'),
-      details: { file: `${sid}/conversation.json` },
+      details: { damaged: `${sid}/conversation.json (not JSON)` },
     });
     await expect(store.get(scope, other, 'conversation')).rejects.toMatchObject({
       code: LoomErrorCode.INTERNAL,
-      details: { file: `${other}/_meta.json` },
+      details: { damaged: `${other}/_meta.json (not JSON)` },
     });
   });
 });

@@ -2,7 +2,7 @@ import { randomBytes } from 'crypto';
 import { mkdir, open, readdir, readFile, rename, rm, stat } from 'fs/promises';
 import { Logger } from '@nestjs/common';
 import { basename, dirname, resolve } from 'path';
-import { LoomError, LoomErrorCode } from '../../errors/session-error';
+import { damagedData, LoomError, LoomErrorCode } from '../../errors/session-error';
 import { isValidId } from '../../ids';
 import { checkFence, sessionNotFound } from '../memory/store-rules';
 
@@ -121,7 +121,7 @@ const log = new Logger('FileSessionStore');
 
 /**
  * The value stored as `text` in `path`; a file that is not JSON (damaged on disk, or edited by
- * hand) is INTERNAL naming it (`<sessionId>/<file>`, in `details.file` and the log), not a
+ * hand) is INTERNAL naming it (`<sessionId>/<file>`, in `details.damaged` and the log), not a
  * SyntaxError that says nothing of where.
  */
 export function parseStored<T>(text: string, path: string): T {
@@ -131,11 +131,7 @@ export function parseStored<T>(text: string, path: string): T {
     const file = `${basename(dirname(path))}/${basename(path)}`;
     const why = err instanceof Error ? err.message : String(err);
     log.error(`damaged data file ${path}: ${why}; restore it from a backup or remove it`);
-    throw new LoomError(
-      LoomErrorCode.INTERNAL,
-      `a data file of this session is damaged (not JSON): ${file}`,
-      { file },
-    );
+    throw damagedData(`${file} (not JSON)`);
   }
 }
 
