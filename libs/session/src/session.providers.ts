@@ -59,6 +59,7 @@ export async function createSessionInfra(
     sslCaFile: opts.mysqlSslCa,
     migrationsRun: opts.migrationsRun,
     poolSize: opts.mysqlPoolSize,
+    startTimeoutMs: opts.mysqlStartTimeoutMs,
   });
   const durable = new MysqlSessionStore(dataSource, { queryTimeoutMs: opts.mysqlQueryTimeoutMs });
   try {

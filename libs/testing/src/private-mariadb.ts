@@ -107,7 +107,18 @@ export class PrivateMariaDb {
     await exited;
   }
 
+  /** SIGSTOP: the server keeps its connections and accepts new ones, and answers nothing. */
+  pause(): void {
+    this.child?.kill('SIGSTOP');
+  }
+
+  /** SIGCONT after `pause()`. */
+  resume(): void {
+    this.child?.kill('SIGCONT');
+  }
+
   async destroy(): Promise<void> {
+    this.resume();
     await this.stop('SIGKILL');
     await rm(this.dir, { recursive: true, force: true });
   }

@@ -133,6 +133,8 @@ export class LoomEnv {
   @Transform(toInt) @IsInt() @Min(1) @Max(200) DB_POOL_SIZE = 10;
   /** A statement MySQL has not answered in this long fails with 503 UNAVAILABLE. */
   @Transform(toInt) @IsInt() @Min(100) @Max(600_000) DB_QUERY_TIMEOUT_MS = 10_000;
+  /** Each step of the start (database, pool, migration lock, migrations) MySQL may take this long. */
+  @Transform(toInt) @IsInt() @Min(1000) @Max(MAX_TIMER_MS) DB_START_TIMEOUT_MS = 60_000;
   @IsString() LOOM_DATA_DIR = '.loom-data';
   /** Embedded profile: the first agent's TCP port, the next ones' after it (0 = any free ports). */
   @Transform(toInt) @IsInt() @Min(0) @Max(65535) AGENT_PORT = 0;

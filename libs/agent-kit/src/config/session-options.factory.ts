@@ -19,6 +19,7 @@ export function sessionOptionsFrom(env: LoomEnv): SessionOptions & {
     migrationsRun: env.DB_MIGRATIONS_RUN,
     mysqlPoolSize: env.DB_POOL_SIZE,
     mysqlQueryTimeoutMs: env.DB_QUERY_TIMEOUT_MS,
+    mysqlStartTimeoutMs: env.DB_START_TIMEOUT_MS,
     dataDir: env.LOOM_DATA_DIR,
     acl: env.sharedAcl,
     redactShared: env.LOOM_REDACT_STORED

@@ -3,7 +3,7 @@ import { promises as fs } from 'fs';
 import * as path from 'path';
 import { assertPrincipal } from '../ids';
 import { LegacyImporter } from '../legacy/legacy-importer';
-import { openSessionDataSource } from '../store/mysql/data-source';
+import { openSessionDataSource, startTimeoutMs } from '../store/mysql/data-source';
 import { MysqlSessionStore } from '../store/mysql/mysql-session.store';
 
 const USAGE =
@@ -33,6 +33,7 @@ async function main(argv: string[]): Promise<number> {
     await openSessionDataSource({
       url: process.env.MYSQL_URL || 'mysql://root@127.0.0.1:3306/loom',
       sslCaFile: process.env.MYSQL_SSL_CA || undefined,
+      startTimeoutMs: startTimeoutMs(process.env.DB_START_TIMEOUT_MS),
     }),
   );
   const importer = new LegacyImporter(store);

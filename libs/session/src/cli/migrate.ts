@@ -1,5 +1,5 @@
 import 'reflect-metadata';
-import { openSessionDataSource } from '../store/mysql/data-source';
+import { openSessionDataSource, startTimeoutMs } from '../store/mysql/data-source';
 
 const USAGE =
   'usage: npm run migration:run   (applies pending migrations to MYSQL_URL, with MYSQL_SSL_CA; no arguments)';
@@ -22,6 +22,7 @@ async function main(args: string[]): Promise<number> {
     sslCaFile: process.env.MYSQL_SSL_CA || undefined,
     migrationsRun: true,
     poolSize: 2,
+    startTimeoutMs: startTimeoutMs(process.env.DB_START_TIMEOUT_MS),
   });
   try {
     const rows: { name: string }[] = await dataSource.query(

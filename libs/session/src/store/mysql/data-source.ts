@@ -1,8 +1,9 @@
 import { createHash } from 'crypto';
 import * as mysql2 from 'mysql2';
-import { createConnection, RowDataPacket } from 'mysql2/promise';
-import { DataSource } from 'typeorm';
+import { Connection, createConnection, RowDataPacket } from 'mysql2/promise';
+import { DataSource, MigrationExecutor, QueryRunner } from 'typeorm';
 import { SESSION_MIGRATIONS } from '../../migrations';
+import { isContentionError } from './mysql-errors';
 import { LOOM_TIME_ZONE, MysqlConnectionConfig, mysqlConnectionConfig } from './mysql-connection';
 import { SessionStateEntity } from './session-state.entity';
 
@@ -12,24 +13,89 @@ export interface MysqlOptions {
   /** Apply pending migrations on start (API.md: DB_MIGRATIONS_RUN). */
   migrationsRun?: boolean;
   connectTimeoutMs?: number;
+  /**
+   * DB_START_TIMEOUT_MS: how long each start step (connecting and creating the database, opening
+   * the pool, waiting for the migration lock, the migrations) may wait for MySQL before the start
+   * fails naming it (default 60 s).
+   */
+  startTimeoutMs?: number;
   /** MYSQL_SSL_CA: a PEM file of the CA that signed the server's certificate. */
   sslCaFile?: string;
+}
+
+/** DB_START_TIMEOUT_MS's default. */
+export const START_TIMEOUT_MS = 60_000;
+
+/** DB_START_TIMEOUT_MS of an operator command's environment (the apps validate theirs). */
+export function startTimeoutMs(value: string | undefined): number {
+  if (!value) return START_TIMEOUT_MS;
+  const ms = Number(value);
+  if (!Number.isInteger(ms) || ms < 1000 || ms > 86_400_000)
+    throw new Error('DB_START_TIMEOUT_MS must be a whole number of ms from 1000 to 86400000');
+  return ms;
+}
+
+/**
+ * `work`, or a rejection once it has waited `ms`: a MySQL that accepted the connection and then
+ * stalled, or a lock another session holds, would otherwise keep the start waiting for good.
+ * `abandon` closes what `work` waits on, so nothing is left hanging behind the failed start.
+ */
+async function startStep<T>(
+  config: MysqlConnectionConfig,
+  ms: number,
+  step: string,
+  work: Promise<T>,
+  abandon: () => void,
+): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  work.catch(() => undefined);
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      abandon();
+      reject(startTimedOut(config, ms, step));
+    }, ms);
+  });
+  return Promise.race([work, timeout]).finally(() => clearTimeout(timer));
+}
+
+function startTimedOut(config: MysqlConnectionConfig, ms: number, step: string): Error {
+  const what =
+    step === 'migrating'
+      ? `did not finish migrating within ${ms} ms (DB_START_TIMEOUT_MS)`
+      : `did not answer within ${ms} ms (DB_START_TIMEOUT_MS) while ${step}`;
+  return new Error(
+    `MySQL at ${config.host}:${config.port} ${what}: a server that stopped answering, or a lock ` +
+      'another session holds (a long transaction, a table lock); raise DB_START_TIMEOUT_MS for a long migration',
+  );
+}
+
+/** The mysql2 connection a query runner took from the pool, closed at once (no COM_QUIT). */
+function destroyRunner(runner: QueryRunner): void {
+  const conn = (
+    runner as unknown as {
+      databaseConnection?: { destroy(): void; stream?: { destroy(): void } };
+    }
+  ).databaseConnection;
+  conn?.destroy();
+  conn?.stream?.destroy();
 }
 
 /**
  * mysql2 whose pools pin every new connection's session time zone to UTC before handing it out
  * (the `connection` event comes before the first query is queued): NOW() and CURRENT_TIMESTAMP
- * then agree with the times the driver writes, whatever the server's default zone.
+ * then agree with the times the driver writes, whatever the server's default zone. `opened`
+ * collects the connections, for a start that gives up to close them.
  */
-const utcMysql2 = {
-  ...mysql2,
-  createPool: (config: mysql2.PoolOptions) =>
-    mysql2
-      .createPool(config)
-      .on('connection', (conn) =>
-        conn.query(`SET time_zone = '${LOOM_TIME_ZONE}'`, () => undefined),
-      ),
-};
+function utcMysql2(opened: Set<mysql2.PoolConnection>) {
+  return {
+    ...mysql2,
+    createPool: (config: mysql2.PoolOptions) =>
+      mysql2.createPool(config).on('connection', (conn) => {
+        if (opened.size < 1000) opened.add(conn);
+        conn.query(`SET time_zone = '${LOOM_TIME_ZONE}'`, () => undefined);
+      }),
+  };
+}
 
 /**
  * Creates the database named by `url` when it is missing (apps may start on an empty server);
@@ -37,13 +103,27 @@ const utcMysql2 = {
  * The first connection a process opens, so a TLS setting the server does not meet fails here,
  * saying so. In UTC like every other connection, though it reads and writes no time.
  */
-export async function ensureDatabase(config: MysqlConnectionConfig): Promise<void> {
+export async function ensureDatabase(
+  config: MysqlConnectionConfig,
+  startTimeoutMs = START_TIMEOUT_MS,
+): Promise<void> {
   const { database, ...server } = config;
-  const conn = await createConnection({ ...server, connectTimeout: 5000, timezone: 'Z' }).catch(
-    (err) => {
-      throw tlsError(config, err) ?? err;
-    },
+  const connectTimeout = Math.min(5000, startTimeoutMs);
+  const conn = await createConnection({ ...server, connectTimeout, timezone: 'Z' }).catch((err) => {
+    throw tlsError(config, err) ?? unanswered(config, connectTimeout, err);
+  });
+  await startStep(config, startTimeoutMs, 'creating the database', createIn(conn, database), () =>
+    conn.destroy(),
   );
+}
+
+/** Node's `connect ETIMEDOUT`, said as the start's other time-outs are. */
+function unanswered(config: MysqlConnectionConfig, ms: number, err: Error & { code?: string }) {
+  if (err.code !== 'ETIMEDOUT') return err;
+  return startTimedOut(config, ms, 'connecting');
+}
+
+async function createIn(conn: Connection, database: string): Promise<void> {
   try {
     await conn.query(`SET time_zone = '${LOOM_TIME_ZONE}'`);
     // Asked first: a user that may only read and write its database's tables (migrated by an
@@ -78,10 +158,12 @@ function tlsError(config: MysqlConnectionConfig, err: Error & { code?: string })
 /** A TypeORM data source on the session table; migrations run when asked, synchronize never. */
 export async function openSessionDataSource(opts: MysqlOptions): Promise<DataSource> {
   const config = mysqlConnectionConfig(opts.url, opts.sslCaFile);
-  await ensureDatabase(config);
+  const startTimeoutMs = opts.startTimeoutMs ?? START_TIMEOUT_MS;
+  await ensureDatabase(config, startTimeoutMs);
+  const opened = new Set<mysql2.PoolConnection>();
   const dataSource = new DataSource({
     type: 'mysql',
-    driver: utcMysql2,
+    driver: utcMysql2(opened),
     connectorPackage: 'mysql2',
     host: config.host,
     port: config.port,
@@ -96,13 +178,22 @@ export async function openSessionDataSource(opts: MysqlOptions): Promise<DataSou
     migrationsTableName: 'loom_migrations',
     synchronize: false,
     logging: false,
-    connectTimeout: opts.connectTimeoutMs ?? 5000,
+    connectTimeout: opts.connectTimeoutMs ?? Math.min(5000, startTimeoutMs),
     // A bounded queue for a connection: past it a statement fails at once ("Queue limit
     // reached", UNAVAILABLE) instead of waiting behind a database that stopped answering.
     extra: { connectionLimit: opts.poolSize ?? 10, queueLimit: 1000, enableKeepAlive: true },
   });
-  await dataSource.initialize();
-  if (opts.migrationsRun !== false) await runMigrationsExclusively(dataSource, config);
+  const closeAll = () => opened.forEach((conn) => conn.destroy());
+  await startStep(config, startTimeoutMs, 'opening the pool', dataSource.initialize(), closeAll);
+  opened.clear();
+  if (opts.migrationsRun !== false)
+    try {
+      await runMigrationsExclusively(dataSource, config, startTimeoutMs);
+    } catch (err) {
+      // Not awaited: a connection of the pool may still wait on a statement.
+      void dataSource.destroy().catch(() => undefined);
+      throw err;
+    }
   return dataSource;
 }
 
@@ -114,18 +205,80 @@ export async function openSessionDataSource(opts: MysqlOptions): Promise<DataSou
 async function runMigrationsExclusively(
   dataSource: DataSource,
   config: MysqlConnectionConfig,
+  startTimeoutMs: number,
 ): Promise<void> {
   // Named locks are server-wide: one name per database, so databases migrate independently.
   const name = `loom_migrations:${createHash('sha1').update(config.database).digest('hex')}`;
-  const lock = await createConnection({ ...config, connectTimeout: 5000, timezone: 'Z' });
+  const connectTimeout = Math.min(5000, startTimeoutMs);
+  const lock = await createConnection({ ...config, connectTimeout, timezone: 'Z' }).catch((err) => {
+    throw unanswered(config, connectTimeout, err);
+  });
+  let stalled = false;
+  const abandonLock = () => {
+    stalled = true;
+    lock.destroy();
+  };
   try {
-    await lock.query(`SET time_zone = '${LOOM_TIME_ZONE}'`);
-    const [[row]] = await lock.query<RowDataPacket[]>('SELECT GET_LOCK(?, 60) AS got', [name]);
+    const waitSeconds = Math.max(1, Math.ceil(startTimeoutMs / 1000));
+    const [[row]] = await startStep(
+      config,
+      startTimeoutMs + 1000,
+      'waiting for the migration lock',
+      lock
+        .query(`SET time_zone = '${LOOM_TIME_ZONE}'`)
+        .then(() =>
+          lock.query<RowDataPacket[]>('SELECT GET_LOCK(?, ?) AS got', [name, waitSeconds]),
+        ),
+      abandonLock,
+    );
     if (Number(row?.got) !== 1)
-      throw new Error('another process held the migration lock for 60 s; start again');
-    await dataSource.runMigrations({ transaction: 'each' });
+      throw new Error(
+        `another process held the migration lock for ${waitSeconds} s (DB_START_TIMEOUT_MS); start again`,
+      );
+    await migrateWithin(dataSource, config, startTimeoutMs);
   } finally {
-    await lock.query('SELECT RELEASE_LOCK(?)', [name]).catch(() => undefined);
-    await lock.end().catch(() => undefined);
+    if (!stalled) {
+      await lock.query('SELECT RELEASE_LOCK(?)', [name]).catch(() => undefined);
+      await lock.end().catch(() => undefined);
+    }
+  }
+}
+
+/**
+ * The pending migrations, each in its transaction, within `startTimeoutMs`. MySQL bounds their
+ * waits for a table another session holds as well (lock_wait_timeout): a migration given up on
+ * by the client alone would stay queued for that table, and every statement after it with it.
+ */
+async function migrateWithin(
+  dataSource: DataSource,
+  config: MysqlConnectionConfig,
+  startTimeoutMs: number,
+): Promise<void> {
+  const runner = dataSource.createQueryRunner();
+  let stalled = false;
+  try {
+    await startStep(
+      config,
+      startTimeoutMs,
+      'migrating',
+      (async () => {
+        await runner.query(
+          `SET SESSION lock_wait_timeout = ${Math.max(1, Math.ceil(startTimeoutMs / 1000))}`,
+        );
+        const executor = new MigrationExecutor(dataSource, runner);
+        executor.transaction = 'each';
+        await executor.executePendingMigrations().catch((err: unknown) => {
+          // MySQL's own bound on a table another session holds (ER_LOCK_WAIT_TIMEOUT).
+          throw isContentionError(err) ? startTimedOut(config, startTimeoutMs, 'migrating') : err;
+        });
+        await runner.query('SET SESSION lock_wait_timeout = DEFAULT');
+      })(),
+      () => {
+        stalled = true;
+        destroyRunner(runner);
+      },
+    );
+  } finally {
+    if (!stalled) await runner.release();
   }
 }

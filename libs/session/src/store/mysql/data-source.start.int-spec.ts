@@ -1,0 +1,90 @@
+import { createConnection } from 'mysql2/promise';
+import { DataSource } from 'typeorm';
+import { createTestDatabase, PrivateMariaDb } from '@loom/testing';
+import { SESSION_MIGRATIONS } from '../../migrations';
+import { openSessionDataSource } from './data-source';
+
+/** What `p` came to, or 'still waiting' if it had not settled after `ms` (a hang, not a speed). */
+function settled(p: Promise<unknown>, ms: number): Promise<string> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    p.then(
+      () => 'opened',
+      (err: Error) => `failed: ${err.message}`,
+    ),
+    new Promise<string>((resolve) => (timer = setTimeout(() => resolve('still waiting'), ms))),
+  ]).finally(() => clearTimeout(timer));
+}
+
+/** Start statements MySQL leaves waiting fail the start after DB_START_TIMEOUT_MS, saying so. */
+describe('openSessionDataSource: a start MySQL leaves waiting', () => {
+  it('gives up on a migration another session holds the table for, naming the step', async () => {
+    const db = await createTestDatabase();
+    // The first schema, then a session that reads the table in an open transaction: its
+    // metadata lock keeps the next migration's ALTER TABLE waiting.
+    const first = new DataSource({
+      type: 'mysql',
+      url: db.url,
+      migrations: SESSION_MIGRATIONS.slice(0, 1),
+      migrationsTableName: 'loom_migrations',
+    });
+    await first.initialize();
+    await first.runMigrations();
+    await first.destroy();
+    const holder = await createConnection(db.url);
+    try {
+      await holder.query('START TRANSACTION');
+      await holder.query('SELECT * FROM loom_session_state');
+      const start = openSessionDataSource({ url: db.url, startTimeoutMs: 1500 });
+      start.then((ds) => ds.destroy()).catch(() => undefined);
+      expect(await settled(start, 30_000)).toMatch(
+        /^failed: MySQL at 127\.0\.0\.1:\d+ did not finish migrating within 1500 ms \(DB_START_TIMEOUT_MS\)/,
+      );
+    } finally {
+      await holder.query('ROLLBACK').catch(() => undefined);
+      await holder.end();
+      await db.drop();
+    }
+  });
+
+  describe('on a server of its own', () => {
+    let server: PrivateMariaDb;
+    beforeAll(async () => {
+      server = await PrivateMariaDb.start();
+    });
+    afterAll(async () => {
+      await server?.destroy();
+    });
+
+    it('gives up on creating the database while the server blocks it', async () => {
+      // A global read lock (private server only): CREATE DATABASE waits for it, as for a
+      // server that accepted the connection and then stalled.
+      const holder = await createConnection(server.url);
+      try {
+        await holder.query('FLUSH TABLES WITH READ LOCK');
+        const start = openSessionDataSource({ url: `${server.url}/loom`, startTimeoutMs: 1500 });
+        start.then((ds) => ds.destroy()).catch(() => undefined);
+        expect(await settled(start, 30_000)).toMatch(
+          /^failed: MySQL at 127\.0\.0\.1:\d+ did not answer within 1500 ms \(DB_START_TIMEOUT_MS\) while creating the database/,
+        );
+      } finally {
+        await holder.query('UNLOCK TABLES').catch(() => undefined);
+        await holder.end();
+      }
+    });
+
+    it('gives up on a server that stopped answering (SIGSTOP) after the connection', async () => {
+      // The migration lock's connection is open; the server then stops answering.
+      const start = openSessionDataSource({ url: `${server.url}/paused`, startTimeoutMs: 1500 });
+      start.then((ds) => ds.destroy()).catch(() => undefined);
+      server.pause();
+      try {
+        expect(await settled(start, 30_000)).toMatch(
+          /^failed: MySQL at 127\.0\.0\.1:\d+ did not (answer|finish migrating) within 1500 ms \(DB_START_TIMEOUT_MS\)/,
+        );
+      } finally {
+        server.resume();
+      }
+    });
+  });
+});
