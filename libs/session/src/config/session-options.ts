@@ -20,7 +20,7 @@ export interface SessionOptions {
   mysqlPoolSize?: number;
   /** A statement MySQL has not answered in this long is UNAVAILABLE (default 10 s). */
   mysqlQueryTimeoutMs?: number;
-  /** Each start step MySQL leaves waiting this long fails the start (DB_START_TIMEOUT_MS, 60 s). */
+  /** A start step MySQL leaves waiting this long fails the start (DB_START_TIMEOUT_MS, 60 s). */
   mysqlStartTimeoutMs?: number;
   /** Directory of the JSON-file store (embedded profile). */
   dataDir: string;

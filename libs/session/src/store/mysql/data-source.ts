@@ -14,9 +14,10 @@ export interface MysqlOptions {
   migrationsRun?: boolean;
   connectTimeoutMs?: number;
   /**
-   * DB_START_TIMEOUT_MS: how long each start step (connecting and creating the database, opening
-   * the pool, waiting for the migration lock, the migrations) may wait for MySQL before the start
-   * fails naming it (default 60 s).
+   * DB_START_TIMEOUT_MS: how long MySQL may leave a start step waiting (connecting and creating
+   * the database, opening the pool, each statement around the migration lock, a migration's wait
+   * for a table) before the start fails naming it (default 60 s). A migration the server works
+   * on, and the wait for another process migrating, last as long as they take.
    */
   startTimeoutMs?: number;
   /** MYSQL_SSL_CA: a PEM file of the CA that signed the server's certificate. */
@@ -59,13 +60,9 @@ async function startStep<T>(
 }
 
 function startTimedOut(config: MysqlConnectionConfig, ms: number, step: string): Error {
-  const what =
-    step === 'migrating'
-      ? `did not finish migrating within ${ms} ms (DB_START_TIMEOUT_MS)`
-      : `did not answer within ${ms} ms (DB_START_TIMEOUT_MS) while ${step}`;
   return new Error(
-    `MySQL at ${config.host}:${config.port} ${what}: a server that stopped answering, or a lock ` +
-      'another session holds (a long transaction, a table lock); raise DB_START_TIMEOUT_MS for a long migration',
+    `MySQL at ${config.host}:${config.port} did not answer within ${ms} ms (DB_START_TIMEOUT_MS) ` +
+      `while ${step}: a server that stopped answering, or a lock another session holds`,
   );
 }
 
@@ -198,9 +195,14 @@ export async function openSessionDataSource(opts: MysqlOptions): Promise<DataSou
 }
 
 /**
- * Several services start at once on one database: a named lock lets exactly one migrate. The
- * lock is held on a connection of its own, so a pool of one (DB_POOL_SIZE=1) still has the
- * connection the migrations run on.
+ * Several services start at once on one database: a named lock lets exactly one migrate, and the
+ * others wait for it as long as it migrates, however long a large table takes: the holder asks
+ * its server something on the lock's connection every little while, and the server ends that
+ * connection, and so the lock, once it has been idle past DB_START_TIMEOUT_MS (wait_timeout): a
+ * holder that hung or lost its network lets the next one take over instead of keeping every
+ * other start waiting. Every statement is bounded by DB_START_TIMEOUT_MS against a server that
+ * stops answering. The lock is held on a connection of its own, so a pool of one
+ * (DB_POOL_SIZE=1) still has the connection the migrations run on.
  */
 async function runMigrationsExclusively(
   dataSource: DataSource,
@@ -213,29 +215,36 @@ async function runMigrationsExclusively(
   const lock = await createConnection({ ...config, connectTimeout, timezone: 'Z' }).catch((err) => {
     throw unanswered(config, connectTimeout, err);
   });
+  const seconds = Math.max(1, Math.ceil(startTimeoutMs / 1000));
   let stalled = false;
   const abandonLock = () => {
     stalled = true;
     lock.destroy();
   };
+  const ask = <T>(step: string, work: Promise<T>, ms = startTimeoutMs) =>
+    startStep(config, ms, step, work, abandonLock);
   try {
-    const waitSeconds = Math.max(1, Math.ceil(startTimeoutMs / 1000));
-    const [[row]] = await startStep(
-      config,
-      startTimeoutMs + 1000,
+    await ask('waiting for the migration lock', lock.query(`SET time_zone = '${LOOM_TIME_ZONE}'`));
+    await ask(
       'waiting for the migration lock',
-      lock
-        .query(`SET time_zone = '${LOOM_TIME_ZONE}'`)
-        .then(() =>
-          lock.query<RowDataPacket[]>('SELECT GET_LOCK(?, ?) AS got', [name, waitSeconds]),
-        ),
-      abandonLock,
+      lock.query(`SET SESSION wait_timeout = ${seconds}`),
     );
-    if (Number(row?.got) !== 1)
-      throw new Error(
-        `another process held the migration lock for ${waitSeconds} s (DB_START_TIMEOUT_MS); start again`,
+    // In slices: each answered within its wait and DB_START_TIMEOUT_MS, or the server stalled.
+    const slice = Math.min(seconds, 5);
+    for (;;) {
+      const [[row]] = await ask(
+        'waiting for the migration lock',
+        lock.query<RowDataPacket[]>('SELECT GET_LOCK(?, ?) AS got', [name, slice]),
+        startTimeoutMs + slice * 1000,
       );
-    await migrateWithin(dataSource, config, startTimeoutMs);
+      if (Number(row?.got) === 1) break;
+      if (row?.got === null || row?.got === undefined)
+        throw new Error(`MySQL at ${config.host}:${config.port} refused the migration lock`);
+      // Held by a process that is migrating: it is alive, or the server would have ended it.
+    }
+    await migrateWhileAnswering(dataSource, config, startTimeoutMs, (step) =>
+      ask(step, lock.query('SELECT 1')),
+    );
   } finally {
     if (!stalled) {
       await lock.query('SELECT RELEASE_LOCK(?)', [name]).catch(() => undefined);
@@ -245,40 +254,54 @@ async function runMigrationsExclusively(
 }
 
 /**
- * The pending migrations, each in its transaction, within `startTimeoutMs`. MySQL bounds their
- * waits for a table another session holds as well (lock_wait_timeout): a migration given up on
- * by the client alone would stay queued for that table, and every statement after it with it.
+ * The pending migrations, each in its transaction, for as long as they take while the server
+ * answers `ping` (a large table's ALTER may take minutes): a server that stops answering fails
+ * the start. A migration's wait for a table another session holds (a long transaction) is
+ * bounded by MySQL (lock_wait_timeout): one given up on by the client alone would stay queued
+ * for that table, and every statement after it with it.
  */
-async function migrateWithin(
+async function migrateWhileAnswering(
   dataSource: DataSource,
   config: MysqlConnectionConfig,
   startTimeoutMs: number,
+  ping: (step: string) => Promise<unknown>,
 ): Promise<void> {
+  const seconds = Math.max(1, Math.ceil(startTimeoutMs / 1000));
   const runner = dataSource.createQueryRunner();
+  let migrating = true;
   let stalled = false;
+  const migrations = (async () => {
+    await runner.query(`SET SESSION lock_wait_timeout = ${seconds}`);
+    const executor = new MigrationExecutor(dataSource, runner);
+    executor.transaction = 'each';
+    await executor.executePendingMigrations().catch((err: unknown) => {
+      if (!isContentionError(err)) throw err;
+      throw new Error(
+        `MySQL at ${config.host}:${config.port}: a migration waited ${seconds} s (DB_START_TIMEOUT_MS) ` +
+          'for a table another session holds (a long transaction, LOCK TABLES); end it, or raise DB_START_TIMEOUT_MS',
+      );
+    });
+    await runner.query('SET SESSION lock_wait_timeout = DEFAULT');
+  })();
+  migrations.catch(() => undefined);
+  // Often enough that the lock's connection is never idle for its wait_timeout.
+  const every = Math.min(5000, Math.floor(startTimeoutMs / 4));
+  let timer: NodeJS.Timeout | undefined;
+  const pings = (async () => {
+    while (migrating) {
+      await new Promise((resolve) => (timer = setTimeout(resolve, every)));
+      if (migrating) await ping('migrating');
+    }
+  })();
+  pings.catch(() => {
+    stalled = true;
+    destroyRunner(runner);
+  });
   try {
-    await startStep(
-      config,
-      startTimeoutMs,
-      'migrating',
-      (async () => {
-        await runner.query(
-          `SET SESSION lock_wait_timeout = ${Math.max(1, Math.ceil(startTimeoutMs / 1000))}`,
-        );
-        const executor = new MigrationExecutor(dataSource, runner);
-        executor.transaction = 'each';
-        await executor.executePendingMigrations().catch((err: unknown) => {
-          // MySQL's own bound on a table another session holds (ER_LOCK_WAIT_TIMEOUT).
-          throw isContentionError(err) ? startTimedOut(config, startTimeoutMs, 'migrating') : err;
-        });
-        await runner.query('SET SESSION lock_wait_timeout = DEFAULT');
-      })(),
-      () => {
-        stalled = true;
-        destroyRunner(runner);
-      },
-    );
+    await Promise.race([migrations, pings.then(() => migrations)]);
   } finally {
+    migrating = false;
+    clearTimeout(timer);
     if (!stalled) await runner.release();
   }
 }
