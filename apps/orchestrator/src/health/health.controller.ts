@@ -15,9 +15,29 @@ import { ApiErrors } from '../openapi/api-errors.decorator';
 /** How long a store may take to answer the probe before it counts as down (ms). */
 const PROBE_TIMEOUT_MS = 1000;
 
+interface ProbeRow {
+  readOnly: unknown;
+  innodbReadOnly: unknown;
+}
+
+const readOnly = (row: ProbeRow | undefined) =>
+  Boolean(Number(row?.readOnly) || Number(row?.innodbReadOnly));
+
+/** A store that answers but could not serve a turn: down, saying why. */
+class NotServing extends Error {}
+
 /**
- * 200 when the stores answer, else 503: MySQL and Redis (distributed), or the JSON-file store
- * (embedded, which uses neither and does not claim them).
+ * The session table (an unmigrated database is not ready), and whether the server takes writes:
+ * one that is read-only (a replica after a failover, a primary set read_only for maintenance,
+ * InnoDB started read-only) answers reads while every turn fails with 503.
+ */
+const MYSQL_PROBE =
+  'SELECT @@global.read_only AS readOnly, @@innodb_read_only AS innodbReadOnly, ' +
+  'EXISTS(SELECT 1 FROM loom_session_state) AS migrated';
+
+/**
+ * 200 when the stores answer, else 503: MySQL (migrated, taking writes) and Redis (distributed),
+ * or the JSON-file store (embedded, which uses neither and does not claim them).
  */
 @ApiTags('health')
 @Controller('health')
@@ -31,7 +51,8 @@ export class HealthController {
   @Get()
   @ApiErrors(400)
   @ApiServiceUnavailableResponse({
-    description: "A store does not answer: API.md's error body, with terminus's report of which",
+    description:
+      "A store does not answer, or MySQL refuses writes: API.md's error body, with terminus's report of which",
     schema: {
       type: 'object',
       required: ['statusCode', 'code', 'message', 'status', 'details'],
@@ -57,7 +78,7 @@ export class HealthController {
       return {
         statusCode: 503,
         code: 'UNAVAILABLE',
-        message: 'a backing store does not answer',
+        message: 'a backing store does not answer, or refuses writes',
         ...(err.getResponse() as object),
       };
     }
@@ -72,20 +93,23 @@ export class HealthController {
           ),
       ];
     return [
-      // The session table, not just the server: an unmigrated database is not ready.
       () =>
-        this.probe('mysql', () =>
+        this.probe('mysql', async () => {
+          if (!this.infra.dataSource) return;
           // Bounded by the probe's own time-out, after which its connection is closed: one
           // left waiting on a server that stopped answering would hold its place in the pool.
-          this.infra.dataSource
-            ? queryWithin(
-                this.infra.dataSource,
-                'SELECT 1 FROM loom_session_state LIMIT 1',
-                [],
-                PROBE_TIMEOUT_MS,
-              )
-            : undefined,
-        ),
+          // So is one that found its server read-only, as the store's are: after a failover
+          // that left the former primary up, a new one reaches the new primary.
+          const [row] = await queryWithin<ProbeRow[]>(
+            this.infra.dataSource,
+            MYSQL_PROBE,
+            [],
+            PROBE_TIMEOUT_MS,
+            ([answer]) => readOnly(answer),
+          );
+          if (readOnly(row))
+            throw new NotServing('read-only: the server refuses writes (read_only=ON)');
+        }),
       () => this.probe('redis', () => (this.infra.redis ? pingRedis(this.infra.redis) : undefined)),
     ];
   }
@@ -102,8 +126,8 @@ export class HealthController {
         ),
       ]);
       return indicator.up({ ms: Date.now() - started });
-    } catch {
-      return indicator.down();
+    } catch (err) {
+      return err instanceof NotServing ? indicator.down({ reason: err.message }) : indicator.down();
     } finally {
       clearTimeout(timer);
     }

@@ -12,12 +12,15 @@ import { isReadOnlyServer } from './mysql-errors';
  * former primary, still up, which the connections opened before it reach, while a new one
  * reaches the new primary. Every statement on the session pool goes through here (the store's,
  * the readiness probe's): one left waiting would keep its connection stuck as well.
+ * `discardWhen` tells from an answer that its server is read-only all the same (the readiness
+ * probe reads @@read_only): its connection is closed too.
  */
 export function queryWithin<T = any>(
   db: DataSource,
   sql: string,
   params: unknown[] | undefined,
   timeoutMs: number,
+  discardWhen?: (answer: T) => boolean,
 ): Promise<T> {
   const runner = db.createQueryRunner();
   const discard = () => {
@@ -32,6 +35,10 @@ export function queryWithin<T = any>(
   };
   const statement = db
     .query<T>(sql, params, runner)
+    .then((answer: T) => {
+      if (discardWhen?.(answer)) discard();
+      return answer;
+    })
     .catch((err: unknown) => {
       if (isReadOnlyServer(err)) discard();
       throw err;
