@@ -1,12 +1,16 @@
 import { MigrationInterface, QueryRunner } from 'typeorm';
 
-/** The durable table of DESIGN.md §4 (seed 003's columns and key, utf8mb4). */
+/**
+ * The durable table of DESIGN.md §4 (seed 003's columns and key, utf8mb4). IF NOT EXISTS: MySQL
+ * commits a CREATE TABLE by itself, so a start stopped before the migration's row was written
+ * left the table, and every later start failed on it.
+ */
 export class CreateSessionState1763790000000 implements MigrationInterface {
   name = 'CreateSessionState1763790000000';
 
   async up(queryRunner: QueryRunner): Promise<void> {
     await queryRunner.query(`
-      CREATE TABLE loom_session_state (
+      CREATE TABLE IF NOT EXISTS loom_session_state (
         session_id  VARCHAR(128) NOT NULL,
         state_key   VARCHAR(160) NOT NULL,
         item_index  INT NOT NULL DEFAULT 0,

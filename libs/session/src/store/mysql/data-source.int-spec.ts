@@ -74,6 +74,34 @@ describe('openSessionDataSource', () => {
     }
   });
 
+  it('starts after a first start that was stopped between creating the table and recording it', async () => {
+    const db = await createTestDatabase();
+    // MySQL commits a CREATE TABLE by itself: a process killed (a restart, Ctrl-C, OOM) right
+    // after it leaves the table without its row in loom_migrations.
+    const first = new DataSource({
+      type: 'mysql',
+      url: db.url,
+      migrations: SESSION_MIGRATIONS.slice(0, 1),
+      migrationsTableName: 'loom_migrations',
+    });
+    await first.initialize();
+    try {
+      await first.runMigrations();
+      await first.query('DELETE FROM loom_migrations');
+      await first.destroy();
+      const ds = await openSessionDataSource({ url: db.url });
+      const rows: { name: string }[] = await ds.query('SELECT name FROM loom_migrations');
+      expect(rows.map((r) => r.name)).toEqual([
+        'CreateSessionState1763790000000',
+        'CaseSensitiveKeys1795000000000',
+      ]);
+      await ds.destroy();
+    } finally {
+      if (first.isInitialized) await first.destroy();
+      await db.drop();
+    }
+  });
+
   it('without migrations (DB_MIGRATIONS_RUN=false) the store answers UNAVAILABLE, saying what to run', async () => {
     const db = await createTestDatabase();
     const store = new MysqlSessionStore(
