@@ -1,3 +1,4 @@
+import { createHmac } from 'crypto';
 import { ExecutionContext } from '@nestjs/common';
 import { JwtService } from '@nestjs/jwt';
 import { ClsService } from 'nestjs-cls';
@@ -24,13 +25,21 @@ function guardWith(maxAgeS: number) {
     set: (k: string, v: unknown) => (set[k] = v),
   } as unknown as ClsService<LoomClsStore>;
   const guard = new JwtAuthGuard(new TokenVerifier(jwt, env), cls);
-  const check = (claims: Record<string, unknown>, header?: Record<string, unknown>) => {
-    const signed = jwt.sign(claims, header ? { header: { alg: 'HS256', ...header } } : {});
+  const checkSigned = (signed: string) => {
     const req = { headers: { authorization: `Bearer ${signed}` } };
     const ctx = { switchToHttp: () => ({ getRequest: () => req }) } as unknown as ExecutionContext;
     return guard.canActivate(ctx);
   };
-  return { check, set };
+  const check = (claims: Record<string, unknown>, header?: Record<string, unknown>) =>
+    checkSigned(jwt.sign(claims, header ? { header: { alg: 'HS256', ...header } } : {}));
+  return { check, checkSigned, set };
+}
+
+/** An HS256 token of any claims, signed with SECRET without jsonwebtoken's checks of them. */
+function handSigned(claims: Record<string, unknown>): string {
+  const b64 = (o: object) => Buffer.from(JSON.stringify(o)).toString('base64url');
+  const body = `${b64({ alg: 'HS256', typ: 'JWT' })}.${b64(claims)}`;
+  return `${body}.${createHmac('sha256', SECRET).update(body).digest('base64url')}`;
 }
 
 const now = () => Math.floor(Date.now() / 1000);
@@ -76,5 +85,26 @@ describe('JwtAuthGuard and LOOM_JWT_MAX_AGE_S', () => {
     await expect(check({ sub: 'alice', tid: 'tenant-a', exp: now() - 10 })).rejects.toMatchObject({
       code: 'UNAUTHENTICATED',
     });
+  });
+});
+
+describe('JwtAuthGuard and clock skew', () => {
+  it('accepts a token issued by a clock up to 30 s ahead of ours, nbf included; refuses one not valid for longer', async () => {
+    for (const maxAge of [0, 3600]) {
+      const { check, checkSigned } = guardWith(maxAge);
+      // an issuer whose clock runs 10 s ahead: iat and nbf are 10 s in our future
+      const ahead = now() + 10;
+      await expect(
+        check({ sub: 'alice', tid: 'tenant-a', iat: ahead, nbf: ahead, exp: ahead + 3600 }),
+      ).resolves.toBe(true);
+      // not valid for another 2 minutes: no skew explains that
+      await expect(
+        check({ sub: 'alice', tid: 'tenant-a', nbf: now() + 120, exp: now() + 600 }),
+      ).rejects.toMatchObject({ code: 'UNAUTHENTICATED' });
+      // a malformed nbf voids the token (jsonwebtoken would not sign it: signed by hand)
+      await expect(
+        checkSigned(handSigned({ sub: 'alice', tid: 'tenant-a', nbf: 'soon', exp: now() + 600 })),
+      ).rejects.toMatchObject({ code: 'UNAUTHENTICATED' });
+    }
   });
 });

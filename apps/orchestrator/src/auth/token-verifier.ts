@@ -4,12 +4,14 @@ import { LOOM_ENV, LoomEnv } from '@loom/agent-kit';
 import { LoomError, LoomErrorCode, Owner, PRINCIPAL_PATTERN } from '@loom/session';
 import { bearerToken } from './bearer-token';
 
-/** Seconds an issuer's clock may run ahead of ours (LOOM_JWT_MAX_AGE_S). */
+/** Seconds an issuer's clock may run ahead of ours (`nbf`, LOOM_JWT_MAX_AGE_S). */
 const CLOCK_LEEWAY_S = 30;
 
 /**
  * HS256 bearer tokens with `sub` (user) and `tid` (tenant); the tenant never comes from elsewhere.
  * `exp` is honoured; with LOOM_JWT_MAX_AGE_S set, a token must have one, no further ahead than that.
+ * `nbf` is honoured with CLOCK_LEEWAY_S: an issuer whose clock runs a little ahead of ours stamps
+ * a new token "not before" a moment still to come here, and its user must not get 401s meanwhile.
  */
 @Injectable()
 export class TokenVerifier {
@@ -22,9 +24,18 @@ export class TokenVerifier {
   async owner(header: string | string[] | undefined): Promise<Owner> {
     const token = bearerToken(header);
     if (!token) throw unauthenticated('missing bearer token');
-    let verified: { header: object; payload: { sub?: unknown; tid?: unknown; exp?: unknown } };
+    let verified: {
+      header: object;
+      payload: { sub?: unknown; tid?: unknown; exp?: unknown; nbf?: unknown };
+    };
     try {
-      verified = await this.jwt.verifyAsync(token, { algorithms: ['HS256'], complete: true });
+      // `nbf` is checked below, with the leeway jsonwebtoken would not give it without giving
+      // `exp` the same (a token honoured after it expired).
+      verified = await this.jwt.verifyAsync(token, {
+        algorithms: ['HS256'],
+        complete: true,
+        ignoreNotBefore: true,
+      });
     } catch {
       throw unauthenticated('invalid or expired token');
     }
@@ -32,6 +43,11 @@ export class TokenVerifier {
     if ('crit' in verified.header)
       throw unauthenticated('the token names critical extensions this server does not support');
     const claims = typeof verified.payload === 'object' && verified.payload ? verified.payload : {};
+    if (
+      claims.nbf !== undefined &&
+      (typeof claims.nbf !== 'number' || claims.nbf > Date.now() / 1000 + CLOCK_LEEWAY_S)
+    )
+      throw unauthenticated('invalid or expired token');
     if (
       typeof claims.sub !== 'string' ||
       typeof claims.tid !== 'string' ||
