@@ -1,6 +1,7 @@
 import 'reflect-metadata';
 import { promises as fs } from 'fs';
 import * as path from 'path';
+import { parseArgs } from 'util';
 import { assertPrincipal } from '../ids';
 import { LegacyImporter } from '../legacy/legacy-importer';
 import { openSessionDataSource, startTimeoutMs } from '../store/mysql/data-source';
@@ -11,10 +12,41 @@ const USAGE =
 
 /** Imports old whole-document session files into MySQL (Redis refills itself on first read). */
 async function main(argv: string[]): Promise<number> {
-  const flag = (f: string) => (argv.includes(f) ? argv[argv.indexOf(f) + 1] : undefined);
-  const tenantId = flag('--tenant');
-  const userId = flag('--user');
-  const inputs = argv.filter((a, i) => !a.startsWith('--') && !argv[i - 1]?.startsWith('--'));
+  // Strict: an unknown flag is refused, never taken with the argument after it (a file there
+  // would be left out of the import without a word), and so is a flag given twice.
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      strict: true,
+      allowPositionals: true,
+      options: {
+        tenant: { type: 'string' },
+        user: { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+      tokens: true,
+    });
+  } catch (err) {
+    process.stderr.write(
+      `import-legacy: ${(err as Error).message.replace(/\. To specify[^]*$/, '')}\n${USAGE}\n`,
+    );
+    return 2;
+  }
+  const { values, positionals: inputs, tokens } = parsed;
+  if (values.help) {
+    process.stdout.write(`${USAGE}\n`);
+    return 0;
+  }
+  const twice = ['tenant', 'user'].find(
+    (name) => tokens.filter((t) => t.kind === 'option' && t.name === name).length > 1,
+  );
+  if (twice) {
+    process.stderr.write(`import-legacy: --${twice} is given more than once\n${USAGE}\n`);
+    return 2;
+  }
+  const tenantId = values.tenant;
+  const userId = values.user;
   if (!tenantId || !userId || inputs.length === 0) {
     process.stderr.write(`${USAGE}\n`);
     return 2;
