@@ -1,4 +1,4 @@
-import { mkdtempSync, rmSync, writeFileSync } from 'fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'fs';
 import { tmpdir } from 'os';
 import * as path from 'path';
 import { createTestDatabase } from '@loom/testing';
@@ -87,6 +87,34 @@ describe('LegacyImporter (real MySQL)', () => {
     });
     expect((await conversations.get(alice, 'user_session_002')).messageCount).toBe(4);
     expect(await conversations.messageCount(alice, 'user_session_002')).toBe(4);
+  });
+
+  it('never merges two different files of one id: the second is skipped, the first kept whole', async () => {
+    const importer = new LegacyImporter(store);
+    const first = [
+      { role: 'user', content: 'A1' },
+      { role: 'assistant', content: 'A2' },
+    ];
+    const second = [
+      { role: 'user', content: 'B1' },
+      { role: 'assistant', content: 'B2' },
+      { role: 'user', content: 'B3' },
+    ];
+    mkdirSync(path.join(dir, 'one'));
+    mkdirSync(path.join(dir, 'two'));
+    await importer.importFile(
+      alice,
+      write('one/dup_session_1.json', { memory: { messages: first } }),
+    );
+    expect(
+      await importer.importFile(
+        alice,
+        write('two/dup_session_1.json', { memory: { messages: second } }),
+      ),
+    ).toMatchObject({ status: 'skipped', messages: 0 });
+    const conversations = new ConversationRepository(store, { idleExpiryDays: 30 });
+    const stored = await conversations.messages(alice, 'dup_session_1');
+    expect(stored.map((m) => m.content)).toEqual(['A1', 'A2']);
   });
 
   it('refuses a tenant of Loom’s own (starting with _), as API tokens do', async () => {

@@ -5,7 +5,7 @@ import { Owner } from '../conversation/owner';
 import { LoomError, LoomErrorCode } from '../errors/session-error';
 import { isValidId } from '../ids';
 import { SessionStore } from '../store/session-store';
-import { parseLegacySession } from './legacy-document';
+import { LegacyMessage, parseLegacySession } from './legacy-document';
 
 export interface ImportResult {
   file: string;
@@ -65,7 +65,19 @@ export class LegacyImporter {
         reason: 'the id belongs to another owner',
       };
     }
-    const already = await this.conversations.messageCount(owner, sessionId);
+    const already = await this.conversations.messageCount(owner, sessionId, true);
+    // What the log already holds must be this file's messages, in order: another file with the
+    // same id (a second export directory) or a log that took other messages between an
+    // interrupted run and this one would otherwise get the file's tail appended after them.
+    const differs = await this.firstDifference(owner, sessionId, parsed.messages, already);
+    if (differs !== null)
+      return {
+        file,
+        sessionId,
+        status: 'skipped',
+        messages: 0,
+        reason: `the conversation already holds other messages than this file (seq ${differs} differs)`,
+      };
     const createdAt = new Date().toISOString();
     for (const m of parsed.messages.slice(already)) {
       await this.conversations.appendMessage(owner, sessionId, {
@@ -94,5 +106,29 @@ export class LegacyImporter {
       messages: added,
       reason: parsed.skipped.length ? `${parsed.skipped.length} messages skipped` : undefined,
     };
+  }
+
+  /** The first seq where the log differs from `messages` (compared as far as both go), or null. */
+  private async firstDifference(
+    owner: Owner,
+    sessionId: string,
+    messages: LegacyMessage[],
+    stored: number,
+  ): Promise<number | null> {
+    const upTo = Math.min(stored, messages.length);
+    for (let afterSeq = 0; afterSeq < upTo;) {
+      const page = await this.conversations.messages(owner, sessionId, {
+        afterSeq,
+        limit: Math.min(200, upTo - afterSeq),
+      });
+      if (page.length === 0) return afterSeq + 1;
+      for (const m of page) {
+        const want = messages[m.seq - 1];
+        if (m.seq !== afterSeq + 1 || !want || want.role !== m.role || want.content !== m.content)
+          return afterSeq + 1;
+        afterSeq = m.seq;
+      }
+    }
+    return null;
   }
 }
