@@ -20,6 +20,20 @@ const ROLES = new Map<string, MessageRole>([
 ]);
 
 /**
+ * The text of a legacy file: UTF-8, with or without a byte-order mark (Windows tools write one).
+ * Anything else (GBK, Latin-1, UTF-16) is refused: decoded as UTF-8 it would be imported as
+ * replacement characters, its text lost without a word.
+ */
+export function decodeLegacyFile(bytes: Uint8Array): string {
+  try {
+    // TextDecoder drops a leading UTF-8 BOM itself (ignoreBOM: false).
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    throw new Error('the file is not UTF-8 text (convert it to UTF-8 first, e.g. with iconv)');
+  }
+}
+
+/**
  * Parses seed 003's old format — one JSON file per session, `{ "memory": { "messages": [...] }, ... }`,
  * messages with `role` and `content` as a string or as blocks `[{ "type": "text", "text": "…" }]`.
  */

@@ -117,6 +117,31 @@ describe('LegacyImporter (real MySQL)', () => {
     expect(stored.map((m) => m.content)).toEqual(['A1', 'A2']);
   });
 
+  it('refuses a file that is not UTF-8 instead of importing mangled text, and reads a BOM', async () => {
+    const importer = new LegacyImporter(store);
+    const conversations = new ConversationRepository(store, { idleExpiryDays: 30 });
+    // "你好" in GBK, as an export from an older Chinese Windows tool writes it.
+    const gbk = Buffer.concat([
+      Buffer.from('{"memory":{"messages":[{"role":"user","content":"'),
+      Buffer.from([0xc4, 0xe3, 0xba, 0xc3]),
+      Buffer.from('"}]}}'),
+    ]);
+    const gbkFile = path.join(dir, 'gbk_session_1.json');
+    writeFileSync(gbkFile, gbk);
+    expect(await importer.importFile(alice, gbkFile)).toMatchObject({
+      status: 'skipped',
+      reason: expect.stringContaining('UTF-8'),
+    });
+    expect(await store.exists({ tenantId: alice.tenantId }, 'gbk_session_1')).toBe(false);
+
+    const doc = JSON.stringify({ memory: { messages: [{ role: 'user', content: '你好' }] } });
+    const bomFile = path.join(dir, 'bom_session_1.json');
+    writeFileSync(bomFile, Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(doc)]));
+    expect(await importer.importFile(alice, bomFile)).toMatchObject({ status: 'imported' });
+    const stored = await conversations.messages(alice, 'bom_session_1');
+    expect(stored.map((m) => m.content)).toEqual(['你好']);
+  });
+
   it('refuses a tenant of Loom’s own (starting with _), as API tokens do', async () => {
     const importer = new LegacyImporter(store);
     const file = write('c_reserved00001.json', { memory: { messages: [] } });

@@ -5,7 +5,7 @@ import { Owner } from '../conversation/owner';
 import { LoomError, LoomErrorCode } from '../errors/session-error';
 import { isValidId } from '../ids';
 import { SessionStore } from '../store/session-store';
-import { LegacyMessage, parseLegacySession } from './legacy-document';
+import { decodeLegacyFile, LegacyMessage, parseLegacySession } from './legacy-document';
 
 export interface ImportResult {
   file: string;
@@ -48,7 +48,7 @@ export class LegacyImporter {
       };
     let parsed;
     try {
-      parsed = parseLegacySession(await fs.readFile(file, 'utf8'));
+      parsed = parseLegacySession(decodeLegacyFile(await fs.readFile(file)));
     } catch (err) {
       return { file, sessionId, status: 'skipped', messages: 0, reason: (err as Error).message };
     }
