@@ -14,6 +14,14 @@ export interface ParsedLegacySession {
   state: Record<string, unknown>;
 }
 
+/**
+ * The longest message imported, in characters. Counting the tokens of a longer one can take
+ * minutes, and its row may exceed the server's max_allowed_packet (16 MB by default, in bytes
+ * after JSON escapes): the run would hang or stop halfway through the file, and every re-run at
+ * the same message. A file holding one is refused whole, before anything of it is written.
+ */
+export const MAX_LEGACY_MESSAGE_CHARS = 1_000_000;
+
 const ROLES = new Map<string, MessageRole>([
   ['user', 'user'],
   ['assistant', 'assistant'],
@@ -55,6 +63,8 @@ export function parseLegacySession(text: string): ParsedLegacySession {
     const m = raw as { role?: unknown; content?: unknown };
     const role = typeof m?.role === 'string' ? ROLES.get(m.role.toLowerCase()) : undefined;
     const content = textOf(m?.content);
+    if (content.length > MAX_LEGACY_MESSAGE_CHARS)
+      throw new Error(`message ${index + 1} is over ${MAX_LEGACY_MESSAGE_CHARS} characters`);
     if (!role)
       skipped.push({ index, reason: `role ${JSON.stringify(m?.role)} is not user or assistant` });
     else if (!content) skipped.push({ index, reason: 'no text content' });

@@ -5,6 +5,7 @@ import { createTestDatabase } from '@loom/testing';
 import { ConversationRepository } from '../conversation/conversation.repository';
 import { openSessionDataSource } from '../store/mysql/data-source';
 import { MysqlSessionStore } from '../store/mysql/mysql-session.store';
+import { MAX_LEGACY_MESSAGE_CHARS } from './legacy-document';
 import { LegacyImporter } from './legacy-importer';
 
 describe('LegacyImporter (real MySQL)', () => {
@@ -140,6 +141,23 @@ describe('LegacyImporter (real MySQL)', () => {
     expect(await importer.importFile(alice, bomFile)).toMatchObject({ status: 'imported' });
     const stored = await conversations.messages(alice, 'bom_session_1');
     expect(stored.map((m) => m.content)).toEqual(['你好']);
+  });
+
+  it('refuses a file with a message too large to store before writing any of it', async () => {
+    const importer = new LegacyImporter(store);
+    const messages = [
+      { role: 'user', content: 'small' },
+      { role: 'assistant', content: 'x'.repeat(MAX_LEGACY_MESSAGE_CHARS + 1) },
+      { role: 'user', content: 'after' },
+    ];
+    expect(
+      await importer.importFile(alice, write('huge_session_1.json', { memory: { messages } })),
+    ).toMatchObject({
+      status: 'skipped',
+      messages: 0,
+      reason: expect.stringContaining('message 2'),
+    });
+    expect(await store.exists({ tenantId: alice.tenantId }, 'huge_session_1')).toBe(false);
   });
 
   it('refuses a tenant of Loom’s own (starting with _), as API tokens do', async () => {
