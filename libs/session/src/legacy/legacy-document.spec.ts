@@ -37,6 +37,7 @@ describe('parseLegacySession', () => {
       roles.map((role, index) => ({
         index,
         reason: `role ${JSON.stringify(role)} is not user or assistant`,
+        message: { role, content: 'x' },
       })),
     );
   });

@@ -8,8 +8,10 @@ export interface LegacyMessage {
 
 export interface ParsedLegacySession {
   messages: LegacyMessage[];
-  /** Messages that could not be imported (unknown role or no text), with why. */
-  skipped: Array<{ index: number; reason: string }>;
+  /** Messages that could not be imported (unknown role or no text), with why and as they were. */
+  skipped: Array<{ index: number; reason: string; message: unknown }>;
+  /** `memory`'s other fields (e.g. a summary), kept as the `legacy:memory` value; null if none. */
+  memory: Record<string, unknown> | null;
   /** Other top-level state of the document (e.g. `agent`), kept as `legacy:<key>` values. */
   state: Record<string, unknown>;
 }
@@ -55,7 +57,7 @@ export function parseLegacySession(text: string): ParsedLegacySession {
   if (!doc || typeof doc !== 'object' || Array.isArray(doc))
     throw new Error('the document is not a JSON object');
   const { memory, ...state } = doc as Record<string, unknown>;
-  const list = (memory as { messages?: unknown } | undefined)?.messages;
+  const { messages: list, ...memoryRest } = (memory ?? {}) as Record<string, unknown>;
   if (!Array.isArray(list)) throw new Error('memory.messages is missing or not a list');
   const messages: LegacyMessage[] = [];
   const skipped: ParsedLegacySession['skipped'] = [];
@@ -66,11 +68,16 @@ export function parseLegacySession(text: string): ParsedLegacySession {
     if (content.length > MAX_LEGACY_MESSAGE_CHARS)
       throw new Error(`message ${index + 1} is over ${MAX_LEGACY_MESSAGE_CHARS} characters`);
     if (!role)
-      skipped.push({ index, reason: `role ${JSON.stringify(m?.role)} is not user or assistant` });
-    else if (!content) skipped.push({ index, reason: 'no text content' });
+      skipped.push({
+        index,
+        reason: `role ${JSON.stringify(m?.role)} is not user or assistant`,
+        message: raw,
+      });
+    else if (!content) skipped.push({ index, reason: 'no text content', message: raw });
     else messages.push({ role, content });
   });
-  return { messages, skipped, state };
+  const rest = Object.keys(memoryRest).length ? memoryRest : null;
+  return { messages, skipped, state, memory: rest };
 }
 
 function textOf(content: unknown): string {

@@ -160,6 +160,41 @@ describe('LegacyImporter (real MySQL)', () => {
     expect(await store.exists({ tenantId: alice.tenantId }, 'huge_session_1')).toBe(false);
   });
 
+  it('keeps what it cannot import as messages or values, so no part of the file is lost', async () => {
+    const importer = new LegacyImporter(store);
+    const system = { role: 'system', content: 'You are a lawyer.' };
+    const image = { role: 'user', content: [{ type: 'image', url: 'contract.png' }] };
+    const doc = {
+      'agent config': { temperature: 0.2 },
+      agent: { name: 'Assistant' },
+      memory: {
+        summary: 'earlier: a labor dispute',
+        messages: [
+          system,
+          { role: 'user', content: 'q' },
+          image,
+          { role: 'assistant', content: 'a' },
+        ],
+      },
+    };
+    expect(await importer.importFile(alice, write('rest_session_1.json', doc))).toMatchObject({
+      status: 'imported',
+      messages: 2,
+    });
+    const scope = { tenantId: alice.tenantId };
+    expect(await store.get(scope, 'rest_session_1', 'legacy:agent')).toEqual({ name: 'Assistant' });
+    expect(await store.get(scope, 'rest_session_1', 'legacy:memory')).toEqual({
+      summary: 'earlier: a labor dispute',
+    });
+    expect(await store.get(scope, 'rest_session_1', 'legacy:unimported')).toEqual({
+      messages: [
+        { index: 0, message: system },
+        { index: 2, message: image },
+      ],
+      state: { 'agent config': { temperature: 0.2 } },
+    });
+  });
+
   it('refuses a tenant of Loom’s own (starting with _), as API tokens do', async () => {
     const importer = new LegacyImporter(store);
     const file = write('c_reserved00001.json', { memory: { messages: [] } });

@@ -88,10 +88,22 @@ export class LegacyImporter {
         tokens: 0,
       });
     }
-    for (const [key, value] of Object.entries(parsed.state)) {
-      if (/^[A-Za-z0-9_.-]{1,100}$/.test(key))
-        await this.store.save({ tenantId: owner.tenantId }, sessionId, `legacy:${key}`, value);
+    // Nothing of the file is dropped: what is neither a message nor a value under a key name
+    // Loom takes (a system or tool message, an image, a key with spaces) is kept as it was in
+    // `legacy:unimported`, and `memory`'s other fields in `legacy:memory`.
+    const scope = { tenantId: owner.tenantId };
+    const unnamed: Record<string, unknown> = {};
+    const state = { ...parsed.state, ...(parsed.memory ? { memory: parsed.memory } : {}) };
+    for (const [key, value] of Object.entries(state)) {
+      if (/^[A-Za-z0-9_.-]{1,100}$/.test(key) && key !== 'unimported')
+        await this.store.save(scope, sessionId, `legacy:${key}`, value);
+      else unnamed[key] = value;
     }
+    if (parsed.skipped.length || Object.keys(unnamed).length)
+      await this.store.save(scope, sessionId, 'legacy:unimported', {
+        messages: parsed.skipped.map(({ index, message }) => ({ index, message })),
+        state: unnamed,
+      });
     const added = parsed.messages.length - Math.min(already, parsed.messages.length);
     const fresh = await this.conversations.get(owner, sessionId, true);
     // The log's length now: a conversation that went on after its import has more messages
@@ -104,7 +116,9 @@ export class LegacyImporter {
       sessionId,
       status,
       messages: added,
-      reason: parsed.skipped.length ? `${parsed.skipped.length} messages skipped` : undefined,
+      reason: parsed.skipped.length
+        ? `${parsed.skipped.length} messages not imported as messages (kept in legacy:unimported)`
+        : undefined,
     };
   }
 
