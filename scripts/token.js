@@ -7,7 +7,19 @@ const fs = require('fs');
 const path = require('path');
 const { JwtService } = require('@nestjs/jwt');
 
-const [sub, tid, hoursArg] = process.argv.slice(2);
+const args = process.argv.slice(2);
+const USAGE = 'usage: npm run token -- <user id> <tenant id> [hours, default 1]';
+if (args.length === 1 && (args[0] === '--help' || args[0] === '-h')) {
+  console.log(USAGE);
+  process.exit(0);
+}
+// Three arguments at most, none a flag: `--user alice` would otherwise sign a token for user
+// "--user" of tenant "alice", and an extra argument would be dropped without a word.
+if (args.length > 3 || args.some((a) => a.startsWith('--'))) {
+  console.error(USAGE);
+  process.exit(2);
+}
+const [sub, tid, hoursArg] = args;
 // The orchestrator answers 401 to a token whose exp is further ahead than LOOM_JWT_MAX_AGE_S
 // (apps/orchestrator/src/auth/token-verifier.ts): the default hour is shortened to it.
 const maxAgeText = (process.env.LOOM_JWT_MAX_AGE_S ?? '').trim();
@@ -18,7 +30,7 @@ if (maxAgeText !== '' && !/^\+?\d+$/.test(maxAgeText)) {
 const maxAgeS = Number(maxAgeText || 0);
 const hours = hoursArg ?? (maxAgeS > 0 ? String(Math.min(3600, maxAgeS) / 3600) : '1');
 if (!sub || !tid || !/^\d+(\.\d+)?$/.test(hours)) {
-  console.error('usage: npm run token -- <user id> <tenant id> [hours, default 1]');
+  console.error(USAGE);
   process.exit(2);
 }
 // What the orchestrator's guard accepts (libs/session/src/ids.ts PRINCIPAL_PATTERN): a token it

@@ -26,6 +26,9 @@ describe('system: npm run token', () => {
     [['alice smith', 'acme'], 'invalid user id'],
     [['alice', 'ac/me'], 'invalid tenant id'],
     [['alice', 'acme', '0'], 'hours must be more than 0'],
+    // Flags are no ids: a token for user "--user" of tenant "alice" would be 401 at best.
+    [['--user', 'alice'], 'usage: npm run token'],
+    [['alice', 'acme', '2', 'extra'], 'usage: npm run token'],
   ])('refuses %j in one line, printing no token', (args, message) => {
     const out = token(...args);
     expect(out.status).toBe(2);
