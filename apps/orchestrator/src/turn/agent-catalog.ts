@@ -64,6 +64,28 @@ export class AgentCatalog {
     return { agents, live };
   }
 
+  /**
+   * Whether `agentType` was retired (`npm run agents:retire`) and has not run since: a step of a
+   * task planned before the retirement and dispatched after it (a recovery, a retry, a later
+   * wave), which no instance will ever answer. Read fresh, not from this process's copy (up to a
+   * minute old): one read of the retired types, and the registry only for a retired one.
+   */
+  async retiredNow(agentType: string): Promise<boolean> {
+    const retired = await this.system.value<Record<string, number>>(
+      SystemSessions.catalog,
+      RETIRED_KEY,
+    );
+    const at = retiredAt(retired ?? {}, agentType);
+    if (at === -Infinity) return false;
+    const { live } = await this.agents();
+    if (live.has(agentType)) return false;
+    const seen =
+      this.catalog && Object.hasOwn(this.catalog, agentType)
+        ? this.catalog[agentType].lastSeenAt
+        : -Infinity;
+    return seen <= at;
+  }
+
   /** Merges what runs now into the catalog; writes it only when something changed or aged. */
   private async remember(running: RegisteredAgent[]): Promise<Catalog> {
     const now = Date.now();

@@ -18,6 +18,7 @@ import {
 } from '@loom/session';
 import { LoomClsStore } from '@loom/observability';
 import { AgentDispatcher } from '../dispatch/agent-dispatcher';
+import { AgentCatalog } from './agent-catalog';
 import { TaskRun } from './task-run';
 
 export interface TaskOutcome {
@@ -65,6 +66,7 @@ export class TaskExecutor implements OnApplicationShutdown {
     private readonly dispatcher: AgentDispatcher,
     private readonly signer: AssignmentSigner,
     private readonly cls: ClsService<LoomClsStore>,
+    private readonly catalog: AgentCatalog,
     @Inject(SESSION_INFRA) infra: SessionInfra,
   ) {
     this.deltas = new DeltaChannel(infra.redis, infra.keys.prefix);
@@ -164,6 +166,15 @@ export class TaskExecutor implements OnApplicationShutdown {
   ): Promise<AgentExecutionRecord> {
     const { owner, task } = run;
     const { agentSessionId, agentType } = record;
+    // Planned before its type was retired (a recovered or retried task): no instance will ever
+    // take the request, so it fails now, as the command failed the requests already queued,
+    // rather than wait AGENT_TIMEOUT_MS for a 503 that invites retries of the same wait. A check
+    // that fails (the store away) only means: dispatch as usual.
+    if (await this.catalog.retiredNow(agentType).catch(() => false))
+      return this.failed(
+        record,
+        new LoomError(LoomErrorCode.AGENT_FAILED, `${agentType} was retired`),
+      );
     const assignment = this.signer.sign({
       tenantId: owner.tenantId,
       userId: owner.userId,
@@ -215,16 +226,20 @@ export class TaskExecutor implements OnApplicationShutdown {
       const e = LoomError.is(err)
         ? err
         : new LoomError(LoomErrorCode.AGENT_FAILED, 'agent call failed');
-      this.log.warn(`${agentType} failed: ${e.code} ${e.message}`);
-      return {
-        ...record,
-        status: ExecutionStatus.FAILED,
-        completedAt: new Date().toISOString(),
-        error: { code: e.code, message: e.message },
-        output: null,
-        usage: reportedUsage(e.details?.usage) ?? record.usage,
-      };
+      return this.failed(record, e);
     }
+  }
+
+  private failed(record: AgentExecutionRecord, e: LoomError): AgentExecutionRecord {
+    this.log.warn(`${record.agentType} failed: ${e.code} ${e.message}`);
+    return {
+      ...record,
+      status: ExecutionStatus.FAILED,
+      completedAt: new Date().toISOString(),
+      error: { code: e.code, message: e.message },
+      output: null,
+      usage: reportedUsage(e.details?.usage) ?? record.usage,
+    };
   }
 }
 
