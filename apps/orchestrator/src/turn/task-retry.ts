@@ -8,6 +8,7 @@ import {
   Owner,
   SESSION_INFRA,
   SessionInfra,
+  SystemRepository,
   TaskRepository,
   TaskSession,
   TaskStatus,
@@ -43,9 +44,11 @@ export const retryable = (task: TaskSession): boolean =>
  * delivery of a failed execution only as it starts.
  *
  * Writes, each finished by someone should the process die after it: the task, still FAILED,
- * marked as counted in the conversation's usage (a later tidy-up counts nothing twice); the task
- * in the conversation's active tasks (the next turn or a retry takes it up again, or tidies it);
- * the task RUNNING with a lease and the new executions; the run-index entry (the scan too).
+ * marked as counted in the conversation's usage (a later tidy-up counts nothing twice); the
+ * run-index entry naming this lock (the scan tidies a FAILED task it names once this holder is
+ * gone); the task in the conversation's active tasks (the next turn or a retry takes it up
+ * again, or tidies it); the task RUNNING with a lease and the new executions (the scan resumes
+ * it once the lease has run out).
  */
 @Injectable()
 export class TaskRetry {
@@ -55,6 +58,7 @@ export class TaskRetry {
   constructor(
     private readonly conversations: ConversationRepository,
     private readonly tasks: TaskRepository,
+    private readonly system: SystemRepository,
     private readonly completion: TaskCompletion,
     private readonly resumer: TaskResumer,
     private readonly leases: TaskLeases,
@@ -91,7 +95,15 @@ export class TaskRetry {
     // Its failure fully written (out of the active tasks, its cost counted) before it reopens.
     await this.completion.tidy(owner, task, lock.fence);
     task.countedExecutions = task.executions.length;
+    // Closed as of now: the scan leaves the index entry written next alone for a lease's time
+    // (and while this lock's holder lives), however long ago the task first failed.
+    task.completedAt = new Date().toISOString();
     await this.tasks.save(owner, task, lock.fence);
+    // Back in the run index (tidy took it out) before the task is RUNNING again: a process that
+    // dies once it is leaves it to the scan, not only to a client that may never come back.
+    await this.system.saveRun(
+      this.leases.runEntry(owner, conversationId, taskId, lock, task.createdAt),
+    );
     const meta = await this.conversations.get(owner, conversationId, true);
     meta.activeTaskIds = [...meta.activeTaskIds, taskId];
     await this.conversations.save(owner, meta, lock.fence);
