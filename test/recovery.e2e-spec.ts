@@ -109,7 +109,12 @@ describe('system: recovery of a task whose orchestrator died between two agents'
     const byType = (type: string) => done.executions.filter((e: any) => e.agentType === type);
     const researchRuns = logLines(sys, 'legal-research-agent', 'executing', { taskId });
     const laborRuns = logLines(sys, 'labor-law-agent', 'executing', { taskId });
-    const laborReplays = logLines(sys, 'labor-law-agent', 'redelivery', { taskId });
+    // Its finished work is taken as stored: read by the recoverer itself when the specialist had
+    // finished (its agent session written), else returned by the specialist, redelivered.
+    const laborReplays = [
+      ...logLines(sys, 'labor-law-agent', 'redelivery', { taskId }),
+      ...logLines(sys, 'orchestrator', 'labor-law had finished', { taskId }),
+    ];
     const recovered = logLines(sys, 'orchestrator', `recovered ${taskId}`);
     const stored = await storedMessages(sys.env.MYSQL_URL, conversationId);
     const replies = stored.filter((m) => m.role === 'assistant' && m.taskId === taskId);

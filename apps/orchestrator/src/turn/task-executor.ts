@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
 import { ClsService } from 'nestjs-cls';
-import { DeltaChannel, LOOM_ENV, LoomEnv } from '@loom/agent-kit';
+import { DeltaChannel, ExecuteAgentResult, LOOM_ENV, LoomEnv } from '@loom/agent-kit';
 import { AssignmentSigner } from '@loom/security';
 import {
   SESSION_INFRA,
@@ -12,12 +12,15 @@ import {
   LoomError,
   LoomErrorCode,
   newId,
+  Owner,
   PlanStep,
+  TaskRepository,
   TaskSession,
   Usage,
 } from '@loom/session';
 import { LoomClsStore } from '@loom/observability';
 import { AgentDispatcher } from '../dispatch/agent-dispatcher';
+import { checkedResult } from '../dispatch/agent-result';
 import { AgentCatalog } from './agent-catalog';
 import { TaskRun } from './task-run';
 
@@ -67,6 +70,7 @@ export class TaskExecutor implements OnApplicationShutdown {
     private readonly signer: AssignmentSigner,
     private readonly cls: ClsService<LoomClsStore>,
     private readonly catalog: AgentCatalog,
+    private readonly tasks: TaskRepository,
     @Inject(SESSION_INFRA) infra: SessionInfra,
   ) {
     this.deltas = new DeltaChannel(infra.redis, infra.keys.prefix);
@@ -175,6 +179,15 @@ export class TaskExecutor implements OnApplicationShutdown {
         record,
         new LoomError(LoomErrorCode.AGENT_FAILED, `${agentType} was retired`),
       );
+    // Dispatched before (its task interrupted): its agent may have finished it and stored the
+    // result, then stopped. Taken from the store, the task needs no live instance for work that
+    // is done; asked again, it would wait AGENT_TIMEOUT_MS for one and fail, and the retry would
+    // run the work a second time under a new agentSessionId.
+    const finished = record.attempts > 1 && (await this.storedResult(owner, task, record));
+    if (finished) {
+      this.log.log(`${agentType} had finished: its stored result`);
+      return this.completed(record, finished);
+    }
     const assignment = this.signer.sign({
       tenantId: owner.tenantId,
       userId: owner.userId,
@@ -211,23 +224,60 @@ export class TaskExecutor implements OnApplicationShutdown {
         `${agentType} answered (${result.context.historyMessages} history messages` +
           `${result.replayed ? ', stored result' : ''})`,
       );
-      return {
-        ...record,
-        status: ExecutionStatus.COMPLETED,
-        completedAt: new Date().toISOString(),
-        error: null,
-        context: result.context,
-        output: result.output,
-        sharedKeysWritten: reportedKeys(result.sharedKeysWritten),
-        usage: reportedUsage(result.usage) ?? this.unreadable(agentType, result.usage),
-        ...reportedDelivery(result.delivery),
-      };
+      return this.completed(record, result);
     } catch (err) {
       const e = LoomError.is(err)
         ? err
         : new LoomError(LoomErrorCode.AGENT_FAILED, 'agent call failed');
       return this.failed(record, e);
     }
+  }
+
+  /**
+   * The result an execution's agent stored with its agent session, checked as an answer is,
+   * when it finished; null when it did not (or it cannot be read: the agent is asked then).
+   */
+  private async storedResult(
+    owner: Owner,
+    task: TaskSession,
+    record: AgentExecutionRecord,
+  ): Promise<ExecuteAgentResult | null> {
+    try {
+      const { agentSessionId, agentType } = record;
+      const session = await this.tasks.agentSession(
+        owner,
+        task.conversationId,
+        agentSessionId,
+        true,
+      );
+      if (
+        session?.status !== ExecutionStatus.COMPLETED ||
+        !session.output ||
+        session.taskId !== task.taskId ||
+        session.agentType !== agentType
+      )
+        return null;
+      return { ...checkedResult(session.output, agentType), replayed: true };
+    } catch {
+      return null;
+    }
+  }
+
+  private completed(
+    record: AgentExecutionRecord,
+    result: ExecuteAgentResult,
+  ): AgentExecutionRecord {
+    return {
+      ...record,
+      status: ExecutionStatus.COMPLETED,
+      completedAt: new Date().toISOString(),
+      error: null,
+      context: result.context,
+      output: result.output,
+      sharedKeysWritten: reportedKeys(result.sharedKeysWritten),
+      usage: reportedUsage(result.usage) ?? this.unreadable(record.agentType, result.usage),
+      ...reportedDelivery(result.delivery),
+    };
   }
 
   private failed(record: AgentExecutionRecord, e: LoomError): AgentExecutionRecord {
