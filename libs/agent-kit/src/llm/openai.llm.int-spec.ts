@@ -363,6 +363,22 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
     });
   });
 
+  it('counts tokens itself when the endpoint reports counts no call can have', async () => {
+    // Past 100M tokens a call: a buggy server's figure, which the orchestrator would refuse
+    // whole (the call then counted as free) or, for the planner's call, add to the totals.
+    answer(() => ({ text: 'odd', usage: { prompt_tokens: 9e15, completion_tokens: 100_000_001 } }));
+    const prices = { promptUsdPerMTok: 2.5, completionUsdPerMTok: 10 };
+    const result = await client({ prices }).complete(req);
+    const own = {
+      promptTokens: countMessageTokens(req.messages),
+      completionTokens: countTokens('odd'),
+    };
+    expect(result.usage).toEqual({
+      ...own,
+      costUsd: (own.promptTokens * 2.5 + own.completionTokens * 10) / 1_000_000,
+    });
+  });
+
   it.each([
     ['length', "the model's answer was cut off at its token limit"],
     ['content_filter', "the model's answer was withheld by its content filter"],

@@ -39,6 +39,8 @@ const DEFAULT_TIMEOUT_MS = 30_000;
 const DEFAULT_RETRIES = 2;
 /** Room for the pauses between attempts within a call's deadline (at most one time-out). */
 const BACKOFF_ALLOWANCE_MS = 10_000;
+/** More tokens than any call has: a figure past it is no count (the orchestrator's bound too). */
+const MAX_TOKENS_PER_CALL = 100_000_000;
 /** An answer that keeps coming is let run this long at most. */
 const ANSWER_MAX_MS = 10 * 60_000;
 
@@ -251,11 +253,16 @@ export class OpenAiLlmClient implements LlmClient {
     wire: WireUsage | null | undefined,
     whole = true,
   ): LlmUsage {
-    // The provider's counts when they are counts. An endpoint that sends anything else, or 0
+    // The provider's counts when they are counts. An endpoint that sends anything else, 0
     // for a prompt that was sent or an answer that came (some report zeros rather than
-    // nothing), is counted by Loom's tokenizer instead of corrupting or zeroing the totals.
+    // nothing), or more than any call can have (the orchestrator would refuse the agent's
+    // report whole, and count the call as free), is counted by Loom's tokenizer instead of
+    // corrupting or zeroing the totals.
     const count = (n: unknown, nonEmpty: boolean) =>
-      Number.isSafeInteger(n) && (n as number) >= 0 && !(nonEmpty && n === 0)
+      Number.isSafeInteger(n) &&
+      (n as number) >= 0 &&
+      (n as number) <= MAX_TOKENS_PER_CALL &&
+      !(nonEmpty && n === 0)
         ? (n as number)
         : undefined;
     const reported = {
