@@ -1,3 +1,5 @@
+import { asEventStream } from './event-stream';
+
 /** The key under which a request's fetch options carry its progress callback. */
 export const ON_PROGRESS = Symbol('loom.llm.onProgress');
 
@@ -57,12 +59,14 @@ export class CallWatch {
 /**
  * `fetch` for the SDK: a 2xx answer reports its headers and every chunk of its body to the
  * request's ON_PROGRESS callback. The SDK's parsed chunks cannot show this: it drops SSE
- * comments, and a chunk may take long to complete.
+ * comments, and a chunk may take long to complete. A 2xx that is no event stream is made one
+ * (`asEventStream`: a whole JSON completion, or a malformed answer).
  */
 export async function watchingFetch(url: string | URL | Request, init?: RequestInit) {
   const res = await fetch(url, init);
   const onProgress = (init as Record<symbol, unknown> | undefined)?.[ON_PROGRESS];
-  if (typeof onProgress !== 'function' || !res.ok || !res.body) return res;
+  if (!res.ok || !res.body) return res;
+  if (typeof onProgress !== 'function') return asEventStream(res);
   onProgress();
   const body = res.body.pipeThrough(
     new TransformStream<Uint8Array, Uint8Array>({
@@ -72,9 +76,7 @@ export async function watchingFetch(url: string | URL | Request, init?: RequestI
       },
     }),
   );
-  return new Response(body, {
-    status: res.status,
-    statusText: res.statusText,
-    headers: res.headers,
-  });
+  return asEventStream(
+    new Response(body, { status: res.status, statusText: res.statusText, headers: res.headers }),
+  );
 }

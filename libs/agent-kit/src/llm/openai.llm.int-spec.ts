@@ -404,18 +404,52 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
     expect((error as LlmError).usage?.completionTokens).toBe(countTokens('one '));
   });
 
+  it('takes a whole chat completion from an endpoint that does not stream', async () => {
+    // A proxy or server that ignores `stream: true` and answers with one JSON completion.
+    const completion = {
+      id: 'chatcmpl-1',
+      object: 'chat.completion',
+      created: 0,
+      model: 'fake-model-0613',
+      choices: [
+        {
+          index: 0,
+          message: { role: 'assistant', content: '有，视情况而定' },
+          finish_reason: 'stop',
+        },
+      ],
+      usage: { prompt_tokens: 31, completion_tokens: 7, total_tokens: 38 },
+    };
+    const body = JSON.stringify(completion);
+    answer(() => ({ rawBody: { status: 200, contentType: 'application/json', body } }));
+    const whole = {
+      text: '有，视情况而定',
+      model: 'fake-model-0613',
+      usage: { promptTokens: 31, completionTokens: 7 },
+    };
+    expect(await client().complete(req)).toEqual(whole);
+    const stream = client().stream(req);
+    expect(await drain(stream)).toEqual({ deltas: ['有，视情况而定'], error: undefined });
+    expect(await stream.result).toEqual(whole);
+    // Cut off at its token limit, it is that failure, not one that broke off.
+    const cut = { ...completion, choices: [{ ...completion.choices[0], finish_reason: 'length' }] };
+    answer(() => ({
+      rawBody: { status: 200, contentType: 'application/json', body: JSON.stringify(cut) },
+    }));
+    for (const error of await failuresBothWays())
+      expect((error as LlmError).publicMessage).toBe(
+        "the model's answer was cut off at its token limit",
+      );
+  });
+
   it.each([
-    ['an HTML page', 'text/html', '<html>login</html>'],
     ['truncated JSON', 'application/json', '{"choices": ['],
     ['JSON that is not a completion', 'application/json', '{"ok": true}'],
-  ])('answers a 200 with %s as a malformed answer', async (_, contentType, body) => {
-    answer(() => ({ rawBody: { status: 200, contentType, body } }));
-    for (const error of await failuresBothWays()) {
-      expect(error).toBeInstanceOf(LlmError);
-      expect((error as LlmError).publicMessage).toMatch(
-        /^the model endpoint sent a malformed answer|^the model's answer broke off/,
-      );
-    }
+    ['an HTML page', 'text/html; charset=utf-8', '<html>login</html>'],
+  ])('says a 200 with %s is a malformed answer, not one that broke off', async (_, type, body) => {
+    answer(() => ({ rawBody: { status: 200, contentType: type, body } }));
+    for (const error of await failuresBothWays())
+      expect((error as LlmError).publicMessage).toBe('the model endpoint sent a malformed answer');
   });
 
   it('fails a stream cut off mid-answer instead of ending it as if complete', async () => {
