@@ -1,3 +1,4 @@
+import { Logger } from '@nestjs/common';
 import { FakeOpenAiServer, FakeResponder } from '@loom/testing';
 import { LlmError, LlmStream } from './llm.types';
 import { OpenAiLlmClient, OpenAiLlmOptions } from './openai.llm';
@@ -450,6 +451,28 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
     answer(() => ({ rawBody: { status: 200, contentType: type, body } }));
     for (const error of await failuresBothWays())
       expect((error as LlmError).publicMessage).toBe('the model endpoint sent a malformed answer');
+  });
+
+  it("logs a malformed stream chunk through Loom's logger, not the SDK's console", async () => {
+    // The SDK prints a chunk it cannot parse with console.error: raw model output on stderr,
+    // past the JSON log lines and their PII redaction.
+    const consoleLines = (['error', 'warn', 'info', 'log', 'debug'] as const).map((level) =>
+      jest.spyOn(console, level).mockImplementation(() => undefined),
+    );
+    const logged = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
+    try {
+      const body = `data: {"choices": [{"delta": {"content": "mail alice@example.com"\n\n`;
+      answer(() => ({ rawBody: { status: 200, contentType: 'text/event-stream', body } }));
+      const error = await client()
+        .complete(req)
+        .catch((e: unknown) => e);
+      expect((error as LlmError).publicMessage).toBe('the model endpoint sent a malformed answer');
+      expect(consoleLines.flatMap((spy) => spy.mock.calls)).toEqual([]);
+      expect(logged).toHaveBeenCalled();
+    } finally {
+      consoleLines.forEach((spy) => spy.mockRestore());
+      logged.mockRestore();
+    }
   });
 
   it('fails a stream cut off mid-answer instead of ending it as if complete', async () => {

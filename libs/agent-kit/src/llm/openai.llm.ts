@@ -70,6 +70,7 @@ export class OpenAiLlmClient implements LlmClient {
         timeout: this.timeoutMs,
         maxRetries: 0, // withRetries: pauses that know the deadline
         fetch: watchingFetch,
+        logger: sdkLogger(),
       });
   }
 
@@ -302,6 +303,35 @@ function refusedOption(error: unknown): RefusableOption | undefined {
   if (/temperature/i.test(said) && /not support|unsupported|only the default/i.test(said))
     return 'temperature';
   return undefined;
+}
+
+/** The longest line the SDK's log may write: it quotes what it received (a bad chunk, a body). */
+const SDK_LOG_MAX_CHARS = 500;
+
+/**
+ * The SDK's own log lines (a stream chunk it could not parse, OPENAI_LOG's request details)
+ * through Nest's logger: JSON lines with PII redacted like every other, each bounded, rather
+ * than raw console output.
+ */
+function sdkLogger() {
+  const log = new Logger('openai');
+  const line = (message: string, rest: unknown[]) =>
+    [message, ...rest.map(shown)].join(' ').slice(0, SDK_LOG_MAX_CHARS);
+  return {
+    error: (message: string, ...rest: unknown[]) => log.error(line(message, rest)),
+    warn: (message: string, ...rest: unknown[]) => log.warn(line(message, rest)),
+    info: (message: string, ...rest: unknown[]) => log.log(line(message, rest)),
+    debug: (message: string, ...rest: unknown[]) => log.debug(line(message, rest)),
+  };
+}
+
+function shown(value: unknown): string {
+  if (typeof value === 'string') return value;
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return String(value); // a cycle
+  }
 }
 
 /** The system error code under a connection error (fetch's cause chain: ECONNREFUSED, ENOTFOUND…). */
