@@ -396,6 +396,23 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
     },
   );
 
+  it.each([
+    ['model_length', "the model's answer was cut off at its token limit"], // Mistral: the context
+    ['max_tokens', "the model's answer was cut off at its token limit"], // Anthropic's name
+    ['error', "the model's answer broke off"], // Mistral, OpenRouter: generation failed
+    ['abort', "the model's answer broke off"], // vLLM: the request was aborted
+  ])(
+    'does not take an answer that ended with finish_reason %s as a whole one',
+    async (reason, says) => {
+      answer(() => ({ chunks: ['写到', '一半'], finishReason: reason }));
+      for (const error of await failuresBothWays()) {
+        expect(error).toBeInstanceOf(LlmError);
+        expect((error as LlmError).publicMessage).toBe(says);
+        expect((error as LlmError).usage?.completionTokens).toBeGreaterThan(0);
+      }
+    },
+  );
+
   it('fails a stream that ends cleanly before its finish_reason, after the text it sent', async () => {
     answer(() => ({ chunks: ['one ', 'two ', 'three'], endAfterChunks: 1 }));
     const stream = client({ maxRetries: 0 }).stream(req);

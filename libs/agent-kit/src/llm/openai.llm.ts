@@ -347,10 +347,10 @@ function networkCode(error: Error): string | undefined {
 
 /**
  * The result when the model finished its answer; else an LlmError carrying what the call cost.
- * An answer cut off at the token limit or by a content filter is not an answer to store.
+ * An answer cut off at the token limit, by a content filter or by an error is not one to store.
  */
 function finished(purpose: string, reason: string | null, result: LlmResult): LlmResult {
-  const says = UNFINISHED[reason ?? ''];
+  const says = Object.hasOwn(UNFINISHED, reason ?? '') ? UNFINISHED[reason!] : undefined;
   if (!says) return result;
   throw withUsage(
     new LlmError(`LLM ${purpose} answer ended with finish_reason ${reason}`, undefined, says),
@@ -358,9 +358,22 @@ function finished(purpose: string, reason: string | null, result: LlmResult): Ll
   );
 }
 
+const CUT_OFF = "the model's answer was cut off at its token limit";
+const BROKE_OFF = "the model's answer broke off";
+
+/**
+ * The finish_reasons of an answer that is not whole, as OpenAI-compatible servers name them:
+ * OpenAI's; Mistral's `model_length` (the context was full) and `error`; `max_tokens` (proxies
+ * that pass Anthropic's on); vLLM's `abort`. Any other (`stop`, `tool_calls`, TGI's `eos_token`…)
+ * ends a whole answer.
+ */
 const UNFINISHED: Record<string, string> = {
-  length: "the model's answer was cut off at its token limit",
+  length: CUT_OFF,
+  model_length: CUT_OFF,
+  max_tokens: CUT_OFF,
   content_filter: "the model's answer was withheld by its content filter",
+  error: BROKE_OFF,
+  abort: BROKE_OFF,
 };
 
 function withUsage(error: LlmError, usage: LlmUsage): LlmError {
@@ -369,11 +382,7 @@ function withUsage(error: LlmError, usage: LlmUsage): LlmError {
 }
 
 function brokeOff(purpose: string): LlmError {
-  return new LlmError(
-    `LLM ${purpose} stream ended without a finish_reason`,
-    undefined,
-    "the model's answer broke off",
-  );
+  return new LlmError(`LLM ${purpose} stream ended without a finish_reason`, undefined, BROKE_OFF);
 }
 
 function malformed(purpose: string): LlmError {
