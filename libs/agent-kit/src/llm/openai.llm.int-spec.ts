@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { FakeOpenAiServer, FakeResponder } from '@loom/testing';
+import { MAX_ANSWER_CHARS } from '../contracts/agent-messages';
 import { LlmError, LlmStream } from './llm.types';
 import { OpenAiLlmClient, OpenAiLlmOptions } from './openai.llm';
 import { countMessageTokens, countTokens } from './token-counter';
@@ -412,6 +413,24 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
       }
     },
   );
+
+  it('stops reading an answer longer than any answer Loom takes, and counts what it cost', async () => {
+    // A model in a loop, or a proxy that never ends: 2M characters, which an agent's answer
+    // could never be (MAX_ANSWER_CHARS), read to the end, held whole and paid for all along.
+    const chunks = Array.from({ length: 2_000 }, () => 'x'.repeat(1_000));
+    answer(() => ({ chunks }));
+    const stream = client({ maxRetries: 0 }).stream(req);
+    const { deltas, error } = await drain(stream);
+    expect(error).toBeInstanceOf(LlmError);
+    expect((error as LlmError).publicMessage).toBe(
+      `the model's answer was longer than Loom takes (${MAX_ANSWER_CHARS} characters)`,
+    );
+    const read = deltas.join('').length;
+    expect(read).toBeGreaterThan(MAX_ANSWER_CHARS);
+    expect(read).toBeLessThan(chunks.length * 1_000);
+    expect((error as LlmError).usage?.completionTokens).toBe(countTokens(deltas.join('')));
+    expect(server.received).toHaveLength(1);
+  });
 
   it('fails a stream that ends cleanly before its finish_reason, after the text it sent', async () => {
     answer(() => ({ chunks: ['one ', 'two ', 'three'], endAfterChunks: 1 }));

@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError } from 'openai';
+import { MAX_ANSWER_CHARS } from '../contracts/agent-messages';
 import { CallWatch, ON_PROGRESS, watchingFetch } from './call-watch';
 import { createDeltaStream } from './delta-stream';
 import { toLlmError } from './llm-error';
@@ -139,6 +140,9 @@ export class OpenAiLlmClient implements LlmClient {
         if (delta) {
           text += delta;
           emit(delta);
+          // No answer this long is taken (the agent kit refuses it): read no more of it, and
+          // pay no more for it (closing the stream stops the model).
+          if (text.length > MAX_ANSWER_CHARS) throw tooLong(req.purpose);
         }
         if (choice?.finish_reason) finish = choice.finish_reason;
         if (chunk.usage) wireUsage = chunk.usage;
@@ -383,6 +387,14 @@ function withUsage(error: LlmError, usage: LlmUsage): LlmError {
 
 function brokeOff(purpose: string): LlmError {
   return new LlmError(`LLM ${purpose} stream ended without a finish_reason`, undefined, BROKE_OFF);
+}
+
+function tooLong(purpose: string): LlmError {
+  return new LlmError(
+    `LLM ${purpose} answer is longer than ${MAX_ANSWER_CHARS} characters`,
+    undefined,
+    `the model's answer was longer than Loom takes (${MAX_ANSWER_CHARS} characters)`,
+  );
 }
 
 function malformed(purpose: string): LlmError {
