@@ -3,8 +3,14 @@
  * apps build it (MySQL + Redis, createSessionInfra), beside seed 000's saveConversationSession:
  * the whole conversation document rewritten on every append (one MySQL row upsert + one Redis SET).
  * Uses its own database (dropped after) and key prefix on TEST_MYSQL_URL / TEST_REDIS_URL.
+ * Then the embedded profile's file store (a temporary directory, removed after): its append as
+ * shipped, the line synced (fdatasync) before it is acknowledged, beside the same append with the
+ * sync calls made no-ops (what it did before it synced), in the same run on the same disk.
  */
 import { once } from 'events';
+import fsp, { FileHandle, mkdtemp, rm, writeFile } from 'fs/promises';
+import { tmpdir } from 'os';
+import { join } from 'path';
 import {
   createTestDatabase,
   createTestPrefix,
@@ -15,6 +21,7 @@ import { DEFAULT_SESSION_OPTIONS, SessionOptions } from '@loom/session/config/se
 import { newId } from '@loom/session/ids';
 import { StateKeys } from '@loom/session/model/state-keys';
 import { createSessionInfra } from '@loom/session/session.providers';
+import { FileSessionStore } from '@loom/session/store/file/file-session.store';
 import { TieredSessionStore } from '@loom/session/store/tiered/tiered-session.store';
 import { ms, sample, summarize, Summary, table } from './stats';
 import { openWholeDocument } from './whole-document.baseline';
@@ -88,6 +95,64 @@ export async function run(): Promise<void> {
   } finally {
     await infra.close();
     await Promise.all([db.drop(), prefix.cleanup()]);
+  }
+  await runFileStore();
+}
+
+/** The file store's append, synced (as shipped) and with its sync calls made no-ops. */
+async function runFileStore(): Promise<void> {
+  const root = await mkdtemp(join(tmpdir(), 'loom-bench-file-'));
+  try {
+    const store = new FileSessionStore(root);
+    const scope = { tenantId: 'bench' };
+    const rows: Array<{ length: number; synced: Summary; unsynced: Summary }> = [];
+    for (const length of LENGTHS) {
+      const sid = newId('c');
+      await store.save(scope, sid, StateKeys.conversation, { conversationId: sid });
+      const lines = Array.from(
+        { length },
+        (_, i) => `${JSON.stringify({ index: i + 1, value: message(i + 1) })}\n`,
+      );
+      await writeFile(join(root, sid, `${StateKeys.messages}.jsonl`), lines.join(''));
+      let n = length;
+      const append = () => store.append(scope, sid, StateKeys.messages, message(++n));
+      const synced = summarize(await sample(append, { count: SAMPLES, warmup: WARMUP }));
+      const unsynced = summarize(
+        await withoutSync(() => sample(append, { count: SAMPLES, warmup: WARMUP })),
+      );
+      rows.push({ length, synced, unsynced });
+    }
+    await store.close();
+    console.log(`\nsession-append, embedded file store: one message append, ms (${root})`);
+    console.log(
+      table(
+        ['history', 'synced p50', 'synced p99', 'unsynced p50', 'unsynced p99', 'n'],
+        rows.map((r) => [
+          r.length.toLocaleString('en-US'),
+          ms(r.synced.p50),
+          ms(r.synced.p99),
+          ms(r.unsynced.p50),
+          ms(r.unsynced.p99),
+          String(r.synced.n),
+        ]),
+      ),
+    );
+  } finally {
+    await rm(root, { recursive: true, force: true });
+  }
+}
+
+/** Runs `work` with FileHandle's sync and datasync as no-ops (the bench's "before"). */
+async function withoutSync<T>(work: () => Promise<T>): Promise<T> {
+  const probe = await fsp.open(tmpdir(), 'r');
+  const handle = Object.getPrototypeOf(probe) as FileHandle;
+  await probe.close();
+  const real = { sync: handle.sync, datasync: handle.datasync };
+  handle.sync = handle.datasync = () => Promise.resolve();
+  try {
+    return await work();
+  } finally {
+    Object.assign(handle, real);
   }
 }
 

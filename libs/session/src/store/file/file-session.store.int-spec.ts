@@ -1,5 +1,5 @@
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'fs';
-import { mkdtemp, readFile, readdir, rm, stat, writeFile } from 'fs/promises';
+import fsp, { FileHandle, mkdtemp, readFile, readdir, rm, stat, writeFile } from 'fs/promises';
 import { tmpdir } from 'os';
 import { join } from 'path';
 import { LoomErrorCode } from '../../errors/session-error';
@@ -261,5 +261,79 @@ describe('FileSessionStore with a damaged file', () => {
       code: LoomErrorCode.INTERNAL,
       details: { damaged: `${other}/_meta.json (not JSON)` },
     });
+  });
+});
+
+/**
+ * What the store asks the kernel to make durable before it answers, observed at the fs boundary
+ * (`open` and FileHandle's sync calls). It proves the calls are made, on which file or directory,
+ * before the write is acknowledged; not that the disk honours them (no power is cut here).
+ */
+describe('FileSessionStore durability', () => {
+  const scope = { tenantId: newId('t') };
+  let root = '';
+  let store: FileSessionStore;
+  /** `sync <path>` / `datasync <path>`, in call order. */
+  let syncs: string[] = [];
+  beforeEach(async () => {
+    root = await mkdtemp(join(tmpdir(), 'loom-file-sync-'));
+    store = new FileSessionStore(root);
+    const probe = await fsp.open(join(root, 'probe'), 'w');
+    const handle = Object.getPrototypeOf(probe) as FileHandle;
+    await probe.close();
+    const paths = new Map<number, string>();
+    const realOpen = fsp.open.bind(fsp);
+    jest.spyOn(fsp, 'open').mockImplementation(async (...args: Parameters<typeof fsp.open>) => {
+      const opened = await realOpen(...args);
+      paths.set(opened.fd, String(args[0]));
+      return opened;
+    });
+    for (const call of ['sync', 'datasync'] as const) {
+      const real = handle[call];
+      jest.spyOn(handle, call).mockImplementation(function (this: FileHandle) {
+        syncs.push(`${call} ${paths.get(this.fd)}`);
+        return real.call(this);
+      });
+    }
+    syncs = [];
+  });
+  afterEach(async () => {
+    jest.restoreAllMocks();
+    await store.close();
+    await rm(root, { recursive: true, force: true });
+  });
+
+  it('syncs an appended line, and the directory of a list file it created, before acknowledging', async () => {
+    const sid = newId('c');
+    await store.save(scope, sid, 'state', 1);
+    const dir = join(root, sid);
+    const list = join(dir, 'log.jsonl');
+    syncs = [];
+    expect(await store.append(scope, sid, 'log', 'a')).toBe(1);
+    expect(syncs).toContain(`datasync ${list}`);
+    expect(syncs).toContain(`sync ${dir}`); // the new file's entry
+    syncs = [];
+    expect(await store.append(scope, sid, 'log', 'b')).toBe(2);
+    expect(syncs).toEqual([`datasync ${list}`]);
+  });
+
+  it('syncs the directory after a value is renamed into place, and after a session is created', async () => {
+    const sid = newId('c');
+    await store.save(scope, sid, 'state', 1);
+    const dir = join(root, sid);
+    expect(syncs).toContain(`sync ${root}`); // the new session directory's entry
+    expect(syncs.filter((s) => s === `sync ${dir}`).length).toBeGreaterThanOrEqual(2); // value, meta
+    syncs = [];
+    await store.save(scope, sid, 'state', 2);
+    expect(syncs.at(-1)).toBe(`sync ${dir}`);
+    expect(syncs).not.toContain(`sync ${root}`);
+  });
+
+  it('syncs the data directory after a session is removed, so it does not come back', async () => {
+    const sid = newId('c');
+    await store.save(scope, sid, 'state', 1);
+    syncs = [];
+    await store.delete(scope, sid);
+    expect(syncs).toContain(`sync ${root}`);
   });
 });

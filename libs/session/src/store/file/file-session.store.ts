@@ -24,8 +24,11 @@ import { drain, serialised } from './session-lock';
  *
  * For ONE process only: writes to a session are serialised by an in-process promise chain, and the
  * next list index is cached in process. Several processes sharing a directory would corrupt lists.
- * A crash may lose the last appended lines; a torn last line is ignored, and cut off before the
- * next append. ttlSeconds and expiresAt are not applied. The state key `_meta` is reserved.
+ * Every write is durable before it is acknowledged: an appended line is synced (fdatasync), a
+ * replaced file synced before its rename, and a directory synced after a file or directory is
+ * created, renamed or removed in it. A crash mid-append can leave a torn last line (never one that
+ * was acknowledged): it is ignored, and cut off before the next append. ttlSeconds and expiresAt
+ * are not applied. The state key `_meta` is reserved.
  * A deleted session leaves nothing on disk; its owner and fencing counter stay in this process's
  * memory for an hour (ORPHAN_FENCE_MS), as MySQL keeps its fence, and so does a fence issued
  * where the session holds nothing else (see FenceRemnant); `now` is the clock that expiry is read

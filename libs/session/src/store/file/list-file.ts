@@ -1,8 +1,8 @@
-import { appendFile, truncate } from 'fs/promises';
-import { sep } from 'path';
+import { open, truncate } from 'fs/promises';
+import { dirname, sep } from 'path';
 import { indexTaken } from '../memory/store-rules';
 import type { ListItem } from '../session-store';
-import { readText } from './session-files';
+import { readText, syncDir } from './session-files';
 
 /** Last index per list file: read from the file once, then kept current under the session's chain. */
 const lastIndexes = new Map<string, number>();
@@ -45,10 +45,16 @@ export async function appendItem(path: string, json: string, explicit?: number):
     throw indexTaken(index);
   }
   try {
-    await appendFile(path, `{"index":${index},"value":${json}}\n`, {
-      encoding: 'utf8',
-      mode: 0o600,
-    });
+    // Durable before it is acknowledged: the line synced (fdatasync), and the directory too when
+    // this is the list's first line (the file may be new: its entry is the directory's).
+    const file = await open(path, 'a', 0o600);
+    try {
+      await file.appendFile(`{"index":${index},"value":${json}}\n`, 'utf8');
+      await file.datasync();
+    } finally {
+      await file.close();
+    }
+    if (last === 0) await syncDir(dirname(path));
   } catch (err) {
     lastIndexes.delete(path); // the file may end in a torn line now: re-read and repair it next time
     throw err;

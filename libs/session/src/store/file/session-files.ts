@@ -90,6 +90,7 @@ export async function removeSessionDir(base: string, dir: string): Promise<void>
   const doomed = childPath(base, `${REMOVING}${randomBytes(6).toString('hex')}`);
   try {
     await rename(dir, doomed);
+    await syncDir(base); // a deleted session must not come back after a crash
   } catch (err) {
     if (!isMissing(err)) throw err;
   }
@@ -99,7 +100,23 @@ export async function removeSessionDir(base: string, dir: string): Promise<void>
   );
 }
 
-/** Replaces a file atomically: a synced temporary file in the same directory, then a rename. */
+/**
+ * Makes what changed in directory `dir` (a file created, renamed in or away) durable: a file's own
+ * sync does not cover its entry in the directory, which a power loss or OS crash could lose.
+ */
+export async function syncDir(dir: string): Promise<void> {
+  const handle = await open(dir, 'r');
+  try {
+    await handle.sync();
+  } finally {
+    await handle.close();
+  }
+}
+
+/**
+ * Replaces a file atomically and durably: a synced temporary file in the same directory, then a
+ * rename, then the directory synced (the rename is durable only then).
+ */
 export async function writeAtomic(path: string, text: string): Promise<void> {
   const tmp = `${path}.${randomBytes(6).toString('hex')}.tmp`;
   try {
@@ -115,6 +132,7 @@ export async function writeAtomic(path: string, text: string): Promise<void> {
     await rm(tmp, { force: true });
     throw err;
   }
+  await syncDir(dirname(path));
 }
 
 const log = new Logger('FileSessionStore');
@@ -158,7 +176,13 @@ export async function readMeta(dir: string, now = Date.now()): Promise<SessionMe
 }
 
 export async function writeMeta(dir: string, meta: SessionMeta): Promise<void> {
-  await mkdir(dir, { recursive: true, mode: 0o700 });
+  // A directory made here (the session's, and the data directory itself at the first write) is
+  // durable once its parent is synced.
+  const made = await mkdir(dir, { recursive: true, mode: 0o700 });
+  if (made !== undefined) {
+    await syncDir(dirname(dir));
+    if (made !== dir) await syncDir(dirname(made));
+  }
   const values = Object.fromEntries(
     [...meta.values].map(([key, v]) => [
       key,
