@@ -6,6 +6,7 @@ import { LoomErrorCode } from '../../errors/session-error';
 import { isValidId, newId } from '../../ids';
 import { runFenceLapseTests, runSessionStoreContract } from '../session-store.contract';
 import { FileSessionStore } from './file-session.store';
+import { forgetLists } from './list-file';
 import { readAllMetas, readMeta } from './session-files';
 
 const SESSION_FILE = /^(_meta\.json|[A-Za-z0-9_.:-]+\.jsonl?)$/;
@@ -244,6 +245,25 @@ describe('FileSessionStore with a damaged file', () => {
   afterEach(async () => {
     await store.close();
     await rm(root, { recursive: true, force: true });
+  });
+
+  it('answers INTERNAL naming the list and line when a line before the last is damaged', async () => {
+    const sid = newId('c');
+    for (const value of ['a', 'b', 'c']) await store.append(scope, sid, 'log', value);
+    const file = join(root, sid, 'log.jsonl');
+    const lines = (await readFile(file, 'utf8')).split('\n');
+    lines[1] = '{"index":2,"val\u0000\u0000'; // a damaged block, the lines around it whole
+    await writeFile(file, lines.join('\n'));
+    const damaged = {
+      code: LoomErrorCode.INTERNAL,
+      details: { damaged: `${sid}/log.jsonl line 2 (not a list item)` },
+    };
+    await expect(store.getList(scope, sid, 'log')).rejects.toMatchObject(damaged);
+    await expect(store.listLength(scope, sid, 'log')).rejects.toMatchObject(damaged);
+    // Nothing is written on top of it either, once the last index is read again (a restart).
+    forgetLists(file);
+    await expect(store.append(scope, sid, 'log', 'd')).rejects.toMatchObject(damaged);
+    expect((await readFile(file, 'utf8')).split('\n')).toEqual(lines);
   });
 
   it('answers INTERNAL naming the damaged file, for a value and for the meta', async () => {

@@ -2,14 +2,17 @@ import { open, truncate } from 'fs/promises';
 import { dirname, sep } from 'path';
 import { indexTaken } from '../memory/store-rules';
 import type { ListItem } from '../session-store';
-import { readText, syncDir } from './session-files';
+import { damagedFile, readText, syncDir } from './session-files';
 
 /** Last index per list file: read from the file once, then kept current under the session's chain. */
 const lastIndexes = new Map<string, number>();
 
 /**
  * Items of a `.jsonl` list sorted by index. A last line without its newline (a write cut short by a
- * crash) is not an item: `torn` says there is one, `complete` is the byte length of the whole lines.
+ * crash: never an acknowledged one, each is synced whole with its newline) is not an item: `torn`
+ * says there is one, `complete` is the byte length of the whole lines. A whole line that is not an
+ * item (damaged on disk, edited by hand) held an acknowledged one: INTERNAL naming the file and
+ * line (logged), never an item dropped in silence.
  */
 export async function readList(
   path: string,
@@ -17,15 +20,20 @@ export async function readList(
   const text = (await readText(path)) ?? '';
   const end = text.lastIndexOf('\n') + 1;
   const items = new Map<number, unknown>();
-  for (const line of text.slice(0, end).split('\n')) {
-    if (!line) continue;
-    try {
-      const { index, value } = JSON.parse(line) as ListItem;
-      if (Number.isSafeInteger(index) && !items.has(index)) items.set(index, value);
-    } catch {
-      // a corrupt line holds no item; the others stay readable
+  const lines = text.slice(0, end).split('\n');
+  lines.pop(); // what follows the last newline: the torn line, or nothing
+  lines.forEach((line, n) => {
+    if (!line.trim()) return; // a blank line held nothing (one edited by hand)
+    const item = parseItem(line);
+    if (!item) {
+      throw damagedFile(
+        path,
+        `line ${n + 1} (not a list item)`,
+        `line ${n + 1} is not a list item`,
+      );
     }
-  }
+    if (!items.has(item.index)) items.set(item.index, item.value);
+  });
   const sorted = [...items].sort(([a], [b]) => a - b).map(([index, value]) => ({ index, value }));
   return {
     items: sorted,
@@ -78,4 +86,14 @@ async function lastIndex(path: string): Promise<number> {
   const last = items.at(-1)?.index ?? 0;
   lastIndexes.set(path, last);
   return last;
+}
+
+/** The `{"index":n,"value":…}` of one line, or null when it is not one. */
+function parseItem(line: string): ListItem | null {
+  try {
+    const item = JSON.parse(line) as Partial<ListItem> | null;
+    return item && Number.isSafeInteger(item.index) && 'value' in item ? (item as ListItem) : null;
+  } catch {
+    return null;
+  }
 }

@@ -146,11 +146,17 @@ export function parseStored<T>(text: string, path: string): T {
   try {
     return JSON.parse(text) as T;
   } catch (err) {
-    const file = `${basename(dirname(path))}/${basename(path)}`;
-    const why = err instanceof Error ? err.message : String(err);
-    log.error(`damaged data file ${path}: ${why}; restore it from a backup or remove it`);
-    throw damagedData(`${file} (not JSON)`);
+    throw damagedFile(path, '(not JSON)', err instanceof Error ? err.message : String(err));
   }
+}
+
+/**
+ * The error for the damaged file `path` (`what`: where in it, and how), logged with its full path
+ * and `why`; the error names it as `<sessionId>/<file> <what>`.
+ */
+export function damagedFile(path: string, what: string, why: string): LoomError {
+  log.error(`damaged data file ${path}: ${why}; restore it from a backup or remove it`);
+  return damagedData(`${basename(dirname(path))}/${basename(path)} ${what}`);
 }
 
 /**
