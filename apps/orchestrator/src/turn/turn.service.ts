@@ -245,12 +245,13 @@ export class TurnService {
    * of, a conversation being removed. Its interrupted tasks leave the run index with it.
    */
   async remove(owner: Owner, conversationId: string): Promise<void> {
-    await this.conversations.get(owner, conversationId);
+    await this.conversations.getForRemoval(owner, conversationId);
     await this.underLock(owner, conversationId, async () => {
-      // Read from MySQL under the lock: the owner check and the tasks still to unlist.
-      const meta = await this.conversations.get(owner, conversationId, true);
-      await this.conversations.purge(owner.tenantId, conversationId);
-      for (const taskId of meta.activeTaskIds) await this.system.removeRun(taskId);
+      // Read from MySQL under the lock: the owner check and the tasks still to unlist (all of
+      // them when its record is damaged: which were active is unknown then).
+      const meta = await this.conversations.getForRemoval(owner, conversationId, true);
+      const taskIds = await this.conversations.purge(owner.tenantId, conversationId);
+      for (const taskId of meta?.activeTaskIds ?? taskIds) await this.system.removeRun(taskId);
     });
   }
 

@@ -72,14 +72,21 @@ export class ConversationRepository {
     }
   }
 
-  /** The caller's conversation, or null when it is missing or not theirs (indistinguishable). */
+  /**
+   * The caller's conversation, or null when it is missing or not theirs (indistinguishable). One
+   * whose record is damaged (a file of the embedded profile) is the damaged-data error to the
+   * user the store recorded as its writer, and null (not found) to anyone else.
+   */
   async find(
     owner: Owner,
     conversationId: string,
     consistent = false,
   ): Promise<ConversationMeta | null> {
     assertId(conversationId, 'conversationId');
-    const meta = await this.getMeta(owner, conversationId, consistent);
+    const meta = await this.getMeta(owner, conversationId, consistent).catch(async (err) => {
+      if (isDamagedData(err) && !(await this.wrote(owner, conversationId))) return null;
+      throw err;
+    });
     return meta && meta.userId === owner.userId && meta.tenantId === owner.tenantId ? meta : null;
   }
 
@@ -211,16 +218,35 @@ export class ConversationRepository {
 
   /** Removes the conversation with its messages, tasks, agent sessions and summary, everywhere. */
   async delete(owner: Owner, conversationId: string): Promise<void> {
-    await this.get(owner, conversationId, true);
+    await this.getForRemoval(owner, conversationId, true);
     await this.purge(owner.tenantId, conversationId);
   }
 
-  /** The sweeper's delete: the whole conversation of a tenant, without an owner check. */
-  async purge(tenantId: string, conversationId: string): Promise<void> {
+  /**
+   * Like get, for a removal: a conversation whose record is damaged is still its writer's to
+   * remove (else they could never be rid of it), and is null then; NOT_FOUND to anyone else.
+   */
+  async getForRemoval(
+    owner: Owner,
+    conversationId: string,
+    consistent = false,
+  ): Promise<ConversationMeta | null> {
+    return this.get(owner, conversationId, consistent).catch((err: unknown) => {
+      if (isDamagedData(err)) return null; // find let it through: the caller wrote it
+      throw err;
+    });
+  }
+
+  /**
+   * The sweeper's delete: the whole conversation of a tenant, without an owner check. Returns
+   * the ids of the tasks it removed.
+   */
+  async purge(tenantId: string, conversationId: string): Promise<string[]> {
     const scope = { tenantId };
     const taskIds = await this.store.getList<string>(scope, conversationId, StateKeys.tasks);
     for (const t of taskIds) await this.store.delete(scope, t.value);
     await this.store.delete(scope, conversationId);
+    return taskIds.map((t) => t.value);
   }
 
   /** The conversation's meta as the durable store has it, whoever owns it (sweeper, recovery). */
@@ -250,6 +276,26 @@ export class ConversationRepository {
       if (hit) return hit;
       if (page.length < 200) return null;
       after = page[page.length - 1].seq;
+    }
+  }
+
+  /**
+   * Whether the store recorded `owner` as the writer of the conversation's record: what tells its
+   * owner when the record itself cannot be read. Pages through the user's own conversations (rare:
+   * only for a damaged record).
+   */
+  private async wrote(owner: Owner, conversationId: string): Promise<boolean> {
+    const scope = { tenantId: owner.tenantId };
+    const limit = 500;
+    for (let before: SessionSummary | undefined; ;) {
+      const rows = await this.store.listSessions(scope, StateKeys.conversation, {
+        limit,
+        before,
+        userId: owner.userId,
+      });
+      if (rows.some((r) => r.sessionId === conversationId)) return true;
+      if (rows.length < limit) return false;
+      before = rows[rows.length - 1];
     }
   }
 
