@@ -266,21 +266,44 @@ describe('FileSessionStore with a damaged file', () => {
     expect((await readFile(file, 'utf8')).split('\n')).toEqual(lines);
   });
 
-  it('answers INTERNAL naming the damaged file, for a value and for the meta', async () => {
-    const [sid, other] = [newId('c'), newId('c')];
+  it('answers INTERNAL naming a damaged value file to its owner, and nothing to another tenant', async () => {
+    const sid = newId('c');
     await store.save(scope, sid, 'conversation', { title: 'a' });
-    await store.save(scope, other, 'conversation', { title: 'b' });
     await writeFile(join(root, sid, 'conversation.json'), '{"title":');
-    await writeFile(join(root, other, '_meta.json'), '{"tenantId":');
     await expect(store.get(scope, sid, 'conversation')).rejects.toMatchObject({
       code: LoomErrorCode.INTERNAL,
       message: expect.stringContaining('damaged'),
       details: { damaged: `${sid}/conversation.json (not JSON)` },
     });
-    await expect(store.get(scope, other, 'conversation')).rejects.toMatchObject({
-      code: LoomErrorCode.INTERNAL,
-      details: { damaged: `${other}/_meta.json (not JSON)` },
-    });
+    expect(await store.get({ tenantId: newId('t') }, sid, 'conversation')).toBeNull();
+  });
+
+  it("takes a session whose _meta.json is damaged as nobody's: absent to every tenant, never overwritten", async () => {
+    const sid = newId('c');
+    await store.save(scope, sid, 'conversation', { title: 'b' });
+    await store.append(scope, sid, 'log', 'x');
+    const meta = join(root, sid, '_meta.json');
+    await writeFile(meta, '{"tenantId":');
+    // Its owner cannot be read: every tenant is told what it is told of another tenant's session.
+    for (const asking of [scope, { tenantId: newId('t') }]) {
+      expect(await store.get(asking, sid, 'conversation')).toBeNull();
+      expect(await store.getList(asking, sid, 'log')).toEqual([]);
+      expect(await store.listLength(asking, sid, 'log')).toBe(0);
+      expect(await store.listSessionKeys(asking, sid)).toEqual([]);
+      expect(await store.exists(asking, sid)).toBe(false);
+      for (const write of [
+        () => store.save(asking, sid, 'conversation', { title: 'mine' }),
+        () => store.append(asking, sid, 'log', 'y'),
+        () => store.nextFence(asking, sid),
+      ]) {
+        await expect(write()).rejects.toMatchObject({ code: LoomErrorCode.NOT_FOUND });
+      }
+      expect(await store.create(asking, sid, 'conversation', { title: 'mine' })).toBe(false);
+      await store.delete(asking, sid);
+    }
+    expect(await readFile(meta, 'utf8')).toBe('{"tenantId":'); // left for an operator to restore
+    expect(await readFile(join(root, sid, 'conversation.json'), 'utf8')).toBe('{"title":"b"}');
+    expect(await store.listSessions(scope, 'conversation', { limit: 10 })).toEqual([]);
   });
 });
 

@@ -2,7 +2,7 @@ import { randomBytes } from 'crypto';
 import { mkdir, open, readdir, readFile, rename, rm, stat } from 'fs/promises';
 import { Logger } from '@nestjs/common';
 import { basename, dirname, resolve } from 'path';
-import { damagedData, LoomError, LoomErrorCode } from '../../errors/session-error';
+import { damagedData, isDamagedData, LoomError, LoomErrorCode } from '../../errors/session-error';
 import { isValidId } from '../../ids';
 import { checkFence, sessionNotFound } from '../memory/store-rules';
 
@@ -159,15 +159,30 @@ export function damagedFile(path: string, what: string, why: string): LoomError 
   return damagedData(`${basename(dirname(path))}/${basename(path)} ${what}`);
 }
 
+/** The owner of a session whose meta is damaged: no tenant (every tenant id is non-empty). */
+const NOBODY = '';
+
 /**
  * The session's meta, or null when it has none or held nothing but a fence that lapsed before
  * `now` (ms): such a session is gone, and its directory is taken as new by the next write.
+ *
+ * A meta that cannot be read (damaged on disk, edited by hand) is logged with its path and read
+ * as owned by nobody: the session is then to every tenant what another tenant's session is
+ * (absent to reads, NOT_FOUND to writes, left alone by a deletion), so the answers name it to
+ * none, and nothing is written over it; an operator restores the file.
  */
 export async function readMeta(dir: string, now = Date.now()): Promise<SessionMeta | null> {
   const path = childPath(dir, `${META_KEY}.json`);
   const text = await readText(path);
   if (text === null) return null;
-  const raw = parseStored<StoredMeta>(text, path);
+  let raw: StoredMeta;
+  try {
+    raw = parseStored<StoredMeta>(text, path);
+    if (!isStoredMeta(raw)) throw damagedFile(path, '(not a meta)', 'not a session meta');
+  } catch (err) {
+    if (!isDamagedData(err)) throw err;
+    return { tenantId: NOBODY, fence: 0, values: new Map(), lists: new Set() };
+  }
   if (raw.fenceExpiresAt !== undefined && raw.fenceExpiresAt <= now) return null;
   const values = Object.entries(raw.values).map(
     ([key, v]) => [key, { updatedAt: new Date(v.updatedAt), userId: v.userId }] as const,
@@ -179,6 +194,18 @@ export async function readMeta(dir: string, now = Date.now()): Promise<SessionMe
     values: new Map(values),
     lists: new Set(raw.lists),
   };
+}
+
+function isStoredMeta(raw: unknown): raw is StoredMeta {
+  const meta = raw as StoredMeta | null;
+  return (
+    typeof meta?.tenantId === 'string' &&
+    meta.tenantId !== NOBODY &&
+    Number.isSafeInteger(meta.fence) &&
+    typeof meta.values === 'object' &&
+    meta.values !== null &&
+    Array.isArray(meta.lists)
+  );
 }
 
 export async function writeMeta(dir: string, meta: SessionMeta): Promise<void> {
