@@ -181,6 +181,7 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
       listeners: this.listeners,
       status: (status) => this.stop.signal.aborted || this._status$.next(status),
       blockMs: type === 'reader' ? this.blockMs : undefined,
+      commandTimeoutMs: this.options.commandTimeoutMs,
     });
   }
 

@@ -22,6 +22,8 @@ export interface RedisStreamsOptions {
   concurrency?: number;
   /** A consumer holding nothing and idle this long belongs to a gone instance: forgotten (ms). Default 1 h. */
   forgetConsumersAfterMs?: number;
+  /** See {@link RedisStreamsClientOptions.commandTimeoutMs}. Default 5000. */
+  commandTimeoutMs?: number;
   /** Hands every request to its handler twice (sequentially) to prove handlers idempotent. */
   duplicateDeliveryForTests?: boolean;
 }
@@ -46,6 +48,12 @@ export interface RedisStreamsClientOptions {
    * progress, a call waits `timeoutMs` at most.
    */
   maxExecutionMs?: number;
+  /**
+   * A command (not a blocking read) unanswered this long fails, and its connection, on which
+   * nothing came back meanwhile, is dropped and opened again (ms): a Redis host gone without a
+   * reset is noticed then, not after the kernel's retransmission time-out. Default 5000.
+   */
+  commandTimeoutMs?: number;
 }
 
 /** The error object a failed call rejects with (besides the handler's own RpcException payloads). */

@@ -210,6 +210,7 @@ export class RedisStreamsServer
       listeners: this.listeners,
       status: (status) => this.stop.signal.aborted || this._status$.next(status),
       blockMs: type === 'reader' ? (this.options.blockMs ?? DEFAULTS.blockMs) : undefined,
+      commandTimeoutMs: this.options.commandTimeoutMs,
     });
   }
 

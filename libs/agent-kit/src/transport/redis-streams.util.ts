@@ -46,6 +46,8 @@ export interface ConnectionHooks {
   listeners: PendingListener[];
   /** A blocking reader's BLOCK (ms): see BLOCKED_READ_GRACE_MS. */
   blockMs?: number;
+  /** A command connection's (no `blockMs`): see COMMAND_TIMEOUT_MS. */
+  commandTimeoutMs?: number;
 }
 
 /**
@@ -56,18 +58,35 @@ export interface ConnectionHooks {
  */
 export const BLOCKED_READ_GRACE_MS = 5000;
 
-/** A connection that reconnects forever and queues commands while Redis is away. */
+/**
+ * The default time a command connection (XADD, XACK, XAUTOCLAIM, replies…) waits for an answer:
+ * the command then fails (a call `UNAVAILABLE`), and a connection that heard nothing meanwhile
+ * drops its socket and connects again. A Redis host gone without a reset (cable pulled, VM
+ * frozen, failed over to another host at its address) otherwise held every command for the
+ * kernel's retransmission time-out, about 15 minutes: every dispatch failed `TIMEOUT` after
+ * AGENT_TIMEOUT_MS, and an agent's replies were never written.
+ */
+export const COMMAND_TIMEOUT_MS = 5000;
+
+/**
+ * A connection that reconnects forever and queues commands while Redis is away; a command
+ * connection's commands fail after `commandTimeoutMs` all the same (queued ones too).
+ */
 export function createConnection(
   target: RedisTarget,
   name: string,
   hooks: ConnectionHooks,
 ): RedisClient {
+  const commandTimeout =
+    hooks.blockMs === undefined ? (hooks.commandTimeoutMs ?? COMMAND_TIMEOUT_MS) : undefined;
   const redis = openRedis(target, {
     connectionName: name.replace(/[^\w.:-]/g, '_'),
     maxRetriesPerRequest: null,
     enableOfflineQueue: true,
     retryStrategy: (times: number) => Math.min(100 * times, 2000),
-    socketTimeout: hooks.blockMs === undefined ? undefined : hooks.blockMs + BLOCKED_READ_GRACE_MS,
+    commandTimeout,
+    socketTimeout:
+      hooks.blockMs === undefined ? commandTimeout : hooks.blockMs + BLOCKED_READ_GRACE_MS,
     // READONLY (a failover left the connection on the demoted primary): openRedis reconnects.
     // The command refused fails and its caller tries again; one of a MULTI is never resent alone.
   });
