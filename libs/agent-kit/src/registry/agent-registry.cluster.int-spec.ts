@@ -22,8 +22,9 @@ describe('RedisAgentRegistry on a Redis Cluster', () => {
 
   describe('contract', () =>
     registryContract(
-      () => new RedisAgentRegistry(redis, 'loomreg:', STALE_MS),
+      (staleMs) => new RedisAgentRegistry(redis, 'loomreg:', staleMs),
       () => `tax-${++n}`,
+      'redis',
     ));
 
   it('forgets a type with no live instance, and removes an instance', async () => {

@@ -5,19 +5,41 @@ import { AgentRegistry } from './agent-registry';
 export const STALE_MS = 15_000;
 
 /**
+ * How a registry under the contract tells time: `mocked`, by this process's Date.now (moved by
+ * hand, never waited on; the in-memory registry); `redis`, by the Redis server's clock, which
+ * no test moves: time passes for real, over a staleness of {@link REAL_STALE_MS}.
+ */
+export type ContractClock = 'mocked' | 'redis';
+export const REAL_STALE_MS = 1000;
+/** Real time: a moment is waited for this much longer, so the beats made before it are older. */
+const REAL_MARGIN_MS = 250;
+
+/**
  * What every registry does when instances of one type register different descriptors (a
  * rolling deploy): the descriptor read is always that of the most recently started live
  * instance, and the next newest one's once it is gone. Shared by the Redis suite (integration)
- * and the in-memory one (unit). The clock is moved by hand (Date.now), never waited on.
+ * and the in-memory one (unit). `make` builds a registry of the staleness given.
  */
-export function registryContract(make: () => AgentRegistry, uniqueType: () => string): void {
+export function registryContract(
+  make: (staleMs: number) => AgentRegistry,
+  uniqueType: () => string,
+  clock: ContractClock = 'mocked',
+): void {
+  const staleMs = clock === 'mocked' ? STALE_MS : REAL_STALE_MS;
   let offset = 0;
+  let t0 = 0;
   const realNow = Date.now.bind(Date);
   beforeEach(() => {
     offset = 0;
-    jest.spyOn(Date, 'now').mockImplementation(() => realNow() + offset);
+    t0 = realNow();
+    if (clock === 'mocked') jest.spyOn(Date, 'now').mockImplementation(() => realNow() + offset);
   });
   afterEach(() => jest.restoreAllMocks());
+  /** The registry's clock reads `ms` past the test's start (for real: `ms` and a margin later). */
+  const at = async (ms: number): Promise<void> => {
+    if (clock === 'mocked') offset = ms;
+    else await new Promise((r) => setTimeout(r, Math.max(0, t0 + ms + REAL_MARGIN_MS - realNow())));
+  };
 
   const versions = (agentType: string) => {
     const older: AgentRegistration = {
@@ -36,7 +58,7 @@ export function registryContract(make: () => AgentRegistry, uniqueType: () => st
   };
   /** A type with a newer instance ('new-1', started now) and an older one ('old-1', a minute before). */
   const bothVersionsRunning = async () => {
-    const registry = make();
+    const registry = make(staleMs);
     const type = uniqueType();
     const { older, newer } = versions(type);
     const started = Date.now();
@@ -48,7 +70,7 @@ export function registryContract(make: () => AgentRegistry, uniqueType: () => st
     (await registry.live()).find((a) => a.descriptor.agentType === agentType);
 
   it('reads the newest started instance however their heartbeats alternate, and names it to the older one', async () => {
-    const registry = make();
+    const registry = make(staleMs);
     const type = uniqueType();
     const { older, newer } = versions(type);
     const started = Date.now();
@@ -80,16 +102,16 @@ export function registryContract(make: () => AgentRegistry, uniqueType: () => st
     // the staleness, the older one's descriptor applies, before the older one even beats again.
     await registry.heartbeat(newer, 'new-2', started + 1);
     expect((await readOf(registry, type))?.descriptor).toEqual(newer);
-    offset = STALE_MS / 2;
+    await at(staleMs / 2);
     await registry.heartbeat(older, 'old-1', started - 60_000);
     expect((await readOf(registry, type))?.descriptor).toEqual(newer); // still live
-    offset = STALE_MS + 1;
+    await at(staleMs + 1);
     expect(await readOf(registry, type)).toEqual({ descriptor: older, instances: 1 });
     expect(await registry.heartbeat(older, 'old-1', started - 60_000)).toEqual({ inForce: null });
   });
 
   it('breaks a tie of start times the same way every time', async () => {
-    const registry = make();
+    const registry = make(staleMs);
     const type = uniqueType();
     const { older, newer } = versions(type);
     const started = Date.now();
@@ -104,22 +126,23 @@ export function registryContract(make: () => AgentRegistry, uniqueType: () => st
 
   it('forgets an instance silent for four times the staleness, and never brings its descriptor back', async () => {
     const { registry, type, older, started } = await bothVersionsRunning();
-    offset = STALE_MS * 4 + 1;
+    await at(staleMs * 4 + 1);
     await registry.heartbeat(older, 'old-1', started - 60_000);
     expect(await readOf(registry, type)).toEqual({ descriptor: older, instances: 1 });
+    if (clock === 'redis') return;
     offset = 0; // a clock that steps back does not revive the forgotten instance
     expect(await readOf(registry, type)).toEqual({ descriptor: older, instances: 1 });
   });
 
   it('reads past many newer instances that fell silent', async () => {
-    const registry = make();
+    const registry = make(staleMs);
     const type = uniqueType();
     const { older } = versions(type);
     const of = (i: number) => ({ ...older, description: `version ${i}` });
     const started = Date.now();
     for (let i = 0; i < 20; i++) await registry.heartbeat(of(i), `i-${i}`, started + i);
     expect((await readOf(registry, type))?.descriptor).toEqual(of(19));
-    offset = STALE_MS + 1; // only the two that started first are still heard from
+    await at(staleMs + 1); // only the two that started first are still heard from
     for (const i of [0, 1]) await registry.heartbeat(of(i), `i-${i}`, started + i);
     expect(await readOf(registry, type)).toEqual({ descriptor: of(1), instances: 2 });
   });

@@ -15,8 +15,9 @@ describe('RedisAgentRegistry', () => {
 
   describe('contract', () =>
     registryContract(
-      () => new RedisAgentRegistry(redis, prefix.prefix, STALE_MS),
+      (staleMs) => new RedisAgentRegistry(redis, prefix.prefix, staleMs),
       () => `tax-${++n}`,
+      'redis',
     ));
 
   /** The registry's keys of one agent type (the Redis key table of docs/session-library.md). */
@@ -66,38 +67,87 @@ describe('RedisAgentRegistry', () => {
     expect(await redis.exists(started, descriptors)).toBe(0);
   });
 
+  /**
+   * Beats of `registry` as sent from a host whose clock is `skewMs` off; the rest of the test
+   * (the orchestrator's reads) runs on this host's clock.
+   */
+  async function beatFromSkewedHost(
+    registry: RedisAgentRegistry,
+    type: string,
+    instanceId: string,
+    skewMs: number,
+  ): Promise<void> {
+    const realNow = Date.now.bind(Date);
+    const skewed = jest.spyOn(Date, 'now').mockImplementation(() => realNow() + skewMs);
+    try {
+      await registry.heartbeat(descriptorOf(type), instanceId, Date.now());
+    } finally {
+      skewed.mockRestore();
+    }
+  }
+
+  // Liveness compared an agent's own Date.now() with the orchestrator's: an agent on a host
+  // whose clock ran more than the staleness behind was never planned with ("no live instance",
+  // 503 TIMEOUT), and one whose clock ran ahead stayed live after it died.
+  it("reads an instance live whatever its host's clock says, by Redis's clock", async () => {
+    const type = `skewed-${++n}`;
+    await beatFromSkewedHost(
+      new RedisAgentRegistry(redis, prefix.prefix, STALE_MS),
+      type,
+      'behind-1',
+      -STALE_MS * 4,
+    );
+    const orchestrator = new RedisAgentRegistry(redis, prefix.prefix, STALE_MS);
+    expect((await orchestrator.live()).find((a) => a.descriptor.agentType === type)).toEqual({
+      descriptor: descriptorOf(type),
+      instances: 1,
+    });
+  });
+
+  it("reads an instance gone once silent for the staleness, however far ahead its host's clock ran", async () => {
+    const staleMs = 200;
+    const type = `ahead-${++n}`;
+    await beatFromSkewedHost(
+      new RedisAgentRegistry(redis, prefix.prefix, staleMs),
+      type,
+      'ahead-1',
+      60_000,
+    );
+    const orchestrator = new RedisAgentRegistry(redis, prefix.prefix, staleMs);
+    expect((await orchestrator.live()).map((a) => a.descriptor.agentType)).toContain(type);
+    await new Promise((r) => setTimeout(r, staleMs + 100)); // it died: no more beats
+    expect((await orchestrator.live()).map((a) => a.descriptor.agentType)).not.toContain(type);
+    expect(await orchestrator.forget(type)).toBe(true);
+  });
+
   // An agent of a version before start times prunes only the heartbeat zset: an instance it
   // forgets must leave the start times and descriptors as well, not stay there for good.
   it('forgets the start time and descriptor of an instance an older version pruned', async () => {
-    const realNow = Date.now.bind(Date);
-    let offset = 0;
-    jest.spyOn(Date, 'now').mockImplementation(() => realNow() + offset);
-    try {
-      const registry = new RedisAgentRegistry(redis, prefix.prefix, STALE_MS);
-      const type = `mixed-${++n}`;
-      const instances = `${prefix.prefix}agents:{registry}:${type}`;
-      const started = Date.now();
-      await registry.heartbeat(descriptorOf(type), 'new-1', started);
-      await registry.heartbeat(descriptorOf(type), 'killed', started + 1);
-      offset = STALE_MS * 4 + 1;
-      await registry.heartbeat(descriptorOf(type), 'new-1', started); // 'killed' is forgotten
-      expect(await redis.zscore(typeKeys(type).started, 'killed')).toBeNull();
+    // Beats are timed by Redis's clock: time passes for real, over a short staleness.
+    const staleMs = 100;
+    const pastForgetting = () => new Promise((r) => setTimeout(r, staleMs * 4 + 50));
+    const registry = new RedisAgentRegistry(redis, prefix.prefix, staleMs);
+    const type = `mixed-${++n}`;
+    const instances = `${prefix.prefix}agents:{registry}:${type}`;
+    const started = Date.now();
+    await registry.heartbeat(descriptorOf(type), 'new-1', started);
+    await registry.heartbeat(descriptorOf(type), 'killed', started + 1);
+    await pastForgetting();
+    await registry.heartbeat(descriptorOf(type), 'new-1', started); // 'killed' is forgotten
+    expect(await redis.zscore(typeKeys(type).started, 'killed')).toBeNull();
 
-      await registry.heartbeat(descriptorOf(type), 'killed-2', started + 2);
-      offset = STALE_MS * 8 + 2;
-      // The old version's heartbeat (its MULTI, as it was) prunes 'killed-2' from the zset.
-      await redis
-        .multi()
-        .hset(`${prefix.prefix}agents:{registry}`, type, JSON.stringify(descriptorOf(type)))
-        .zadd(instances, Date.now(), 'old-1')
-        .zremrangebyscore(instances, '-inf', Date.now() - STALE_MS * 4)
-        .exec();
-      expect(await redis.zscore(instances, 'killed-2')).toBeNull();
-      await registry.heartbeat(descriptorOf(type), 'new-1', started);
-      expect(await redis.zrange(typeKeys(type).started, 0, -1)).toEqual(['new-1']);
-      expect(await redis.hkeys(typeKeys(type).descriptors)).toEqual(['new-1']);
-    } finally {
-      jest.restoreAllMocks();
-    }
+    await registry.heartbeat(descriptorOf(type), 'killed-2', started + 2);
+    await pastForgetting();
+    // The old version's heartbeat (its MULTI, as it was) prunes 'killed-2' from the zset.
+    await redis
+      .multi()
+      .hset(`${prefix.prefix}agents:{registry}`, type, JSON.stringify(descriptorOf(type)))
+      .zadd(instances, Date.now(), 'old-1')
+      .zremrangebyscore(instances, '-inf', Date.now() - staleMs * 4)
+      .exec();
+    expect(await redis.zscore(instances, 'killed-2')).toBeNull();
+    await registry.heartbeat(descriptorOf(type), 'new-1', started);
+    expect(await redis.zrange(typeKeys(type).started, 0, -1)).toEqual(['new-1']);
+    expect(await redis.hkeys(typeKeys(type).descriptors)).toEqual(['new-1']);
   });
 });

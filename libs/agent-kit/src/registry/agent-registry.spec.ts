@@ -1,11 +1,11 @@
 import { MemoryAgentRegistry } from './agent-registry';
-import { registryContract, STALE_MS } from './agent-registry.contract';
+import { registryContract } from './agent-registry.contract';
 
 /** The embedded profile's registry keeps the same descriptor as the Redis one. */
 describe('MemoryAgentRegistry', () => {
   let n = 0;
   registryContract(
-    () => new MemoryAgentRegistry(STALE_MS),
+    (staleMs) => new MemoryAgentRegistry(staleMs),
     () => `memory-tax-${++n}`,
   );
 });

@@ -39,11 +39,17 @@ export interface AgentRegistry {
  * Keys of one agent type, under the descriptors hash `<D>` (all in the `{registry}` hash slot,
  * so the scripts run on Redis Cluster too): `<D>:<type>` its instances by last heartbeat,
  * `<D>:<type>:started` by start time, `<D>:<type>:descriptors` each instance's descriptor.
+ * Heartbeats are timed by Redis's clock (`serverNow()`, ms), never a host's: instances and
+ * orchestrators on hosts whose clocks disagree still agree on who is live.
  * `IN_FORCE(D, type, since)` is the newest started instance heard from since `since` that has a
  * descriptor: its id, start time and descriptor, or nil. Read eight at a time, newest first: the
  * newest is live but for a moment, and LIVE runs it for every type at every turn.
  */
 const IN_FORCE = `
+local function serverNow()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
 local function inForce(d, t, since)
   local from = 0
   repeat
@@ -63,7 +69,7 @@ end
 
 /**
  * One heartbeat: KEYS the descriptors hash and the type's three keys; ARGV type, instance id,
- * now, its start time, its descriptor, the staleness (ms). Records the instance, forgets those
+ * the agent's clock (unused: Redis's is the beat's time), its start time, its descriptor, the staleness (ms). Records the instance, forgets those
  * silent for four times the staleness, and keeps the hash's entry of the type (what registries
  * before start times read) at the descriptor in force. Returns nil when this instance's
  * descriptor is in force, else the in-force instance's id, start time and descriptor.
@@ -74,7 +80,7 @@ end
  */
 const HEARTBEAT = `${IN_FORCE}
 local d, t, id = KEYS[1], ARGV[1], ARGV[2]
-local now, stale = tonumber(ARGV[3]), tonumber(ARGV[6])
+local now, stale = serverNow(), tonumber(ARGV[6])
 local beats, started, descs = KEYS[2], KEYS[3], KEYS[4]
 redis.call('ZADD', beats, now, id)
 redis.call('ZADD', started, ARGV[4], id)
@@ -101,13 +107,13 @@ if f[3] == ARGV[5] then return nil end
 return f`;
 
 /**
- * The descriptors (KEYS[1]) with each type's instances heard from since ARGV[1]: type,
+ * The descriptors (KEYS[1]) with each type's instances heard from within ARGV[1] ms: type,
  * descriptor in force, count, flattened. A type none of whose live instances recorded a
  * descriptor of its own (agents of a version before start times) reads the hash's.
  */
 const LIVE = `${IN_FORCE}
 local all = redis.call('HGETALL', KEYS[1])
-local since = tonumber(ARGV[1])
+local since = serverNow() - tonumber(ARGV[1])
 local out = {}
 for i = 1, #all, 2 do
   local f = inForce(KEYS[1], all[i], since)
@@ -118,24 +124,24 @@ end
 return out`;
 
 /**
- * KEYS the descriptors hash and the type's three keys, ARGV the type and the oldest live beat:
- * 1 and everything of the type deleted, or 0 when an instance was heard from since then.
+ * KEYS the descriptors hash and the type's three keys, ARGV the type and the staleness (ms):
+ * 1 and everything of the type deleted, or 0 when an instance was heard from within it.
  */
-const FORGET = `
-if redis.call('ZCOUNT', KEYS[2], ARGV[2], '+inf') > 0 then return 0 end
+const FORGET = `${IN_FORCE}
+if redis.call('ZCOUNT', KEYS[2], serverNow() - tonumber(ARGV[2]), '+inf') > 0 then return 0 end
 redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
 return 1`;
 
 type ForgetCommand = (...keysAndArgs: (string | number)[]) => Promise<number>;
-type LiveCommand = (key: string, since: number) => Promise<string[]>;
+type LiveCommand = (key: string, staleMs: number) => Promise<string[]>;
 type HeartbeatCommand = (...keysAndArgs: (string | number)[]) => Promise<string[] | null>;
 
 /**
  * Redis registry: a hash of the descriptor in force per agent type and, per type, its instances
- * by last heartbeat and by start time, with each one's descriptor; an instance silent for
- * `staleMs` no longer counts, and one silent for four times that is forgotten at the type's next
- * heartbeat.
+ * by last heartbeat (Redis's clock) and by start time, with each one's descriptor; an instance
+ * silent for `staleMs` no longer counts, and one silent for four times that is forgotten at the
+ * type's next heartbeat.
  */
 export class RedisAgentRegistry implements AgentRegistry {
   constructor(
@@ -214,16 +220,15 @@ export class RedisAgentRegistry implements AgentRegistry {
       this.descriptorsKey(),
       ...this.typeKeys(agentType),
       agentType,
-      Date.now() - this.staleMs,
+      this.staleMs,
     );
     return done === 1;
   }
 
   /** One round trip (every turn plans with it): the descriptors and their live counts. */
   async live(): Promise<RegisteredAgent[]> {
-    const since = Date.now() - this.staleMs;
     const live = (this.redis as unknown as Record<string, LiveCommand>).loomRegistryLive;
-    const flat = await live.call(this.redis, this.descriptorsKey(), since);
+    const flat = await live.call(this.redis, this.descriptorsKey(), this.staleMs);
     const out: RegisteredAgent[] = [];
     for (let i = 0; i < flat.length; i += 3) {
       const instances = Number(flat[i + 2]);
