@@ -74,3 +74,45 @@ describe('createSessionInfra after a Redis failover (private redis-servers)', ()
     }
   });
 });
+
+/**
+ * A Redis host gone without a reset (cable pulled, VM frozen, failed over to another host at
+ * its address): the session connection's commands time out after 2 s, but the socket stayed
+ * open until the kernel's retransmission time-out (~15 min), so every turn failed 503 for that
+ * long even once the address led to a live Redis again.
+ */
+describe('createSessionInfra after its Redis host vanished without a reset (private redis-server)', () => {
+  it('drops the dead connection and serves again on a new one', async () => {
+    const db = await createTestDatabase('loom_stranded');
+    const prefix = createTestPrefix('loomstranded');
+    const server = await PrivateRedisServer.start();
+    const proxy = await FreezableTcpProxy.start({ host: '127.0.0.1', port: server.port });
+    let infra: Awaited<ReturnType<typeof createSessionInfra>> | undefined;
+    try {
+      infra = await createSessionInfra({
+        mysqlUrl: db.url,
+        keyPrefix: prefix.prefix,
+        redisUrl: `redis://127.0.0.1:${proxy.port}`,
+      });
+      const redis = infra.redis!;
+      const key = `${prefix.prefix}stranded-probe`;
+      await redis.set(key, 'before');
+
+      proxy.strand(); // the open connection hears nothing more; new ones reach Redis
+      await expect(redis.set(key, 'lost')).rejects.toThrow(/timed out|Socket timeout/);
+      await eventually(
+        'a write on a new connection',
+        () =>
+          redis.set(key, 'after').then(
+            () => true,
+            () => false,
+          ),
+        8000,
+      );
+    } finally {
+      await infra?.close();
+      await proxy.close();
+      await Promise.all([server.kill(), db.drop(), prefix.cleanup()]);
+    }
+  }, 60_000);
+});

@@ -31,6 +31,10 @@ export function createRedis(target: RedisTarget | string, name: string): RedisCl
     enableOfflineQueue: false,
     maxRetriesPerRequest: 1,
     commandTimeout: 2000,
+    // Nothing back for as long while a command waits: the socket is dropped and opened again.
+    // A Redis host gone without a reset otherwise kept this connection (every command timing
+    // out) until the kernel's retransmission time-out, about 15 minutes.
+    socketTimeout: 2000,
     retryStrategy: (times) => Math.min(times * 100, 2000),
   };
   return openRedis(typeof target === 'string' ? { url: target } : target, options);

@@ -22,6 +22,7 @@ export class ThrottleRedis implements OnApplicationShutdown {
             enableOfflineQueue: false,
             maxRetriesPerRequest: 1,
             commandTimeout: 500,
+            socketTimeout: 500, // a dead socket is dropped and opened again
             retryStrategy: (times) => Math.min(times * 100, 2000),
           });
     this.redis?.on('error', () => undefined);

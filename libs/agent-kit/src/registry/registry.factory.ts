@@ -10,6 +10,7 @@ export function createRegistry(env: LoomEnv): AgentRegistry {
     // A turn reads the registry: a half-open connection must not hold it (and its lock) for the
     // minutes the kernel takes to notice.
     commandTimeout: 2000,
+    socketTimeout: 2000, // and the dead socket is dropped and opened again
     maxRetriesPerRequest: 2,
     retryStrategy: (n) => Math.min(n * 100, 2000),
   });

@@ -42,6 +42,8 @@ export class BlockingDeltaReader extends DeltaReader {
       connectionName: options.connectionName,
       enableOfflineQueue: true,
       commandTimeout: options.blockMs + 2000,
+      // Not the session connection's 2 s: a blocked XREAD hears nothing for its BLOCK.
+      socketTimeout: options.blockMs + 2000,
     }) as Redis;
     this.connection.on('error', () => undefined);
   }
