@@ -69,10 +69,11 @@ end
 
 /**
  * One heartbeat: KEYS the descriptors hash and the type's three keys; ARGV type, instance id,
- * the agent's clock (unused: Redis's is the beat's time), its start time, its descriptor, the staleness (ms). Records the instance, forgets those
- * silent for four times the staleness, and keeps the hash's entry of the type (what registries
- * before start times read) at the descriptor in force. Returns nil when this instance's
- * descriptor is in force, else the in-force instance's id, start time and descriptor.
+ * the agent's clock (unused: Redis's is the beat's time), its start time, its descriptor, the
+ * staleness (ms). Records the instance, forgets those silent for four times the staleness, and
+ * keeps the hash's entry of the type (what registries before start times read) at the descriptor
+ * in force. Returns nil when this instance's descriptor is in force, else the in-force instance's
+ * id, start time and descriptor.
  * An instance no longer in the heartbeat zset (an agent of a version before start times prunes
  * only that one) leaves the other two as well (scanned for only when ZINTERCARD finds one). Both
  * expire four times the staleness after the type's last beat: a type whose instances all died
