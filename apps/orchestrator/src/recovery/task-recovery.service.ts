@@ -44,6 +44,15 @@ export class TaskRecovery {
     private readonly resumer: TaskResumer,
   ) {}
 
+  /** Entries of the run index one scan reads (SCAN_LIMIT; tests lower it). */
+  scanLimit = SCAN_LIMIT;
+  /**
+   * The last task id the previous scan read: the next one reads on from there, so an index
+   * longer than one scan's window is read whole in turn (its first entries, all live, would
+   * otherwise hide the due ones after them for good).
+   */
+  private scannedTo?: string;
+
   /** Recoveries under way in this process, by task id (a later scan leaves those alone). */
   private readonly recovering = new Set<string>();
 
@@ -60,10 +69,11 @@ export class TaskRecovery {
    * meanwhile is due after its lease, whatever other tasks' agents are still doing.
    */
   async start(): Promise<{ indexed: number; due: number; finished: Promise<ScanReport> }> {
-    const entries = await this.system.runs(SCAN_LIMIT);
+    const entries = await this.system.runs(this.scanLimit, this.scannedTo);
     const started: Promise<boolean>[] = [];
     for (const entry of entries) {
-      if (this.recovering.size >= RECOVER_LIMIT) break;
+      if (this.recovering.size >= RECOVER_LIMIT) break; // the next scan reads on from here
+      this.scannedTo = entry.taskId;
       if (this.recovering.has(entry.taskId)) continue;
       if (!(await this.due(entry).catch(() => false))) continue;
       const recovery = this.recover(entry).finally(() => this.recovering.delete(entry.taskId));

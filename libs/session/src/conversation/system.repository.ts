@@ -62,14 +62,20 @@ export class SystemRepository {
   }
 
   /**
-   * Up to `limit` entries of the run index, oldest task id order not guaranteed. Read a few at a
-   * time: the index can hold more entries than the connection pool queues (1000), and a scan
-   * that asked for all at once would fail, and fail the statements of turns queued beside it.
+   * Up to `limit` entries of the run index in task id order, from the first after `afterTaskId`
+   * on, wrapping around to the start (each at most once): a scanner that passes the last task id
+   * it read reaches every entry in turn, however many the index holds. Read a few at a time: the
+   * index can hold more entries than the connection pool queues (1000), and a scan that asked
+   * for all at once would fail, and fail the statements of turns queued beside it.
    */
-  async runs(limit: number): Promise<RunEntry[]> {
-    const keys = (await this.runStore.listSessionKeys(scope, SystemSessions.runs))
+  async runs(limit: number, afterTaskId?: string): Promise<RunEntry[]> {
+    const all = (await this.runStore.listSessionKeys(scope, SystemSessions.runs))
       .filter((k) => k.startsWith(RUN_PREFIX))
-      .slice(0, limit);
+      .sort();
+    const after =
+      afterTaskId === undefined ? 0 : all.findIndex((k) => k > RUN_PREFIX + afterTaskId);
+    const from = after < 0 ? 0 : after;
+    const keys = [...all.slice(from), ...all.slice(0, from)].slice(0, limit);
     const entries: Array<RunEntry | null> = [];
     for (let i = 0; i < keys.length; i += RUN_READS_AT_ONCE)
       entries.push(
