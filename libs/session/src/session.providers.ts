@@ -78,7 +78,13 @@ export async function createSessionInfra(
     'loom-session',
   );
   redis.on('error', (err) => onHotError?.(err));
-  await connected(redis, 3000);
+  try {
+    await connected(redis, 3000);
+  } catch (err) {
+    redis.disconnect();
+    void dataSource.destroy().catch(() => undefined);
+    throw err;
+  }
   const tooOld = redis.status === 'ready' ? await oldestRedisProblem(redis) : null;
   if (tooOld) {
     redis.disconnect();
@@ -128,19 +134,38 @@ async function oldestRedisProblem(redis: RedisClient): Promise<string | null> {
 }
 
 /**
+ * What a Redis server answers to a connection whose REDIS_URL it will never take: no password
+ * where it requires one, a wrong one, a user without the rights, a database number it does not
+ * have. Retrying cannot help, unlike a server that is down.
+ */
+const REFUSED_CONFIGURATION =
+  /^(NOAUTH|WRONGPASS|NOPERM)\b|^ERR (DB index is out of range|invalid DB index|invalid password)/;
+
+/**
  * Waits (bounded) until the connection is ready, so an app does not start by failing its first
- * Redis calls; if Redis is down the app starts anyway and the breaker sends calls to MySQL.
+ * Redis calls; if Redis is down the app starts anyway and the breaker sends calls to MySQL. A
+ * server that refuses REDIS_URL itself (see REFUSED_CONFIGURATION) fails the start instead: the
+ * app would otherwise run without Redis for good (or, for a database number, on database 0).
  */
 async function connected(redis: RedisClient, timeoutMs: number): Promise<void> {
   if (redis.status === 'ready') return;
-  await new Promise<void>((resolve) => {
-    const done = () => {
+  await new Promise<void>((resolve, reject) => {
+    const ready = () => settle();
+    const settle = (err?: Error) => {
       clearTimeout(timer);
-      redis.off('ready', done);
-      resolve();
+      redis.off('ready', ready);
+      redis.off('error', refused);
+      if (err) reject(err);
+      else resolve();
     };
-    const timer = setTimeout(done, timeoutMs);
-    redis.once('ready', done);
+    const refused = (err: unknown) => {
+      const message = err instanceof Error ? err.message : String(err);
+      if (REFUSED_CONFIGURATION.test(message))
+        settle(new Error(`the Redis at REDIS_URL refused the connection: ${message}`));
+    };
+    const timer = setTimeout(ready, timeoutMs);
+    redis.once('ready', ready);
+    redis.on('error', refused);
   });
 }
 
