@@ -63,6 +63,11 @@ if (
     `invalid name ${JSON.stringify(name)}: lower-case letters and digits, words joined by single dashes, ` +
       `${NAME_LENGTH.min}-${NAME_LENGTH.max} characters, starting with a letter, without "-agent" (e.g. tax-law)`,
   );
+// Its handler class would be AgentHandler, shadowing the agent kit's interface it implements.
+if (name === 'agent')
+  fail(
+    'invalid name "agent": its handler class would be AgentHandler, the agent kit\'s own interface',
+  );
 const keywords = (opts['--keywords'] ?? name)
   .split(',')
   .map((k) => k.trim())
