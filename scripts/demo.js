@@ -148,28 +148,55 @@ async function consultation(base, token) {
   await playConsultation(base, token);
 }
 
+/**
+ * Removes the demo's keys and database, each on its own: a Redis that refuses the demo (the
+ * reason its apps exited, perhaps) must not keep the database the apps had already created, nor
+ * hide why the demo failed. What it cannot remove it names in a line.
+ */
 async function cleanup(prefix, database) {
   const Redis = require('ioredis');
   const mysql = require('mysql2/promise');
-  const redis = new Redis(REDIS_URL);
-  let cursor = '0';
-  do {
-    const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
-    cursor = next;
-    if (keys.length) await redis.del(...keys);
-  } while (cursor !== '0');
-  redis.disconnect();
-  // Connected as the apps are: the same server, user and TLS options (MYSQL_URL, MYSQL_SSL_CA).
-  const {
-    mysqlConnectionConfig,
-  } = require('../dist/libs/session/src/store/mysql/mysql-connection');
-  const { database: _, ...server } = mysqlConnectionConfig(
-    MYSQL_URL,
-    process.env.MYSQL_SSL_CA || undefined,
-  );
-  const conn = await mysql.createConnection(server);
-  await conn.query(`DROP DATABASE IF EXISTS \`${database}\``);
-  await conn.end();
+  const redis = new Redis(REDIS_URL, {
+    lazyConnect: true,
+    maxRetriesPerRequest: 0,
+    retryStrategy: () => null,
+  });
+  // What Redis answered (NOAUTH …), which the failed connect reports only as a closed connection.
+  let refusal;
+  redis.on('error', (err) => (refusal = err));
+  try {
+    await redis.connect();
+    let cursor = '0';
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${prefix}*`, 'COUNT', 1000);
+      cursor = next;
+      if (keys.length) await redis.del(...keys);
+    } while (cursor !== '0');
+  } catch (err) {
+    console.error(
+      `demo: could not remove the keys ${prefix}* from Redis: ${(refusal ?? err).message}`,
+    );
+  } finally {
+    redis.disconnect();
+  }
+  try {
+    // Connected as the apps are: the same server, user and TLS options (MYSQL_URL, MYSQL_SSL_CA).
+    const {
+      mysqlConnectionConfig,
+    } = require('../dist/libs/session/src/store/mysql/mysql-connection');
+    const { database: _, ...server } = mysqlConnectionConfig(
+      MYSQL_URL,
+      process.env.MYSQL_SSL_CA || undefined,
+    );
+    const conn = await mysql.createConnection(server);
+    try {
+      await conn.query(`DROP DATABASE IF EXISTS \`${database}\``);
+    } finally {
+      await conn.end();
+    }
+  } catch (err) {
+    console.error(`demo: could not drop the database ${database}: ${err.message}`);
+  }
 }
 
 main().catch((err) => {
