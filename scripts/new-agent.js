@@ -52,6 +52,14 @@ function parseArgs(argv) {
   return { name: positional[0], opts };
 }
 
+// npm takes an option given before `--` (npm run new:agent vat --keywords=a,b) as its own config
+// and leaves it in the environment: new:agent would never see it, and scaffold without it.
+for (const option of ['keywords', 'dir'])
+  if (process.env[`npm_config_${option}`] !== undefined)
+    fail(
+      `npm took --${option} as its own: give new:agent's options after --` +
+        ` (npm run new:agent <name> -- --${option} …)`,
+    );
 const { name, opts } = parseArgs(process.argv.slice(2));
 if (
   !NAME.test(name) ||
