@@ -55,8 +55,10 @@ if (Math.round(Number(hours) * 3600) < 1) {
   process.exit(2);
 }
 if (maxAgeS > 0 && Math.round(Number(hours) * 3600) > maxAgeS) {
+  // Rounded down to 4 decimals, a number the user can type back (600 s: 0.1666, not 0.1666…6).
+  const most = Math.floor((maxAgeS / 3600) * 10_000) / 10_000;
   console.error(
-    `token: hours must be at most ${maxAgeS / 3600} (LOOM_JWT_MAX_AGE_S=${maxAgeS}: the orchestrator refuses a longer-lived token)`,
+    `token: hours must be at most ${most} (LOOM_JWT_MAX_AGE_S=${maxAgeS}: the orchestrator refuses a longer-lived token)`,
   );
   process.exit(2);
 }

@@ -49,5 +49,10 @@ describe('system: npm run token', () => {
     expect(long.stdout).toBe('');
     expect(long.stderr.trim().split('\n')).toHaveLength(1);
     expect(long.stderr).toContain('LOOM_JWT_MAX_AGE_S');
+    // A limit that is no round number of hours is said readably, and the hours said are taken.
+    const odd = tokenWith({ LOOM_JWT_MAX_AGE_S: '600' }, 'alice', 'acme', '1');
+    expect(odd.stderr).toContain('hours must be at most 0.1666 (');
+    const taken = tokenWith({ LOOM_JWT_MAX_AGE_S: '600' }, 'alice', 'acme', '0.1666');
+    expect(taken.status).toBe(0);
   });
 });
