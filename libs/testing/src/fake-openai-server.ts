@@ -58,6 +58,11 @@ export interface FakeAnswer {
    * connection is left open with nothing more sent (`stall`) or cut (`cut`).
    */
   afterFinish?: 'stall' | 'cut';
+  /**
+   * Streaming: after this many content chunks, an SSE error event (`data: {"error": …}`, as
+   * OpenRouter and vLLM report a failure once the stream's 200 is sent) and the end of the stream.
+   */
+  streamError?: { afterChunks: number; error: Record<string, unknown> };
   /** This status with this body verbatim (an HTML error page, a truncated JSON…). */
   rawBody?: { status: number; contentType: string; body: string };
 }
@@ -202,6 +207,10 @@ export class FakeOpenAiServer {
       event(chunk({ reasoning_content: thought }));
     }
     for (const [i, piece] of pieces.entries()) {
+      if (answer.streamError && i >= answer.streamError.afterChunks) {
+        event({ error: answer.streamError.error });
+        return void res.end();
+      }
       if (answer.endAfterChunks !== undefined && i >= answer.endAfterChunks) return void res.end();
       if (answer.cutAfterChunks !== undefined && i >= answer.cutAfterChunks) {
         res.destroy();

@@ -49,6 +49,18 @@ export class CallWatch {
     this.idle = setTimeout(() => this.controller.abort(), this.silenceMs);
   };
 
+  /**
+   * The answer that started failed and is asked again: until the next one starts, the call has
+   * until `at` again, as before its first answer.
+   */
+  restart(): void {
+    clearTimeout(this.timer);
+    clearTimeout(this.idle);
+    this.idle = undefined;
+    if (this.stopped) return;
+    this.timer = setTimeout(() => this.controller.abort(), Math.max(0, this.at - Date.now()));
+  }
+
   end(): void {
     clearTimeout(this.timer);
     clearTimeout(this.idle);

@@ -31,6 +31,32 @@ export function toLlmError(purpose: string, error: unknown, secrets: readonly st
   return failure;
 }
 
+/** The statuses of a provider that is there but will not answer now. */
+const BUSY_STATUSES = new Set([429, 503, 529]);
+
+/**
+ * An error event in the stream of a 200 (`data: {"error": {"code": 429, …}}`, as OpenRouter and
+ * vLLM report a failure once the answer started) whose code is a busy status: that failure as
+ * an LlmError, as the same status answered before the stream would be; undefined for any other.
+ */
+export function streamedFailure(
+  purpose: string,
+  error: unknown,
+  secrets: readonly string[],
+): LlmError | undefined {
+  // The SDK throws an error event as an APIError without a status (the stream's was 200).
+  if (!(error instanceof Error)) return undefined;
+  const e = error as Error & { status?: unknown; code?: unknown };
+  if (e.status !== undefined) return undefined;
+  const code = typeof e.code === 'string' && /^\d{3}$/.test(e.code) ? Number(e.code) : e.code;
+  if (typeof code !== 'number' || !BUSY_STATUSES.has(code)) return undefined;
+  const failure = Object.assign(new Error(String(e.message ?? '')), {
+    name: error.name,
+    status: code,
+  });
+  return toLlmError(purpose, failure, secrets);
+}
+
 /**
  * The provider is there but will not answer now (rate limited, overloaded), after Loom's own
  * retries: worth a retry later. A 429 for a quota that is used up is not: no retry helps.

@@ -1,4 +1,5 @@
 import { APIConnectionError } from 'openai';
+import { LlmError } from './llm.types';
 
 const FIRST_PAUSE_MS = 500;
 const MAX_PAUSE_MS = 8_000;
@@ -30,7 +31,20 @@ export async function withRetries<T>(
   }
 }
 
+/** Failures of an attempt whose answer had started that are worth asking again (see askAgain). */
+const again = new WeakSet<LlmError>();
+
+/**
+ * Marks a failure of an answer that had started as one to ask again, as a 429 or 503 before it
+ * would be: the provider said in its stream it is busy before the answer had any text.
+ */
+export function askAgain(error: LlmError): LlmError {
+  again.add(error);
+  return error;
+}
+
 function retryable(error: unknown): boolean {
+  if (error instanceof LlmError) return again.has(error);
   const status = (error as { status?: unknown } | null)?.status;
   if (typeof status === 'number')
     return status === 408 || status === 409 || status === 429 || status >= 500;

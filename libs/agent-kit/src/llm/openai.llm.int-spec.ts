@@ -560,4 +560,71 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
       });
     }
   });
+
+  describe('an error event in the stream (OpenRouter, vLLM)', () => {
+    const BUSY = 'the model endpoint is busy (rate limited or overloaded): retry later';
+
+    it('retries a busy provider that says so in the stream before any text, then answers', async () => {
+      answer((_, n) =>
+        n === 1
+          ? {
+              chunks: ['never'],
+              streamError: {
+                afterChunks: 0,
+                error: { code: 429, message: 'Rate limit exceeded: upstream' },
+              },
+            }
+          : { text: 'after the busy event' },
+      );
+      const result = await client({ maxRetries: 2 }).stream(req).result;
+      expect(result.text).toBe('after the busy event');
+      expect(server.received).toHaveLength(2);
+    });
+
+    it.each([429, 503, 529])(
+      'answers busy for an error event with code %i after the retries',
+      async (code) => {
+        answer(() => ({
+          chunks: ['never'],
+          streamError: { afterChunks: 0, error: { code, message: 'Provider overloaded' } },
+        }));
+        const error = await client({ maxRetries: 1 })
+          .stream(req)
+          .result.catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(LlmError);
+        expect((error as LlmError).publicMessage).toBe(`${BUSY} (HTTP ${code})`);
+        expect((error as LlmError).busy).toBe(true);
+        expect((error as LlmError).status).toBe(code);
+        expect(server.received).toHaveLength(2);
+      },
+    );
+
+    it('answers busy, without asking again, once text was sent, and counts what it cost', async () => {
+      answer(() => ({
+        chunks: ['半个', '答案'],
+        streamError: { afterChunks: 1, error: { code: '503', message: 'overloaded' } },
+      }));
+      const { deltas, error } = await drain(client({ maxRetries: 2 }).stream(req));
+      expect(deltas).toEqual(['半个']);
+      expect((error as LlmError).publicMessage).toBe(`${BUSY} (HTTP 503)`);
+      expect((error as LlmError).busy).toBe(true);
+      expect((error as LlmError).usage).toEqual({
+        promptTokens: countMessageTokens(req.messages),
+        completionTokens: countTokens('半个'),
+      });
+      expect(server.received).toHaveLength(1);
+    });
+
+    it('says another error event broke the answer off', async () => {
+      answer(() => ({
+        chunks: ['x'],
+        streamError: { afterChunks: 0, error: { code: 500, message: 'boom' } },
+      }));
+      const error = await client({ maxRetries: 0 })
+        .stream(req)
+        .result.catch((e: unknown) => e);
+      expect((error as LlmError).publicMessage).toBe("the model's answer broke off");
+      expect((error as LlmError).busy).toBe(false);
+    });
+  });
 });

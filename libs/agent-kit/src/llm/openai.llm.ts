@@ -3,7 +3,7 @@ import OpenAI, { APIConnectionError, APIConnectionTimeoutError } from 'openai';
 import { MAX_ANSWER_CHARS } from '../contracts/agent-messages';
 import { CallWatch, ON_PROGRESS, watchingFetch } from './call-watch';
 import { createDeltaStream } from './delta-stream';
-import { toLlmError } from './llm-error';
+import { streamedFailure, toLlmError } from './llm-error';
 import {
   LlmError,
   type LlmClient,
@@ -13,7 +13,7 @@ import {
   type LlmStream,
   type LlmUsage,
 } from './llm.types';
-import { withRetries } from './model-retries';
+import { askAgain, withRetries } from './model-retries';
 import { countMessageTokens, countTokens } from './token-counter';
 
 export interface OpenAiLlmOptions {
@@ -118,21 +118,39 @@ export class OpenAiLlmClient implements LlmClient {
    * far produced): a stream cut off or fallen silent mid-answer is paid for like a refused one.
    */
   private async run(req: LlmRequest, emit: (delta: string) => void): Promise<LlmResult> {
-    let text = '';
-    let model = this.options.model;
-    let wireUsage: WireUsage | null | undefined;
-    let finish: string | null = null;
     const watch = this.watch(req.signal);
-    let started = false;
     try {
       req.signal?.throwIfAborted();
-      const chunks = await withRetries(
-        () => this.openStream(req, watch),
+      return await withRetries(
+        () => this.attempt(req, emit, watch),
         this.retries,
         watch.signal,
         watch.at,
       );
-      started = true;
+    } catch (error) {
+      if (req.signal?.aborted) throw req.signal.reason;
+      throw this.failure(req, error, watch.stopped);
+    } finally {
+      watch.end();
+    }
+  }
+
+  /**
+   * One request: until its answer starts, the SDK's errors as they are (withRetries judges them);
+   * from then on an LlmError, which is asked again only when the provider said in the stream it
+   * is busy before the answer had any text.
+   */
+  private async attempt(
+    req: LlmRequest,
+    emit: (delta: string) => void,
+    watch: CallWatch,
+  ): Promise<LlmResult> {
+    let text = '';
+    let model = this.options.model;
+    let wireUsage: WireUsage | null | undefined;
+    let finish: string | null = null;
+    const chunks = await this.openStream(req, watch);
+    try {
       for await (const chunk of chunks) {
         watch.progress(); // for an injected API; over HTTP every byte already counted
         const choice = chunk.choices?.[0];
@@ -158,7 +176,6 @@ export class OpenAiLlmClient implements LlmClient {
       return finished(req.purpose, finish, result);
     } catch (error) {
       if (req.signal?.aborted) throw req.signal.reason;
-      if (!started) throw this.failure(req, error, watch.stopped);
       // The model said it finished (`finish_reason`): a stream that then falls silent or is cut
       // before its usage chunk and `[DONE]` lost only the provider's count, not the answer.
       if (finish && !(error instanceof LlmError))
@@ -167,17 +184,23 @@ export class OpenAiLlmClient implements LlmClient {
           model,
           usage: this.usage(req, text, wireUsage, false),
         });
+      // An error event saying the provider is busy (OpenRouter, vLLM): the busy answer, asked
+      // again like a 429 or 503 while the user has seen nothing of it.
+      const busy = streamedFailure(req.purpose, error, [this.options.apiKey]);
+      if (busy && !text) {
+        watch.restart();
+        askAgain(busy);
+      }
       // A connection cut mid-answer (undici's "terminated", an error event) is a broken-off answer.
       const failure =
-        error instanceof LlmError ||
+        busy ??
+        (error instanceof LlmError ||
         watch.stopped ||
         (error as Error | null)?.name === 'SyntaxError'
           ? this.failure(req, error, watch.stopped)
-          : brokeOff(req.purpose);
+          : brokeOff(req.purpose));
       // Counted by Loom: a provider that reports usage had no chance to (no warning for it).
       throw failure.usage ? failure : withUsage(failure, this.usage(req, text, wireUsage, false));
-    } finally {
-      watch.end();
     }
   }
 
