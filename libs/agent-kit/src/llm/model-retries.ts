@@ -10,14 +10,17 @@ const MAX_RETRY_AFTER_MS = 60_000;
  * Runs `attempt` up to `retries` more times after a retryable failure (a connection error, 408,
  * 409, 429, 5xx), pausing as the provider asks (`retry-after-ms`, `retry-after`) or
  * exponentially with jitter. Loom retries rather than the SDK, whose pauses cannot see a
- * deadline: a pause that would end past `deadlineAt` is not taken, and the provider's own
- * answer (a 429, say) is what the caller gets. A pause ends early when `signal` aborts.
+ * deadline: a pause that would leave the next attempt less than `attemptMs` (its time-out)
+ * before `deadlineAt` is not taken, and the provider's own answer (a 429, say) is what the
+ * caller gets, not a time-out of an attempt that had no time. A pause ends early when `signal`
+ * aborts.
  */
 export async function withRetries<T>(
   attempt: () => Promise<T>,
   retries: number,
   signal: AbortSignal,
   deadlineAt: number,
+  attemptMs: number,
 ): Promise<T> {
   for (let n = 0; ; n++) {
     try {
@@ -25,7 +28,7 @@ export async function withRetries<T>(
     } catch (error) {
       if (n >= retries || signal.aborted || !retryable(error)) throw error;
       const pause = pauseAfter(error, n);
-      if (pause === null || Date.now() + pause >= deadlineAt) throw error;
+      if (pause === null || Date.now() + pause + attemptMs > deadlineAt) throw error;
       await sleep(pause, signal);
     }
   }

@@ -331,6 +331,23 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
     expect(server.received).toHaveLength(1);
   });
 
+  it('does not take a pause that leaves the next attempt less than its time-out', async () => {
+    // The deadline: 200 ms × 2 attempts + 200 ms of pauses. A pause of 550 ms would leave the
+    // second attempt 50 ms, too little for an answer that takes 100: the 429 is the answer.
+    answer((_, n) =>
+      n === 1
+        ? { status: 429, headers: { 'retry-after-ms': '550' } }
+        : { text: 'too late', delayMs: 100 },
+    );
+    const error = await client({ timeoutMs: 200, maxRetries: 1 })
+      .complete(req)
+      .catch((e: unknown) => e);
+    expect((error as LlmError).publicMessage).toBe(
+      'the model endpoint is busy (rate limited or overloaded): retry later (HTTP 429)',
+    );
+    expect(server.received).toHaveLength(1);
+  });
+
   it('tells a quota used up (429 insufficient_quota) from a rate limit: no retry helps it', async () => {
     answer(() => ({
       status: 429,

@@ -126,6 +126,7 @@ export class OpenAiLlmClient implements LlmClient {
         this.retries,
         watch.signal,
         watch.at,
+        this.timeoutMs,
       );
     } catch (error) {
       if (req.signal?.aborted) throw req.signal.reason;
