@@ -49,6 +49,11 @@ export interface FakeAnswer {
    * for all of them, as a model that thinks first does.
    */
   reasoningIntervalMs?: number;
+  /**
+   * A refusal (`refusal`, as OpenAI's models decline a request) instead of text: streamed as
+   * chunks of `delta.refusal`, or put on the message when not streaming.
+   */
+  refusal?: string[];
   /** Streaming: this many SSE comments (`: keep-alive`), 100 ms apart, before the first chunk. */
   keepAlives?: number;
   /** Streaming: the response ends cleanly after this many chunks, without finish_reason or [DONE]. */
@@ -177,7 +182,8 @@ export class FakeOpenAiServer {
       if (res.destroyed) return;
       report();
       const reasoning = answer.reasoning ? { reasoning_content: answer.reasoning.join('') } : {};
-      const message = { role: 'assistant', content: text, ...reasoning };
+      const refused = answer.refusal ? { refusal: answer.refusal.join('') } : {};
+      const message = { role: 'assistant', content: text, ...reasoning, ...refused };
       return send(res, 200, {
         ...base,
         object: 'chat.completion',
@@ -206,6 +212,7 @@ export class FakeOpenAiServer {
       if (res.destroyed) return;
       event(chunk({ reasoning_content: thought }));
     }
+    for (const piece of answer.refusal ?? []) event(chunk({ refusal: piece }));
     for (const [i, piece] of pieces.entries()) {
       if (answer.streamError && i >= answer.streamError.afterChunks) {
         event({ error: answer.streamError.error });

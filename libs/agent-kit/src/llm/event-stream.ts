@@ -28,7 +28,7 @@ export async function asEventStream(res: Response): Promise<Response> {
 
 interface WireChoice {
   index?: unknown;
-  message?: { role?: unknown; content?: unknown };
+  message?: { role?: unknown; content?: unknown; refusal?: unknown };
   finish_reason?: unknown;
 }
 
@@ -52,7 +52,11 @@ function chunkOf(text: string): Record<string, unknown> | undefined {
     object: 'chat.completion.chunk',
     choices: (choices as WireChoice[]).map((c, i) => ({
       index: c.index ?? i,
-      delta: { role: 'assistant', content: c.message?.content ?? null },
+      delta: {
+        role: 'assistant',
+        content: c.message?.content ?? null,
+        ...(c.message?.refusal ? { refusal: c.message.refusal } : {}),
+      },
       finish_reason: c.finish_reason ?? null,
     })),
   };

@@ -105,3 +105,14 @@ export class LlmError extends Error {
   /** The provider is rate limiting or overloaded (429, 503, 529) after the retries: try later. */
   busy = false;
 }
+
+/**
+ * The model declined the request (`refusal` in place of content, as OpenAI's models say it):
+ * no answer, but not an empty one either. Its words are the model's, not passed on.
+ */
+export class LlmRefusal extends LlmError {
+  constructor(purpose: string) {
+    super(`LLM ${purpose} answer is a refusal`, undefined, 'the model refused to answer');
+    this.name = 'LlmRefusal';
+  }
+}

@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { FakeOpenAiServer, FakeResponder } from '@loom/testing';
 import { MAX_ANSWER_CHARS } from '../contracts/agent-messages';
-import { LlmError, LlmStream } from './llm.types';
+import { LlmError, LlmRefusal, LlmStream } from './llm.types';
 import { OpenAiLlmClient, OpenAiLlmOptions } from './openai.llm';
 import { countMessageTokens, countTokens } from './token-counter';
 
@@ -576,6 +576,46 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
         },
       });
     }
+  });
+
+  it('says the model refused, streamed or not, rather than that it answered nothing', async () => {
+    answer(() => ({ text: '', refusal: ["I'm sorry, ", 'I cannot help with that.'] }));
+    const stream = client().stream(req);
+    const { deltas, error } = await drain(stream);
+    expect(deltas).toEqual([]); // the refusal is not the answer
+    expect(error).toBeInstanceOf(LlmRefusal);
+    expect((error as LlmError).publicMessage).toBe('the model refused to answer');
+    expect((error as LlmError).usage?.promptTokens).toBeGreaterThan(0);
+    const whole = await client()
+      .complete(req)
+      .catch((e: unknown) => e);
+    expect(whole).toBeInstanceOf(LlmRefusal);
+  });
+
+  it('does not take a JSON completion with a refusal as an empty answer', async () => {
+    answer(() => ({
+      rawBody: {
+        status: 200,
+        contentType: 'application/json',
+        body: JSON.stringify({
+          id: 'c',
+          object: 'chat.completion',
+          created: 0,
+          model: 'fake-model',
+          choices: [
+            {
+              index: 0,
+              message: { role: 'assistant', content: null, refusal: 'I cannot help with that.' },
+              finish_reason: 'stop',
+            },
+          ],
+        }),
+      },
+    }));
+    const error = await client()
+      .complete(req)
+      .catch((e: unknown) => e);
+    expect((error as LlmError).publicMessage).toBe('the model refused to answer');
   });
 
   describe('an error event in the stream (OpenRouter, vLLM)', () => {

@@ -6,6 +6,7 @@ import { createDeltaStream } from './delta-stream';
 import { streamedFailure, toLlmError } from './llm-error';
 import {
   LlmError,
+  LlmRefusal,
   type LlmClient,
   type LlmPrices,
   type LlmRequest,
@@ -150,6 +151,7 @@ export class OpenAiLlmClient implements LlmClient {
     let model = this.options.model;
     let wireUsage: WireUsage | null | undefined;
     let finish: string | null = null;
+    let refused = false;
     const chunks = await this.openStream(req, watch);
     try {
       for await (const chunk of chunks) {
@@ -163,6 +165,8 @@ export class OpenAiLlmClient implements LlmClient {
           // pay no more for it (closing the stream stops the model).
           if (text.length > MAX_ANSWER_CHARS) throw tooLong(req.purpose);
         }
+        // A refusal (OpenAI's models): not text of the answer, and no answer at all.
+        if (choice?.delta?.refusal) refused = true;
         if (choice?.finish_reason) finish = choice.finish_reason;
         if (chunk.usage) wireUsage = chunk.usage;
         if (chunk.model) model = chunk.model;
@@ -174,6 +178,7 @@ export class OpenAiLlmClient implements LlmClient {
       // A stream that ends without saying why (a proxy that closed it cleanly, a 200 that was
       // no stream at all) is not whole.
       if (!finish) throw withUsage(brokeOff(req.purpose), result.usage);
+      if (refused && !text.trim()) throw withUsage(new LlmRefusal(req.purpose), result.usage);
       return finished(req.purpose, finish, result);
     } catch (error) {
       if (req.signal?.aborted) throw req.signal.reason;
