@@ -68,6 +68,8 @@ export interface FakeAnswer {
    * OpenRouter and vLLM report a failure once the stream's 200 is sent) and the end of the stream.
    */
   streamError?: { afterChunks: number; error: Record<string, unknown> };
+  /** The connection is cut (reset) before any answer: an endpoint reached that drops the request. */
+  resetBeforeHeaders?: boolean;
   /** This status with this body verbatim (an HTML error page, a truncated JSON…). */
   rawBody?: { status: number; contentType: string; body: string };
 }
@@ -142,6 +144,7 @@ export class FakeOpenAiServer {
       res.destroy();
       return;
     }
+    if (answer.resetBeforeHeaders) return void res.socket?.resetAndDestroy();
     if (answer.rawBody) {
       res.writeHead(answer.rawBody.status, { 'content-type': answer.rawBody.contentType });
       return void res.end(answer.rawBody.body);

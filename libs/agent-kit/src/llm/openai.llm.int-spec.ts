@@ -230,6 +230,18 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
     expect((error as LlmError).message).not.toContain(KEY);
   });
 
+  it('does not blame the configuration for an endpoint that was reached and cut the connection', async () => {
+    answer(() => ({ resetBeforeHeaders: true }));
+    const error = await client({ maxRetries: 1 })
+      .complete(req)
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(LlmError);
+    expect((error as LlmError).publicMessage).toMatch(
+      /^the model endpoint closed the connection before it answered \((ECONNRESET|UND_ERR_SOCKET)\)$/,
+    );
+    expect(server.received).toHaveLength(2); // asked again, like any connection error
+  });
+
   it('ends a call that outlives its time-out with a typed error', async () => {
     answer(() => ({ text: 'too late', delayMs: 3_000 }));
     const error = await client({ timeoutMs: 200, maxRetries: 0 })

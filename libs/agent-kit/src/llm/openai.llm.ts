@@ -255,9 +255,17 @@ export class OpenAiLlmClient implements LlmClient {
     // A 200 of broken JSON (by name: under Jest the SDK's SyntaxError is of another realm).
     if ((error as Error | null)?.name === 'SyntaxError') return malformed(req.purpose);
     if (stopped || error instanceof APIConnectionTimeoutError) return timedOut(req.purpose);
-    // No answer at all, retries included: where Loom looks is wrong or down (refused, no such
-    // host, TLS). The system's code says which; it names no secret.
+    // No answer at all, retries included. The system's code says why; it names no secret. A
+    // connection the endpoint took and then cut (reset, closed) is no wrong OPENAI_BASE_URL:
+    // the endpoint is there, and failed this request.
     const code = error instanceof APIConnectionError ? networkCode(error) : undefined;
+    if (code && CUT_CODES.has(code))
+      return new LlmError(
+        `LLM ${req.purpose} request failed: ${code}`,
+        undefined,
+        `the model endpoint closed the connection before it answered (${code})`,
+      );
+    // Else where Loom looks is wrong or down (refused, no such host, TLS).
     if (code)
       return new LlmError(
         `LLM ${req.purpose} request failed: ${code}`,
@@ -366,6 +374,15 @@ function shown(value: unknown): string {
     return String(value); // a cycle
   }
 }
+
+/** The codes of a connection the endpoint accepted and then cut before its answer's headers. */
+const CUT_CODES = new Set([
+  'ECONNRESET',
+  'EPIPE',
+  'ECONNABORTED',
+  'UND_ERR_SOCKET', // undici: "other side closed"
+  'UND_ERR_CLOSED',
+]);
 
 /** The system error code under a connection error (fetch's cause chain: ECONNREFUSED, ENOTFOUND…). */
 function networkCode(error: Error): string | undefined {
