@@ -159,6 +159,40 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
     expect(server.received).toHaveLength(1);
   });
 
+  it("does not give up an option for a 400 whose words merely quote the user's input", async () => {
+    const question =
+      "Why is 'max_tokens' not supported? Use max_completion_tokens, or is stream_options unsupported?";
+    const asked = {
+      ...req,
+      messages: [{ role: 'user' as const, content: question }],
+      maxTokens: 64,
+    };
+    // A 400 about the content (OpenAI names it in `param`), and one from a server that names
+    // nothing, both quoting the question.
+    for (const errorParam of ['messages', undefined]) {
+      answer((_, n) =>
+        n === 1
+          ? { status: 400, errorParam, errorMessage: `Invalid content '${question}': flagged` }
+          : { text: 'ok' },
+      );
+      server.received.length = 0;
+      const llm = client({ maxRetries: 0 });
+      const error = await llm.complete(asked).catch((e: unknown) => e);
+      expect((error as LlmError).status).toBe(400);
+      await llm.complete(req); // another user's call, on the same process
+      await llm.complete(asked);
+      const sent = server.received.map((r) => ['max_tokens' in r.body, r.includeUsage]);
+      expect([errorParam, sent]).toEqual([
+        errorParam,
+        [
+          [true, true],
+          [false, true],
+          [true, true],
+        ],
+      ]);
+    }
+  });
+
   it('retries a 429 as the provider asks and then answers', async () => {
     answer((_, n) =>
       n === 1 ? { status: 429, headers: { 'retry-after-ms': '20' } } : { text: 'after retry' },

@@ -227,7 +227,7 @@ export class OpenAiLlmClient implements LlmClient {
       try {
         return await this.api.chat.completions.create({ ...params, stream: true }, options);
       } catch (error) {
-        const refused = refusedOption(error);
+        const refused = refusedOption(error, req);
         // Asked again only when this request sent it: a concurrent call may have learned the
         // refusal first (this request was already on the wire), and it is not the caller's fault.
         if (!refused || !(refused in params)) throw error;
@@ -327,21 +327,42 @@ export class OpenAiLlmClient implements LlmClient {
   }
 }
 
-type RefusableOption = 'stream_options' | 'max_tokens' | 'temperature';
+const REFUSABLE = ['stream_options', 'max_tokens', 'temperature'] as const;
+type RefusableOption = (typeof REFUSABLE)[number];
 
 /**
- * The option a 400 refuses, by the error's `param` (OpenAI's) or its message (other servers):
- * `stream_options`; `max_tokens` ("Use 'max_completion_tokens' instead"); a `temperature` the
- * model does not support ("Only the default (1) value is supported").
+ * The option a 400 refuses, by the error's `param` (OpenAI's: then by it alone) or, from servers
+ * that name no `param`, its message: `stream_options`; `max_tokens` ("Use 'max_completion_tokens'
+ * instead"); a `temperature` the model does not support ("Only the default (1) value is
+ * supported"). A message may quote the request (a 400 about its content): words that the
+ * request's messages hold themselves are no evidence, and a refusal wrongly learned would change
+ * every later call of the process.
  */
-function refusedOption(error: unknown): RefusableOption | undefined {
-  const e = error as { status?: unknown; message?: unknown; param?: unknown } | null;
+function refusedOption(error: unknown, req: LlmRequest): RefusableOption | undefined {
+  const e = error as {
+    status?: unknown;
+    message?: unknown;
+    param?: unknown;
+    code?: unknown;
+  } | null;
   if (e?.status !== 400) return undefined;
-  const said = `${typeof e.param === 'string' ? e.param : ''} ${String(e.message ?? '')}`;
-  if (/stream_options|include_usage/i.test(said)) return 'stream_options';
-  if (/max_tokens/i.test(said) && /not supported|unsupported|max_completion_tokens/i.test(said))
+  const said = String(e.message ?? '');
+  if (typeof e.param === 'string') {
+    const param = e.param.replace(/\..*$/, ''); // stream_options.include_usage
+    if (!(REFUSABLE as readonly string[]).includes(param)) return undefined;
+    // Not a value out of range (no value Loom sends is): one the model does not take at all.
+    const unsupported =
+      param === 'stream_options' ||
+      /^unsupported_/.test(String(e.code)) ||
+      /not support|unsupported|only the default|max_completion_tokens/i.test(said);
+    return unsupported ? (param as RefusableOption) : undefined;
+  }
+  const asked = req.messages.map((m) => m.content).join('\n');
+  const says = (pattern: RegExp) => pattern.test(said) && !pattern.test(asked);
+  if (says(/stream_options|include_usage/i)) return 'stream_options';
+  if (says(/max_tokens/i) && /not supported|unsupported|max_completion_tokens/i.test(said))
     return 'max_tokens';
-  if (/temperature/i.test(said) && /not support|unsupported|only the default/i.test(said))
+  if (says(/temperature/i) && /not support|unsupported|only the default/i.test(said))
     return 'temperature';
   return undefined;
 }
