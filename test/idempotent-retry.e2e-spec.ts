@@ -130,6 +130,18 @@ describe('system: a same-key retry of a turn that failed 503', () => {
     expect(await storedMessages(sys.env.MYSQL_URL, id)).toHaveLength(2);
   });
 
+  it("passes on the provider's Retry-After when it asks for longer than Loom waits", async () => {
+    // 120 s: past what Loom waits within a call (60 s), so the provider's 429 is the answer.
+    fake.respondWith(model(() => ({ status: 429, headers: { 'retry-after': '120' } })));
+    const id = await newConversation();
+    const busyTurn = await post(id, '加班费怎么算', 'k-retry-after');
+    expect(busyTurn.status).toBe(503);
+    expect(busyTurn.headers.get('retry-after')).toBe('120');
+    // The TaskView keeps the error as API.md has it.
+    const task = await taskOf(id);
+    expect(Object.keys(task.executions[1].error).sort()).toEqual(['code', 'message']);
+  });
+
   it('runs the task once for two retries sent together', async () => {
     const id = await newConversation();
     expect((await post(id, '公司拖欠工资怎么办', 'k-twice')).status).toBe(503);

@@ -45,7 +45,7 @@ export const taskView = (t: TaskSession) => ({
     attempts: e.attempts,
     startedAt: e.startedAt,
     completedAt: e.completedAt,
-    error: e.error,
+    error: e.error && { code: e.error.code, message: e.error.message },
     context: e.context,
   })),
   sharedContext: {} as Record<string, { value: unknown; writer: string; updatedAt: string }>,

@@ -114,6 +114,7 @@ export function asLoomError(err: unknown, agentType: string): LoomError {
     usage?: unknown;
     modelSaid?: boolean;
     limit?: string;
+    retryAfterS?: unknown;
   };
   // What the agent's model calls cost before it failed, when it says.
   const details = e?.usage ? { usage: e.usage } : undefined;
@@ -126,8 +127,12 @@ export function asLoomError(err: unknown, agentType: string): LoomError {
     return new LoomError(LoomErrorCode.TIMEOUT, `${agentType} did not answer in time`);
   // A model endpoint that is busy: the model client's own words, written for the user (still
   // another program's: bounded like any other message).
+  // Its Retry-After (seconds), checked where it becomes a header (retryAfterHeader).
   if (e?.code === 'UNAVAILABLE' && e.modelSaid && typeof e.message === 'string' && e.message.trim())
-    return new LoomError(LoomErrorCode.UNAVAILABLE, boundedMessage(e.message), details);
+    return new LoomError(LoomErrorCode.UNAVAILABLE, boundedMessage(e.message), {
+      ...details,
+      ...(typeof e.retryAfterS === 'number' ? { retryAfterS: e.retryAfterS } : {}),
+    });
   if (e?.code === 'UNAVAILABLE')
     return new LoomError(LoomErrorCode.UNAVAILABLE, `${agentType} is unavailable`);
   // Every delivery of the request crashed or stalled its consumer: running it again would too.

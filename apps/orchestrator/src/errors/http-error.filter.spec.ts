@@ -1,6 +1,6 @@
 import { BadRequestException, NotFoundException } from '@nestjs/common';
 import { LoomError, LoomErrorCode } from '@loom/session';
-import { toErrorBody } from './http-error.filter';
+import { retryAfterHeader, toErrorBody } from './http-error.filter';
 
 describe('toErrorBody', () => {
   it('maps domain codes to their status', () => {
@@ -51,5 +51,16 @@ describe('toErrorBody', () => {
     expect(toErrorBody(new TypeError("Cannot read properties of undefined (reading 'x')"))).toEqual(
       { statusCode: 500, code: 'INTERNAL', message: 'internal error' },
     );
+  });
+
+  it("says a 503 of a busy model provider's Retry-After (seconds), bounded", () => {
+    const busy = (retryAfterS: unknown) =>
+      new LoomError(LoomErrorCode.UNAVAILABLE, 'busy', { retryAfterS });
+    expect(retryAfterHeader(busy(120))).toBe('120');
+    expect(retryAfterHeader(busy(86_400))).toBe('3600');
+    for (const odd of [0, -1, 1.5, 'soon', null, Infinity])
+      expect([odd, retryAfterHeader(busy(odd))]).toEqual([odd, undefined]);
+    const agentFailed = new LoomError(LoomErrorCode.AGENT_FAILED, 'x', { retryAfterS: 5 });
+    expect(retryAfterHeader(agentFailed)).toBeUndefined();
   });
 });

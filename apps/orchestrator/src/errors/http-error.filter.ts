@@ -63,8 +63,26 @@ export class HttpErrorFilter implements ExceptionFilter {
     }
     if (statusCode >= 500) this.log.error(err instanceof Error ? err : String(err));
     if (res.headersSent) return void res.end();
+    const retryAfter = retryAfterHeader(err);
+    if (retryAfter) res.setHeader('Retry-After', retryAfter);
     res.status(statusCode).json({ statusCode, code, message });
   }
+}
+
+/** The longest Retry-After Loom passes on (seconds): a provider's hint past it is not kept. */
+const MAX_RETRY_AFTER_S = 3600;
+
+/**
+ * The Retry-After (seconds) of a 503 whose model provider was busy and said how long to wait
+ * (`details.retryAfterS`, from the agent: checked here, at most an hour), so that the client does
+ * not retry at once; undefined for any other error.
+ */
+export function retryAfterHeader(err: unknown): string | undefined {
+  if (!LoomError.is(err, LoomErrorCode.UNAVAILABLE)) return undefined;
+  const seconds = err.details?.retryAfterS;
+  if (typeof seconds !== 'number' || !Number.isSafeInteger(seconds) || seconds < 1)
+    return undefined;
+  return String(Math.min(seconds, MAX_RETRY_AFTER_S));
 }
 
 /**

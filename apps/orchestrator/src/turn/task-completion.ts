@@ -82,7 +82,7 @@ export class TaskCompletion {
   async fail(run: TaskRun, error: { code: string; message: string }): Promise<void> {
     const { owner, task, lock } = run;
     task.status = TaskStatus.FAILED;
-    task.error = error;
+    task.error = { code: error.code, message: error.message }; // a Retry-After is the live answer's
     task.completedAt = new Date().toISOString();
     await run.close();
     await this.leave(owner, task, lock.fence);
@@ -203,7 +203,11 @@ export class TaskCompletion {
  * interrupted and the conversation went on past it, see TaskResumer), DEAD_LETTERED (502), else
  * AGENT_FAILED.
  */
-export function failure(error: { code: string; message: string } | null): LoomError {
+export function failure(
+  error: { code: string; message: string; retryAfterS?: number } | null,
+): LoomError {
   const code = error?.code === LoomErrorCode.CONFLICT ? LoomErrorCode.CONFLICT : failureCode(error);
-  return new LoomError(code, error?.message ?? 'the task failed');
+  // A busy model provider's Retry-After: the HTTP answer's header (see HttpErrorFilter).
+  const details = error?.retryAfterS !== undefined ? { retryAfterS: error.retryAfterS } : undefined;
+  return new LoomError(code, error?.message ?? 'the task failed', details);
 }

@@ -31,7 +31,8 @@ export interface TaskOutcome {
 }
 
 export type TaskResult =
-  { ok: true; outcome: TaskOutcome } | { ok: false; error: { code: string; message: string } };
+  | { ok: true; outcome: TaskOutcome }
+  | { ok: false; error: { code: string; message: string; retryAfterS?: number } };
 
 /** Failures of these codes keep their code (503); any other agent failure is AGENT_FAILED. */
 const PASS_THROUGH = new Set<string>([LoomErrorCode.TIMEOUT, LoomErrorCode.UNAVAILABLE]);
@@ -286,7 +287,13 @@ export class TaskExecutor implements OnApplicationShutdown {
       ...record,
       status: ExecutionStatus.FAILED,
       completedAt: new Date().toISOString(),
-      error: { code: e.code, message: e.message },
+      error: {
+        code: e.code,
+        message: e.message,
+        ...(typeof e.details?.retryAfterS === 'number'
+          ? { retryAfterS: e.details.retryAfterS }
+          : {}),
+      },
       output: null,
       usage: reportedUsage(e.details?.usage) ?? record.usage,
     };
@@ -388,6 +395,7 @@ export function requiredFailure(task: TaskSession): TaskResult | null {
     error: {
       code: failureCode(error),
       message: `required agent ${failed.agentType} failed: ${error?.message ?? 'unknown error'}`,
+      ...(error?.retryAfterS !== undefined ? { retryAfterS: error.retryAfterS } : {}),
     },
   };
 }

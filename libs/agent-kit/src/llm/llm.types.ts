@@ -104,6 +104,9 @@ export class LlmError extends Error {
 
   /** The provider is rate limiting or overloaded (429, 503, 529) after the retries: try later. */
   busy = false;
+
+  /** When busy: the seconds the provider asked to wait (its Retry-After), for Loom's client. */
+  retryAfterS?: number;
 }
 
 /**

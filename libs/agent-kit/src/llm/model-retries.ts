@@ -54,6 +54,17 @@ function retryable(error: unknown): boolean {
   return error instanceof APIConnectionError; // a time-out is one too
 }
 
+/**
+ * The pause the provider asked for (`retry-after-ms`, `retry-after`) in whole seconds, at least
+ * 1 and at most an hour; undefined when it asked for none. What a client of Loom's should wait
+ * when this failure is the call's answer.
+ */
+export function retryAfterSeconds(error: unknown): number | undefined {
+  const headers = (error as { headers?: { get?(name: string): string | null } } | null)?.headers;
+  const asked = retryAfterMs(headers?.get?.('retry-after-ms'), headers?.get?.('retry-after'));
+  return asked === undefined ? undefined : Math.min(Math.max(1, Math.ceil(asked / 1000)), 3600);
+}
+
 /** ms to wait before attempt n + 2; null when the provider asks for longer than Loom waits. */
 function pauseAfter(error: unknown, n: number): number | null {
   const headers = (error as { headers?: { get?(name: string): string | null } } | null)?.headers;

@@ -374,6 +374,7 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
       'the model endpoint is busy (rate limited or overloaded): retry later (HTTP 429)',
     );
     expect((error as LlmError).busy).toBe(true);
+    expect((error as LlmError).retryAfterS).toBe(30); // for the client, who should wait as much
     expect(server.received).toHaveLength(1);
   });
 

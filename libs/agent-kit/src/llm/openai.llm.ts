@@ -14,7 +14,7 @@ import {
   type LlmStream,
   type LlmUsage,
 } from './llm.types';
-import { askAgain, withRetries } from './model-retries';
+import { askAgain, retryAfterSeconds, withRetries } from './model-retries';
 import { countMessageTokens, countTokens } from './token-counter';
 
 export interface OpenAiLlmOptions {
@@ -272,7 +272,9 @@ export class OpenAiLlmClient implements LlmClient {
         undefined,
         `the model endpoint could not be reached (${code}; OPENAI_BASE_URL)`,
       );
-    return toLlmError(req.purpose, error, [this.options.apiKey]);
+    const failure = toLlmError(req.purpose, error, [this.options.apiKey]);
+    if (failure.busy) failure.retryAfterS = retryAfterSeconds(error);
+    return failure;
   }
 
   private params(req: LlmRequest) {

@@ -355,6 +355,8 @@ function rpcFor(err: unknown, log: Logger, spent?: Usage): RpcException {
       message: err.publicMessage,
       usage,
       modelSaid: true,
+      // The provider's Retry-After, for the HTTP client: it should not retry at once.
+      ...(err.busy && err.retryAfterS ? { retryAfterS: err.retryAfterS } : {}),
     });
   }
   // A handler may throw anything: a string, undefined, an object without a prototype, an Error

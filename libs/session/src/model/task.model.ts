@@ -35,7 +35,11 @@ export interface AgentExecutionRecord {
   attempts: number;
   startedAt: string;
   completedAt: string | null;
-  error: { code: string; message: string } | null;
+  /**
+   * Why it failed; `retryAfterS`: a busy model provider's Retry-After, passed on to the HTTP
+   * client of the turn (not in TaskView).
+   */
+  error: { code: string; message: string; retryAfterS?: number } | null;
   context: ContextReport;
   output: string | null;
   usage: Usage;
