@@ -1,4 +1,5 @@
 import { randomBytes } from 'crypto';
+import { performance } from 'perf_hooks';
 import { RedisClient } from '../redis/redis-client';
 import { LoomError, LoomErrorCode } from '../errors/session-error';
 import { assertId } from '../ids';
@@ -79,12 +80,12 @@ export class ConversationLock {
   ): Promise<LockHandle> {
     const token = this.newToken();
     const key = this.keys.lock(sessionId);
-    const deadline = Date.now() + waitMs;
+    const deadline = monotonicNow() + waitMs;
     let delay = 5;
     let redisUp = this.redis !== null;
     // Not at once: a live holder usually lets go soon, and the check costs the caller reads.
     const staleCheckMs = stale.staleCheckMs ?? 500;
-    let nextStaleCheck = Date.now() + staleCheckMs / 2;
+    let nextStaleCheck = monotonicNow() + staleCheckMs / 2;
     let takenOverFrom: string | undefined;
     let holderGone = false;
     // The holder last found without a liveness key, and since when.
@@ -92,18 +93,18 @@ export class ConversationLock {
     while (redisUp) {
       try {
         if ((await this.redis!.set(key, token, 'PX', this.opts.ttlMs, 'NX')) === 'OK') break;
-        if (Date.now() >= nextStaleCheck) {
-          nextStaleCheck = Date.now() + staleCheckMs;
+        if (monotonicNow() >= nextStaleCheck) {
+          nextStaleCheck = monotonicNow() + staleCheckMs;
           const holder = await this.redis!.get(key);
           // Gone only when found absent by two looks LIVENESS_CONFIRM_MS apart: from the end of
           // the first to the start of this one, not to whenever the checks below return.
-          const lookedAt = Date.now();
+          const lookedAt = monotonicNow();
           // Its own read: on a Redis Cluster the liveness key sits in another slot than the
           // lock, and its master out of reach says nothing of the holder (nor of Redis: the
           // lock's master answered). Unknown is not gone: the waiter waits on.
           const gone = holder ? await this.liveness!.gone(holder).catch(() => false) : false;
           if (holder && gone) {
-            if (absent?.holder !== holder) absent = { holder, since: Date.now() };
+            if (absent?.holder !== holder) absent = { holder, since: monotonicNow() };
           } else absent = undefined;
           // The lease rule first: the caller can then name the task of the holder it replaces.
           // A check that fails (the database away) only means: go on waiting.
@@ -123,7 +124,7 @@ export class ConversationLock {
         redisUp = false;
         break;
       }
-      if (Date.now() >= deadline)
+      if (monotonicNow() >= deadline)
         throw new LoomError(
           LoomErrorCode.LOCK_TIMEOUT,
           'the conversation is busy with another turn',
@@ -221,12 +222,12 @@ export class ConversationLock {
     // backstop against a step that never ends, SELF_RENEW_MAX_MS after the holder last showed
     // progress (acquiring, or renewing itself, as a TaskRun does while agents work). A paused or
     // dead process renews nothing, so its lock lapses and the fence shuts it out.
-    let until = Date.now() + SELF_RENEW_MAX_MS;
+    let until = monotonicNow() + SELF_RENEW_MAX_MS;
     let released = false;
     const keepAlive = redis
       ? setInterval(
           () =>
-            Date.now() > until
+            monotonicNow() > until
               ? clearInterval(keepAlive!)
               : void extend().then(
                   (held) => held === 1 || clearInterval(keepAlive!),
@@ -246,7 +247,7 @@ export class ConversationLock {
         await this.release(key, token);
       },
       renew: async () => {
-        until = Date.now() + SELF_RENEW_MAX_MS;
+        until = monotonicNow() + SELF_RENEW_MAX_MS;
         return redis ? (await extend().catch(() => 0)) === 1 : true;
       },
     };
@@ -265,9 +266,9 @@ export class ConversationLock {
       await attempt();
     } catch (err) {
       this.opts.onRedisError?.(err);
-      const until = Date.now() + this.opts.ttlMs;
+      const until = monotonicNow() + this.opts.ttlMs;
       const retry = setInterval(() => {
-        if (Date.now() > until) return clearInterval(retry);
+        if (monotonicNow() > until) return clearInterval(retry);
         attempt().then(
           () => clearInterval(retry),
           () => undefined,
@@ -276,6 +277,14 @@ export class ConversationLock {
       retry.unref();
     }
   }
+}
+
+/**
+ * Milliseconds on a clock that only moves forward: every wait and keep-alive here is a duration
+ * on this host, which a wall-clock step (NTP, a VM resumed) must neither cut short nor stretch.
+ */
+function monotonicNow(): number {
+  return performance.now();
 }
 
 function sleep(ms: number): Promise<void> {
