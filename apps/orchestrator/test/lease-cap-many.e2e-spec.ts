@@ -4,6 +4,7 @@ import {
   LockHandle,
   SessionInfra,
   SessionOptions,
+  SharedClock,
   TaskRepository,
   TaskSession,
   TaskStatus,
@@ -57,6 +58,7 @@ describe('a stopping orchestrator with many open turns', () => {
       'orchestrator-1',
       { lockTtlMs: 30_000 } as SessionOptions,
       tasks,
+      new SharedClock(null),
     );
     jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
     const lock: LockHandle = {

@@ -31,3 +31,4 @@ export * from './store/redis/redis-errors';
 export * from './lock/lock-holder-liveness';
 export * from './redis/redis-client';
 export * from './redis/cluster-nat-map';
+export * from './clock/shared-clock';

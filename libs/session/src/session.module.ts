@@ -4,6 +4,7 @@ import { ConversationRepository } from './conversation/conversation.repository';
 import { TaskRepository } from './conversation/task.repository';
 import { SharedAclRules, SharedContextAcl, StoreAuditLog } from './context/shared-acl';
 import { ConversationLock } from './lock/conversation-lock';
+import { SharedClock } from './clock/shared-clock';
 import { createSessionInfra, SessionInfra } from './session.providers';
 
 export const SESSION_INFRA = Symbol('SESSION_INFRA');
@@ -68,6 +69,16 @@ export class SessionModule implements OnApplicationShutdown {
           inject: [SESSION_INFRA, SESSION_OPTIONS],
         },
         {
+          // Read once before the app starts, so that the first lease or deadline is on it.
+          provide: SharedClock,
+          useFactory: async (infra: SessionInfra) => {
+            const clock = new SharedClock(infra.redis);
+            await clock.sync();
+            return clock;
+          },
+          inject: [SESSION_INFRA],
+        },
+        {
           provide: SharedContextAcl,
           useFactory: (
             o: { acl?: SharedAclRules; redactShared?: (value: unknown) => unknown },
@@ -86,6 +97,7 @@ export class SessionModule implements OnApplicationShutdown {
         ConversationRepository,
         TaskRepository,
         ConversationLock,
+        SharedClock,
         SharedContextAcl,
       ],
     };

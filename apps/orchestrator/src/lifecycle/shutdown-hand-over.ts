@@ -1,3 +1,4 @@
+import { performance } from 'perf_hooks';
 import { BeforeApplicationShutdown, Inject, Injectable, Logger } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { Server } from 'http';
@@ -35,7 +36,7 @@ export class ShutdownHandOver implements BeforeApplicationShutdown {
   ) {}
 
   async beforeApplicationShutdown(): Promise<void> {
-    const deadline = Date.now() + this.env.SHUTDOWN_HANDOVER_MS;
+    const deadline = performance.now() + this.env.SHUTDOWN_HANDOVER_MS;
     const server = this.http.httpAdapter?.getHttpServer() as Server | undefined;
     let allAnswered = !server?.listening;
     // Closes the listener now; calls back once every open request has been answered.
@@ -49,13 +50,16 @@ export class ShutdownHandOver implements BeforeApplicationShutdown {
     // Keep-alive connections between requests would hold the close back until they time out.
     const idle = setInterval(() => server?.closeIdleConnections?.(), 100);
     try {
-      await this.leases.capLeases(deadline + HAND_OVER_MARGIN_MS);
+      // On the clock the other replicas read leases by; the waits below are this host's own.
+      await this.leases.capLeases(
+        this.leases.now() + this.env.SHUTDOWN_HANDOVER_MS + HAND_OVER_MARGIN_MS,
+      );
       // Heard by the others even if this process is killed before the hand-over.
       if (this.leases.running().length > 0)
-        await this.signal.publish(deadline + HAND_OVER_MARGIN_MS - Date.now());
+        await this.signal.publish(deadline + HAND_OVER_MARGIN_MS - performance.now());
       // Every request answered and every recovery done, or the deadline.
-      while ((this.leases.running().length > 0 || !allAnswered) && Date.now() < deadline)
-        await sleep(Math.min(50, deadline - Date.now()));
+      while ((this.leases.running().length > 0 || !allAnswered) && performance.now() < deadline)
+        await sleep(Math.min(50, deadline - performance.now()));
       const handed = await this.leases.handOverAll();
       if (handed > 0) {
         this.log.log(`handed ${handed} running task(s) over to other replicas`);

@@ -139,7 +139,7 @@ export class TaskRecovery {
   private async due(entry: RunEntry): Promise<'expired' | 'closed' | false> {
     const owner = { tenantId: entry.tenantId, userId: entry.userId };
     const task = await this.tasks.get(owner, entry.conversationId, entry.taskId, true);
-    const now = Date.now();
+    const now = this.leases.now();
     const grace = this.leases.leaseMs;
     if (task?.status === TaskStatus.RUNNING) return this.leases.expired(task, now) && 'expired';
     const since = Date.parse(task?.completedAt ?? entry.createdAt);

@@ -15,6 +15,7 @@ function holder(leaseEndsInMs: number) {
     { run: async () => (reads++, { lockToken: 'tok', conversationId: 'c_1' }) } as never,
     {
       expired: (t: { lease: { expiresAt: string } }) => Date.parse(t.lease.expiresAt) <= Date.now(),
+      now: () => Date.now(),
     } as never,
   );
   return { ask: (token = 'tok') => check.taskOf(owner, 'c_1', token), reads: () => reads };

@@ -51,7 +51,7 @@ export class StaleLockHolder {
       if (task?.status !== TaskStatus.RUNNING) continue;
       if (this.leases.expired(task)) return taskId;
       // Until its lease ends, or sooner: a stopping holder shortens its lease (capLeases).
-      const leaseLeft = Date.parse(task.lease!.expiresAt) - Date.now();
+      const leaseLeft = Date.parse(task.lease!.expiresAt) - this.leases.now();
       this.live.set(token, Date.now() + Math.min(leaseLeft, RECHECK_MS));
       return null;
     }

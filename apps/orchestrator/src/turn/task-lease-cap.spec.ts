@@ -1,5 +1,5 @@
 import { LoomEnv } from '@loom/agent-kit';
-import { SessionOptions, TaskRepository, TaskSession } from '@loom/session';
+import { SessionOptions, SharedClock, TaskRepository, TaskSession } from '@loom/session';
 import { TaskLeases } from './task-run';
 import { TurnService } from './turn.service';
 
@@ -15,6 +15,7 @@ describe('a task created after the shutdown capped the leases', () => {
       'orchestrator-1',
       { lockTtlMs: 30_000 } as SessionOptions,
       {} as TaskRepository,
+      new SharedClock(null),
     );
     const cap = Date.now() + 3500;
     await leases.capLeases(cap);

@@ -18,6 +18,7 @@ function fixture(leaseCap = Infinity) {
     instanceId: 'orchestrator-1',
     log: new Logger('test'),
     leaseEnd: () => Math.min(Date.now() + 600_000, leaseCap),
+    now: () => Date.now(),
     onStop: () => undefined,
   });
   return { run, saved, lock };

@@ -9,6 +9,7 @@ import {
   RunEntry,
   SESSION_OPTIONS,
   SessionOptions,
+  SharedClock,
   TaskRepository,
   TaskSession,
 } from '@loom/session';
@@ -53,6 +54,8 @@ export class TaskRun {
       log: Logger;
       /** When a lease taken now ends (epoch ms): TASK_LEASE_MS on, or the shutdown's cap. */
       leaseEnd: () => number;
+      /** Now on the clock leases are written and read by (SharedClock). */
+      now: () => number;
       onStop: (run: TaskRun) => void;
     },
   ) {
@@ -96,7 +99,10 @@ export class TaskRun {
     this.handedOver = true;
     this.stop();
     const last = this.enqueue(() => {
-      this.task.lease = { owner: this.opts.instanceId, expiresAt: new Date().toISOString() };
+      this.task.lease = {
+        owner: this.opts.instanceId,
+        expiresAt: new Date(this.opts.now()).toISOString(),
+      };
     });
     this.closed = true;
     try {
@@ -179,6 +185,10 @@ async function atMostAtOnce<T, R>(
 /**
  * Opens TaskRuns with this process's id, lease length and renewal cadence, and keeps the open
  * ones so that a shutdown can cap their leases and hand over those it cannot wait for.
+ *
+ * A lease's end is written by one replica and read by the others: both on the SharedClock
+ * (Redis's time), never on a host's own, which may be minutes off (a reader ahead would take a
+ * live worker's task over; a writer behind would write leases already over for everyone).
  */
 @Injectable()
 export class TaskLeases {
@@ -192,14 +202,20 @@ export class TaskLeases {
     @Inject(ORCHESTRATOR_ID) readonly instanceId: string,
     @Inject(SESSION_OPTIONS) private readonly session: SessionOptions,
     private readonly tasks: TaskRepository,
+    private readonly clock: SharedClock,
   ) {}
+
+  /** Now on the clock leases are written and read by (epoch ms). */
+  now(): number {
+    return this.clock.now();
+  }
 
   get leaseMs(): number {
     return this.env.TASK_LEASE_MS;
   }
 
   /** When a lease taken now ends: TASK_LEASE_MS from now, or the shutdown's cap if earlier. */
-  leaseEnd(now = Date.now()): number {
+  leaseEnd(now = this.now()): number {
     return Math.min(now + this.env.TASK_LEASE_MS, this.cap);
   }
 
@@ -214,6 +230,7 @@ export class TaskLeases {
       instanceId: this.instanceId,
       log: this.log,
       leaseEnd: () => this.leaseEnd(),
+      now: () => this.now(),
       onStop: (r) => this.runs.delete(r),
     });
     this.runs.add(run);
@@ -233,7 +250,7 @@ export class TaskLeases {
   }
 
   /**
-   * From now on no lease of this process runs past `until`: every open run checkpoints at once
+   * From now on no lease of this process runs past `until` (on `now()`'s clock): every open run checkpoints at once
    * with the shorter lease, so a kill before the hand-over leaves its tasks due by `until`.
    */
   async capLeases(until: number): Promise<void> {
@@ -249,7 +266,7 @@ export class TaskLeases {
     conversationId: string,
     taskId: string,
     lock: LockHandle,
-    createdAt = new Date().toISOString(),
+    createdAt = new Date(this.now()).toISOString(),
   ): RunEntry {
     return {
       taskId,
@@ -270,7 +287,7 @@ export class TaskLeases {
   }
 
   /** A lease that was never taken or has run out: the task's worker stopped renewing it. */
-  expired(task: TaskSession, now = Date.now()): boolean {
+  expired(task: TaskSession, now = this.now()): boolean {
     return !task.lease || Date.parse(task.lease.expiresAt) <= now;
   }
 }
