@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { ClientProxy, ReadPacket, WritePacket } from '@nestjs/microservices';
 import { randomBytes } from 'crypto';
-import { RedisClient } from '@loom/session';
+import { RedisClient, SharedClock } from '@loom/session';
 import {
   DEFAULTS,
   RedisStreamsClientOptions,
@@ -50,6 +50,8 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
   private readonly maxExecutionMs: number;
   private readonly blockMs: number;
   private cmd?: RedisClient;
+  /** The time requests' deadlines are written on (Redis's, on `cmd`), as servers check them. */
+  private clock = new SharedClock(null);
   private reader?: RedisClient;
   private stop = new AbortController();
   private readLoop?: Promise<void>;
@@ -74,6 +76,8 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
     if (this.cmd) return;
     this.stop = new AbortController();
     this.cmd = this.connection('cmd');
+    this.clock = new SharedClock(this.cmd);
+    void this.clock.sync();
     this.reader = this.connection('reader');
     this.readLoop = this.readReplies(this.reader);
   }
@@ -106,7 +110,7 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
     const packet = this.assignPacketId(partialPacket);
     const { id } = packet;
     const key = requestStreamKey(this.options.keyPrefix, this.normalizePattern(packet.pattern));
-    const now = Date.now();
+    const now = this.clock.now();
     this.routingMap.set(id, callback);
     this.timers.set(id, this.callTimers(id));
     const fields = [

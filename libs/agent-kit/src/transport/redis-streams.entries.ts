@@ -17,7 +17,8 @@ export interface Entry {
    * `id`, `replyTo`, `deadline` (epoch ms: the caller waits no longer), `data` (JSON), and from
    * callers that wait on progress `startBy` (epoch ms: by then the caller has given up on a
    * request nobody started) and `progressMs` (how often to report progress); events carry
-   * `data` only.
+   * `data` only. Both times are on the SharedClock (Redis's time), as `now` must be when they
+   * are compared: the caller's and the agent's hosts may disagree by minutes.
    */
   fields: Record<string, string>;
   deliveryCount: number;
@@ -30,8 +31,9 @@ export function deadlineOf(entry: Entry): number {
   return Number.isNaN(deadline) ? Infinity : deadline;
 }
 
-export function isExpired(entry: Entry): boolean {
-  return deadlineOf(entry) < Date.now();
+/** Past its deadline at `now` (SharedClock). */
+export function isExpired(entry: Entry, now: number): boolean {
+  return deadlineOf(entry) < now;
 }
 
 /** When the caller stops waiting for a request that showed no sign of life: its deadline at most. */
@@ -45,8 +47,8 @@ export function startByOf(entry: Entry): number {
  * sign of life for the caller's whole silence bound). A redelivery is not judged by this: its
  * first delivery may have reported progress, and the caller may still wait, up to the deadline.
  */
-export function isStale(entry: Entry): boolean {
-  return isExpired(entry) || (entry.deliveryCount <= 1 && startByOf(entry) < Date.now());
+export function isStale(entry: Entry, now: number): boolean {
+  return isExpired(entry, now) || (entry.deliveryCount <= 1 && startByOf(entry) < now);
 }
 
 /** How often the caller wants progress reports (ms), or undefined when it wants none. */

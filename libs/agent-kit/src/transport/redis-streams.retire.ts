@@ -1,4 +1,4 @@
-import { isCluster, RedisClient } from '@loom/session';
+import { isCluster, RedisClient, SharedClock } from '@loom/session';
 import { appendReply, Entry, execOrThrow, isExpired } from './redis-streams.entries';
 import { requestStreamKey } from './redis-streams.options';
 
@@ -48,6 +48,8 @@ export async function retireRequestStream(
   const key = requestStreamKey(keyPrefix, pattern);
   const out: RetiredStream = { failed: 0, expired: 0, deleted: false };
   let last = '0-0';
+  const clock = new SharedClock(redis);
+  await clock.sync();
   for (let round = 0; round < MAX_ROUNDS; round++) {
     for (;;) {
       const page = await redis.xrange(key, `(${last}`, '+', 'COUNT', PAGE);
@@ -57,7 +59,7 @@ export async function retireRequestStream(
       const each: Promise<void>[] = [];
       for (const [entryId, flat] of page) {
         const entry = toEntry(key, pattern, entryId, flat);
-        if (isExpired(entry) || !entry.fields.replyTo) out.expired++;
+        if (isExpired(entry, clock.now()) || !entry.fields.replyTo) out.expired++;
         else {
           out.failed++;
           const packet = { err: error, isDisposed: true };

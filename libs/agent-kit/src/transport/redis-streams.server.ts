@@ -9,7 +9,7 @@ import { NO_MESSAGE_HANDLER } from '@nestjs/microservices/constants';
 import { randomBytes } from 'crypto';
 import { hostname } from 'os';
 import { pickMdc, runWithMdc } from '@loom/observability';
-import { isCluster, RedisClient } from '@loom/session';
+import { isCluster, RedisClient, SharedClock } from '@loom/session';
 import { RedisStreamsContext } from './redis-streams.context';
 import {
   Entry,
@@ -91,6 +91,8 @@ export class RedisStreamsServer
   private readonly claimIdleMs: number;
   private readonly slots: Slots;
   private cmd?: RedisClient;
+  /** The time requests' deadlines are written and checked on (Redis's, on `cmd`). */
+  private clock = new SharedClock(null);
   /** The blocking readers: one for every stream on a cluster (no XREADGROUP spans slots). */
   private readers: RedisClient[] = [];
   private streams = new Map<string, string>(); // stream key -> pattern
@@ -127,6 +129,7 @@ export class RedisStreamsServer
     this.group = new ConsumerGroup(this.consumer, this.streams);
     this.groupsReady = false;
     this.cmd = this.connection('cmd');
+    this.clock = new SharedClock(this.cmd);
     // Standalone: one XREADGROUP over every stream, as always. A cluster refuses one across
     // slots, so each stream gets its own blocking reader there (an entry of one stream never
     // waits for another's BLOCK to end); they share the slots, and what they fetch past them
@@ -135,7 +138,7 @@ export class RedisStreamsServer
     const readGroups = isCluster(this.cmd) && keys.length > 1 ? keys.map((k) => [k]) : [keys];
     this.readers = readGroups.map((_, i) => this.connection('reader', i));
     if (this.streams.size === 0) return callback();
-    this.startGroups().then(() => {
+    Promise.all([this.startGroups(), this.clock.sync()]).then(() => {
       this.loops = [
         ...readGroups.map((group, i) => this.readLoop(this.readers[i], group)),
         this.reclaimLoop(),
@@ -281,7 +284,9 @@ export class RedisStreamsServer
       await sleep(this.claimIdleMs / 2, this.stop.signal);
       if (this.stop.signal.aborted) return;
       // Entries past their deadline are no longer kept alive: they get reclaimed and skipped.
-      const held = [...this.inFlight.values()].filter((f) => !f.abandoned && !isExpired(f.entry));
+      const held = [...this.inFlight.values()].filter(
+        (f) => !f.abandoned && !isExpired(f.entry, this.clock.now()),
+      );
       await this.group!.touch(
         this.cmd!,
         held.map((f) => f.entry),
@@ -303,7 +308,7 @@ export class RedisStreamsServer
             if (local) abandon(local);
             const reason = `delivered ${entry.deliveryCount} times (max ${maxDeliveries})`;
             void this.settle(this.deadLetter(entry, reason), entry);
-          } else if (isExpired(entry)) {
+          } else if (isExpired(entry, this.clock.now())) {
             if (local) abandon(local);
             void this.settle(this.skipExpired(entry), entry);
           } else if (!local && this.slots.free() > 0) {
@@ -329,7 +334,7 @@ export class RedisStreamsServer
     const flight: InFlight = { entry, abandoned: false, cancel: new AbortController() };
     this.inFlight.set(flightKey, flight); // heartbeated from now on
     this.slots.run(async (release) => {
-      const delay = Math.min(Math.max(0, deadlineOf(entry) - Date.now()), 2 ** 31 - 1);
+      const delay = Math.min(Math.max(0, deadlineOf(entry) - this.clock.now()), 2 ** 31 - 1);
       const expire = (): void => {
         flight.beat?.stop();
         flight.cancel.abort(new HandlerCancelled('deadline'));
@@ -354,7 +359,7 @@ export class RedisStreamsServer
   private async process(flight: InFlight): Promise<void> {
     const { entry } = flight;
     const { fields, pattern } = entry;
-    if (isStale(entry)) return this.skipExpired(entry);
+    if (isStale(entry, this.clock.now())) return this.skipExpired(entry);
     const ctx = new RedisStreamsContext([
       pattern,
       entry.entryId,
@@ -416,9 +421,9 @@ export class RedisStreamsServer
     const { entry } = flight;
     const intervalMs = progressMsOf(entry);
     if (!intervalMs || !entry.fields.replyTo) return undefined;
-    const firstMs = firstProgressDelay(Date.now(), startByOf(entry), intervalMs);
+    const firstMs = firstProgressDelay(this.clock.now(), startByOf(entry), intervalMs);
     return new ProgressBeat(intervalMs, firstMs, () =>
-      flight.abandoned || this.closed || isExpired(entry)
+      flight.abandoned || this.closed || isExpired(entry, this.clock.now())
         ? Promise.resolve()
         : appendProgress(this.cmd!.pipeline(), entry).exec(),
     );
@@ -437,7 +442,8 @@ export class RedisStreamsServer
   }
 
   private async skipExpired(entry: Entry): Promise<void> {
-    const late = Date.now() - (isExpired(entry) ? deadlineOf(entry) : startByOf(entry));
+    const now = this.clock.now();
+    const late = now - (isExpired(entry, now) ? deadlineOf(entry) : startByOf(entry));
     inRequestContext(entry, () =>
       this.logger.warn(
         `Skipping request ${entry.fields.id} (${entry.pattern}, entry ${entry.entryId}): ` +
