@@ -1,6 +1,6 @@
 import Redis from 'ioredis';
 import { createRedis, RedisKeys, SessionInfra } from '@loom/session';
-import { PrivateRedisCluster, PrivateRedisServer, sleep } from '@loom/testing';
+import { FreezableTcpProxy, PrivateRedisCluster, PrivateRedisServer, sleep } from '@loom/testing';
 import { RecoveryDue, RecoverySignal } from '../src/recovery/recovery-signal';
 
 /** The session connection's options (createRedis): fails fast while Redis is away. */
@@ -62,6 +62,50 @@ describe('RecoverySignal: a replica started while Redis is away hears signals on
       redis.disconnect();
     }
   });
+});
+
+describe('RecoverySignal: a replica whose Redis host vanished without a reset hears signals again', () => {
+  let server: PrivateRedisServer;
+  let proxy: FreezableTcpProxy;
+  const prefix = 'r2sigs:';
+  afterAll(async () => {
+    await proxy?.close();
+    await server?.kill();
+  });
+
+  it('notices its stranded subscription and subscribes again at the address', async () => {
+    server = await PrivateRedisServer.start();
+    proxy = await FreezableTcpProxy.start({ host: '127.0.0.1', port: server.port });
+    const redis = sessionRedis(`redis://127.0.0.1:${proxy.port}`);
+    redis.on('error', () => undefined);
+    const infra = { redis, keys: new RedisKeys(prefix) } as unknown as SessionInfra;
+    const signal = new RecoverySignal(infra, 'listener');
+    const heard: RecoveryDue[] = [];
+    signal.listen((due) => heard.push(due));
+    const publisher = new Redis(server.url);
+    const publishUntilHeard = async (count: number, inMs: number, tries: number) => {
+      for (let i = 0; i < tries && heard.length < count; i++) {
+        await publisher.publish(`${prefix}recovery:due`, JSON.stringify({ from: 'other', inMs }));
+        await sleep(200);
+      }
+    };
+    try {
+      await publishUntilHeard(1, 0, 50);
+      expect(heard).toEqual([{ from: 'other', inMs: 0 }]);
+      // The host behind the address is gone (no reset); the address now leads to a live Redis.
+      // The idle subscriber wrote nothing, so TCP told it nothing: it never heard a signal again.
+      proxy.strand();
+      await publishUntilHeard(2, 5, 150);
+      expect(heard).toEqual([
+        { from: 'other', inMs: 0 },
+        { from: 'other', inMs: 5 },
+      ]);
+    } finally {
+      publisher.disconnect();
+      signal.onApplicationShutdown();
+      redis.disconnect();
+    }
+  }, 60_000);
 });
 
 describe('RecoverySignal on a Redis Cluster: every replica hears a signal, whichever node it reaches', () => {

@@ -1,5 +1,5 @@
 import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
-import { duplicateRedis, RedisClient } from '@loom/session';
+import { duplicateRedis, isCluster, RedisClient } from '@loom/session';
 import { SESSION_INFRA, SessionInfra } from '@loom/session';
 import { ORCHESTRATOR_ID } from '../turn/task-run';
 
@@ -8,6 +8,10 @@ export interface RecoveryDue {
   from: string;
   inMs: number;
 }
+
+/** How often the idle subscriber PINGs Redis, and how long it waits for any answer (ms). */
+const PING_EVERY_MS = 5000;
+const PING_TIMEOUT_MS = 5000;
 
 /**
  * A hint between orchestrator replicas, over Redis pub/sub on `<prefix>recovery:due`
@@ -23,6 +27,7 @@ export class RecoverySignal implements OnApplicationShutdown {
   private readonly log = new Logger('RecoverySignal');
   private readonly channel: string;
   private subscriber: RedisClient | null = null;
+  private heartbeat?: NodeJS.Timeout;
 
   constructor(
     @Inject(SESSION_INFRA) private readonly infra: SessionInfra,
@@ -46,10 +51,14 @@ export class RecoverySignal implements OnApplicationShutdown {
     // Its SUBSCRIBE waits for Redis however long it is away (maxRetriesPerRequest: null): the
     // session connection's limit would fail it while Redis is down at start, and ioredis only
     // resubscribes to channels it once subscribed to, so the replica would never hear a signal.
+    // It only listens, so a host gone without a reset (failed over to another at its address, a
+    // VM lost) tells it nothing: it PINGs (allowed while subscribed), and a socket that brings
+    // nothing back within socketTimeout is dropped; ioredis then connects and resubscribes.
     const sub = duplicateRedis(this.infra.redis, {
       enableOfflineQueue: true,
       commandTimeout: undefined,
       maxRetriesPerRequest: null,
+      socketTimeout: PING_TIMEOUT_MS,
     });
     sub.on('error', () => undefined);
     sub.on('message', (_channel: string, raw: string) => {
@@ -60,13 +69,27 @@ export class RecoverySignal implements OnApplicationShutdown {
       .subscribe(this.channel)
       .catch((err) => this.log.warn(`recovery signals not heard: ${(err as Error).message}`));
     this.subscriber = sub;
+    // A cluster's subscription has a connection of its own that a PING of the client never uses.
+    if (!isCluster(sub)) this.heartbeat = setInterval(() => ping(sub), PING_EVERY_MS).unref();
   }
 
   onApplicationShutdown(): void {
+    clearInterval(this.heartbeat);
     this.subscriber?.disconnect();
     this.subscriber = null;
   }
 }
+
+/** One PING at a time, and only on a live connection (a queued one would pile up while away). */
+function ping(sub: RedisClient): void {
+  if (sub.status !== 'ready' || pinging.has(sub)) return;
+  pinging.add(sub);
+  void sub
+    .ping()
+    .catch(() => undefined)
+    .finally(() => pinging.delete(sub));
+}
+const pinging = new WeakSet<RedisClient>();
 
 function parse(raw: string): RecoveryDue | null {
   try {
