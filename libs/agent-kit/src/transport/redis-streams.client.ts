@@ -9,7 +9,9 @@ import {
   replyStreamKey,
   requestStreamKey,
 } from './redis-streams.options';
+import { SendBy, entryMs } from './redis-streams.send-by';
 import {
+  COMMAND_TIMEOUT_MS,
   PendingListener,
   RedisStreamsEvents,
   closeConnection,
@@ -57,6 +59,7 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
   private readLoop?: Promise<void>;
   private lastId = '0-0';
   private readonly timers = new Map<string, CallTimers>();
+  private readonly sendBy = new SendBy();
   private listeners: PendingListener[] = [];
 
   constructor(private readonly options: RedisStreamsClientOptions) {
@@ -126,6 +129,10 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
         ...['startBy', String(now + this.timeoutMs)],
         ...['progressMs', String(progressInterval(this.timeoutMs))],
       );
+    // An XADD that fails its command time-out fails the call, but may still run later (resent
+    // after a reconnect, or held up in the network): past `sendBy` the agent skips it.
+    const sendBy = this.sendBy.of(key, this.options.commandTimeoutMs ?? COMMAND_TIMEOUT_MS);
+    if (sendBy !== undefined) fields.push('sendBy', String(sendBy));
     if (!this.cmd) {
       this.fail(id, { code: 'UNAVAILABLE', message: 'The client is not connected' });
     } else {
@@ -135,6 +142,12 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
       // sent again once it has connected to the new one.
       send()
         .catch((err: unknown) => (isReadOnly(err) ? send() : Promise.reject(err)))
+        .then((entryId) => {
+          if (!entryId) return;
+          this.sendBy.observe(key, entryId);
+          if (sendBy !== undefined && entryMs(entryId) > sendBy)
+            this.fail(id, { code: 'UNAVAILABLE', message: 'Redis took the request too late' });
+        })
         .catch((err: unknown) =>
           this.fail(id, { code: 'UNAVAILABLE', message: errorMessage(err) }),
         );

@@ -6,6 +6,7 @@ import {
   REPLY_MAXLEN,
   REPLY_TTL_MS,
 } from './redis-streams.options';
+import { entryMs } from './redis-streams.send-by';
 import { errorMessage, sleep } from './redis-streams.util';
 
 /** One request (or event) entry read from a pattern's stream. */
@@ -18,7 +19,8 @@ export interface Entry {
    * callers that wait on progress `startBy` (epoch ms: by then the caller has given up on a
    * request nobody started) and `progressMs` (how often to report progress); events carry
    * `data` only. Both times are on the SharedClock (Redis's time), as `now` must be when they
-   * are compared: the caller's and the agent's hosts may disagree by minutes.
+   * are compared: the caller's and the agent's hosts may disagree by minutes. `sendBy` (ms on
+   * Redis's clock, see SendBy) from callers that had learnt it.
    */
   fields: Record<string, string>;
   deliveryCount: number;
@@ -48,7 +50,20 @@ export function startByOf(entry: Entry): number {
  * first delivery may have reported progress, and the caller may still wait, up to the deadline.
  */
 export function isStale(entry: Entry, now: number): boolean {
-  return isExpired(entry, now) || (entry.deliveryCount <= 1 && startByOf(entry) < now);
+  return (
+    isExpired(entry, now) ||
+    landedLate(entry) ||
+    (entry.deliveryCount <= 1 && startByOf(entry) < now)
+  );
+}
+
+/**
+ * Redis added the request after its `sendBy` (see SendBy): its XADD had already failed its
+ * command time-out, and its caller was told UNAVAILABLE (and may have retried it).
+ */
+export function landedLate(entry: Entry): boolean {
+  const sendBy = Number(entry.fields.sendBy ?? NaN);
+  return Number.isFinite(sendBy) && entryMs(entry.entryId) > sendBy;
 }
 
 /** How often the caller wants progress reports (ms), or undefined when it wants none. */
@@ -110,7 +125,9 @@ export function appendFinish(tx: Multi, entry: Entry): Multi {
  * with XACK + XDEL of the delivered one: undelivered again, for any consumer's next read.
  */
 export function appendRequeue(tx: Multi, entry: Entry): Multi {
-  return appendFinish(tx.xadd(entry.key, '*', ...Object.entries(entry.fields).flat()), entry);
+  // The copy is added later by design: its `sendBy` went with the original, checked (or late).
+  const fields = Object.entries(entry.fields).filter(([f]) => f !== 'sendBy' || landedLate(entry));
+  return appendFinish(tx.xadd(entry.key, '*', ...fields.flat()), entry);
 }
 
 /** Queues the move to the dead-letter stream, the `DEAD_LETTERED` reply, XACK and XDEL. */

@@ -20,6 +20,7 @@ import {
   execOrThrow,
   isExpired,
   isStale,
+  landedLate,
   progressMsOf,
   serializeError,
   startByOf,
@@ -444,10 +445,13 @@ export class RedisStreamsServer
   private async skipExpired(entry: Entry): Promise<void> {
     const now = this.clock.now();
     const late = now - (isExpired(entry, now) ? deadlineOf(entry) : startByOf(entry));
+    const why =
+      !isExpired(entry, now) && landedLate(entry)
+        ? 'it reached Redis after its sending had failed'
+        : `its caller stopped waiting ${late} ms ago`;
     inRequestContext(entry, () =>
       this.logger.warn(
-        `Skipping request ${entry.fields.id} (${entry.pattern}, entry ${entry.entryId}): ` +
-          `its caller stopped waiting ${late} ms ago`,
+        `Skipping request ${entry.fields.id} (${entry.pattern}, entry ${entry.entryId}): ${why}`,
       ),
     );
     await execOrThrow(appendFinish(this.cmd!.multi(), entry));
