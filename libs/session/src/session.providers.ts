@@ -35,6 +35,10 @@ export function createRedis(target: RedisTarget | string, name: string): RedisCl
     // A Redis host gone without a reset otherwise kept this connection (every command timing
     // out) until the kernel's retransmission time-out, about 15 minutes.
     socketTimeout: 2000,
+    // A command left unanswered by a dropped connection has failed (or will, at its time-out):
+    // its caller was told. Sent again on the new one it ran behind the caller's back (a lock or
+    // claim taken, a turn appended, a counter bumped), or twice when the first had run.
+    autoResendUnfulfilledCommands: false,
     retryStrategy: (times) => Math.min(times * 100, 2000),
   };
   return openRedis(typeof target === 'string' ? { url: target } : target, options);
