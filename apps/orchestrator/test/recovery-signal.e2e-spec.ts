@@ -143,3 +143,65 @@ describe('RecoverySignal on a Redis Cluster: every replica hears a signal, which
     }
   });
 });
+
+describe('RecoverySignal on a Redis Cluster whose node vanished without a reset', () => {
+  let cluster: PrivateRedisCluster;
+  let proxies: FreezableTcpProxy[] = [];
+  afterAll(async () => {
+    await Promise.all(proxies.map((proxy) => proxy.close()));
+    await cluster?.stop();
+  });
+
+  it('notices its stranded subscription and subscribes again', async () => {
+    cluster = await PrivateRedisCluster.start();
+    proxies = await Promise.all(
+      cluster.ports.map((port) => FreezableTcpProxy.start({ host: '127.0.0.1', port })),
+    );
+    // Each master reached through its proxy (REDIS_CLUSTER_NAT_MAP), as a node behind NAT.
+    const natMap = Object.fromEntries(
+      cluster.ports.map((port, i) => [
+        `127.0.0.1:${port}`,
+        { host: '127.0.0.1', port: proxies[i].port },
+      ]),
+    );
+    const proxied = proxies.map((proxy) => `127.0.0.1:${proxy.port}`);
+    const target = { url: `redis://${proxied[0]}`, clusterNodes: proxied, natMap };
+    const listener = createRedis(target, 'signal-listener');
+    listener.on('error', () => undefined);
+    const publisher = createRedis({ url: cluster.url, clusterNodes: cluster.seeds }, 'publisher');
+    publisher.on('error', () => undefined);
+    const prefix = 'r2sigcs:';
+    const signal = new RecoverySignal(
+      { redis: listener, keys: new RedisKeys(prefix) } as unknown as SessionInfra,
+      'listener',
+    );
+    const heard: RecoveryDue[] = [];
+    const publishUntilHeard = async (count: number, inMs: number, tries: number) => {
+      for (let i = 0; i < tries && heard.length < count; i++) {
+        await publisher
+          .publish(`${prefix}recovery:due`, JSON.stringify({ from: 'other', inMs }))
+          .catch(() => undefined);
+        await sleep(200);
+      }
+    };
+    try {
+      for (const r of [listener, publisher])
+        if (r.status !== 'ready') await new Promise((ok) => r.once('ready', ok));
+      signal.listen((due) => heard.push(due));
+      await publishUntilHeard(1, 0, 50);
+      expect(heard).toEqual([{ from: 'other', inMs: 0 }]);
+      // Every node's host gone without a reset, each address now leading to a live node: the
+      // subscription's own connection heard nothing, ever again.
+      proxies.forEach((proxy) => proxy.strand());
+      await publishUntilHeard(2, 5, 150);
+      expect(heard).toEqual([
+        { from: 'other', inMs: 0 },
+        { from: 'other', inMs: 5 },
+      ]);
+    } finally {
+      signal.onApplicationShutdown();
+      listener.disconnect();
+      publisher.disconnect();
+    }
+  }, 90_000);
+});

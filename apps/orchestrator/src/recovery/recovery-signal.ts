@@ -1,4 +1,5 @@
 import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
+import type Redis from 'ioredis';
 import { duplicateRedis, isCluster, RedisClient } from '@loom/session';
 import { SESSION_INFRA, SessionInfra } from '@loom/session';
 import { ORCHESTRATOR_ID } from '../turn/task-run';
@@ -69,8 +70,8 @@ export class RecoverySignal implements OnApplicationShutdown {
       .subscribe(this.channel)
       .catch((err) => this.log.warn(`recovery signals not heard: ${(err as Error).message}`));
     this.subscriber = sub;
-    // A cluster's subscription has a connection of its own that a PING of the client never uses.
-    if (!isCluster(sub)) this.heartbeat = setInterval(() => ping(sub), PING_EVERY_MS).unref();
+    const cluster = isCluster(sub);
+    this.heartbeat = setInterval(() => ping(listening(sub), cluster), PING_EVERY_MS).unref();
   }
 
   onApplicationShutdown(): void {
@@ -80,16 +81,37 @@ export class RecoverySignal implements OnApplicationShutdown {
   }
 }
 
-/** One PING at a time, and only on a live connection (a queued one would pile up while away). */
-function ping(sub: RedisClient): void {
-  if (sub.status !== 'ready' || pinging.has(sub)) return;
-  pinging.add(sub);
-  void sub
+/**
+ * The connection that holds the subscription: standalone, the client's own; a Cluster client
+ * subscribes on a connection of its own to one node (ioredis 5.x `ClusterSubscriber`), which a
+ * PING of the client never uses.
+ */
+function listening(sub: RedisClient): Redis | null {
+  if (!isCluster(sub)) return sub;
+  const inner = sub as unknown as { subscriber?: { getInstance(): Redis | null } };
+  return inner.subscriber?.getInstance() ?? null;
+}
+
+/**
+ * One PING at a time, and only on a live connection (a queued one would pile up while away).
+ * Unanswered within PING_TIMEOUT_MS, the connection is dropped: standalone by its socketTimeout
+ * (then it reconnects and resubscribes); a cluster's subscription connection, which has none,
+ * here (ioredis then subscribes again on a connection to a node of the pool).
+ */
+function ping(conn: Redis | null, cluster: boolean): void {
+  if (!conn || conn.status !== 'ready' || pinging.has(conn)) return;
+  pinging.add(conn);
+  // Its retryStrategy is null: dropped, it ends, and ioredis picks a node to subscribe on.
+  const silent = cluster ? setTimeout(() => conn.disconnect(true), PING_TIMEOUT_MS) : undefined;
+  void conn
     .ping()
     .catch(() => undefined)
-    .finally(() => pinging.delete(sub));
+    .finally(() => {
+      clearTimeout(silent);
+      pinging.delete(conn);
+    });
 }
-const pinging = new WeakSet<RedisClient>();
+const pinging = new WeakSet<Redis>();
 
 function parse(raw: string): RecoveryDue | null {
   try {
