@@ -188,6 +188,13 @@ describe('apiKeyDetector', () => {
     ]);
   });
 
+  // A named key's value of under 20 characters (a test or legacy key) went to the logs as is.
+  it('finds a shorter value after an unambiguous key name', () => {
+    expect(
+      found(apiKeyDetector, 'api_key=Ab12Cd34Ef56Gh client_secret: "x9Y8z7W6v5U4" auth-token=abc'),
+    ).toEqual(['API_KEY:Ab12Cd34Ef56Gh', 'API_KEY:x9Y8z7W6v5U4']);
+  });
+
   it('ignores kebab-case words and short values', () => {
     expect(
       found(apiKeyDetector, 'sk-learn-is-a-library-for-machine-learning token=abc max_tokens=4096'),

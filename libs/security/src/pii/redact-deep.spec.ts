@@ -96,6 +96,16 @@ describe('redactDeep', () => {
     expect(sensitiveKeyType('tokens')).toBeNull();
   });
 
+  // A bearer credential under its common names went to the logs as is (jwt, a session cookie).
+  it('treats common credential names as secret, and Loom ids as visible', () => {
+    for (const key of ['jwt', 'idJwt', 'id_token', 'accessToken', 'refresh_token', 'session'])
+      expect([key, sensitiveKeyType(key)]).toEqual([key, 'API_KEY']);
+    for (const key of ['sessionCookie', 'session_key', 'X-Session-Token'])
+      expect([key, sensitiveKeyType(key)]).toEqual([key, 'API_KEY']);
+    for (const key of ['sessionId', 'agentSessionId', 'sessions', 'taskId', 'tenantId'])
+      expect([key, sensitiveKeyType(key)]).toEqual([key, null]);
+  });
+
   // A secret in a list or an object under a secret-looking key is as secret as a bare one.
   it('replaces every text and number under a secret-looking key, however nested', () => {
     expect(

@@ -109,8 +109,9 @@ function redactNow(text: string, opts: RedactOptions): string {
 }
 
 const PASSWORD_KEY = /(?:password|passwd|pwd|passphrase|passcode)$/;
+// `session` alone is a session cookie's usual name; `sessionId` (a Loom id) stays visible.
 const SECRET_KEY =
-  /(?:secret|apikey|token|privatekey|secretkey|credential|credentials)$|^(?:authorization|cookie|setcookie)$/;
+  /(?:secret|apikey|token|jwt|privatekey|secretkey|credential|credentials)$|^(?:authorization|cookie|setcookie|session|sessioncookie|sessionkey)$/;
 
 /** The type a whole value is redacted as because of its key (`password`, `apiKey`, `x-api-key` …), or null. */
 export function sensitiveKeyType(key: string): PiiType | null {

@@ -13,9 +13,13 @@ const TOKEN_SHAPES: readonly RegExp[] = [
 ];
 const TOKEN_CHARS = '[A-Za-z0-9._~+/-]';
 const BEARER = new RegExp(`\\bBearer[ \\t]{1,4}(${TOKEN_CHARS}{16,}=*)`, 'dgi');
+// After a name that can only mean a credential, 12 characters are enough to be one (a test or
+// legacy key); after a bare `token` or `secret`, which prose and config use for other things, 20.
+const KEY_SEPARATOR = `["']?[ \\t]{0,4}[:=：][ \\t]{0,4}["']?`;
 const KEYED_SECRET = new RegExp(
-  '(?:api[_ -]?key|apikey|api[_-]?secret|access[_-]?token|auth[_-]?token|refresh[_-]?token|' +
-    `secret[_-]?key|client[_-]?secret|private[_-]?key|token|secret)["']?[ \\t]{0,4}[:=：][ \\t]{0,4}["']?(${TOKEN_CHARS}{20,}=*)`,
+  '(?:(?:api[_ -]?key|apikey|api[_-]?secret|access[_-]?token|auth[_-]?token|refresh[_-]?token|' +
+    `id[_-]?token|secret[_-]?key|client[_-]?secret|private[_-]?key)${KEY_SEPARATOR}(${TOKEN_CHARS}{12,}=*)` +
+    `|(?:token|secret)${KEY_SEPARATOR}(${TOKEN_CHARS}{20,}=*))`,
   'dgi',
 );
 
@@ -44,7 +48,7 @@ function detectApiKey(text: string): PiiSpan[] {
   }
   for (const re of [BEARER, KEYED_SECRET, BASIC_AUTH]) {
     for (const m of text.matchAll(re)) {
-      const [start, end] = m.indices?.[1] ?? [0, 0];
+      const [start, end] = m.indices?.[1] ?? m.indices?.[2] ?? [0, 0];
       if (re === BASIC_AUTH && !/[\d=]/.test(m[1])) continue;
       spans.push({ type: 'API_KEY', start, end: trimEnd(text, start, end) });
     }
@@ -78,7 +82,7 @@ function detectPassword(text: string): PiiSpan[] {
     if (range) spans.push({ type: 'PASSWORD', start: range[0], end: range[1] });
   }
   for (const m of text.matchAll(URL_CREDENTIALS)) {
-    const [start, end] = m.indices?.[1] ?? [0, 0];
+    const [start, end] = m.indices?.[1] ?? m.indices?.[2] ?? [0, 0];
     spans.push({ type: 'PASSWORD', start, end });
   }
   return spans;
