@@ -5,6 +5,8 @@ import {
   DEAD_LETTER_MAXLEN,
   REPLY_MAXLEN,
   REPLY_TTL_MS,
+  replyStreamKey,
+  requestStreamKey,
 } from './redis-streams.options';
 import { entryMs } from './redis-streams.send-by';
 import { errorMessage, sleep } from './redis-streams.util';
@@ -66,6 +68,28 @@ export function landedLate(entry: Entry): boolean {
   return Number.isFinite(sendBy) && entryMs(entry.entryId) > sendBy;
 }
 
+/**
+ * A client's id as a reply stream's name may carry it (RedisStreamsClient's: 32 hex digits): no
+ * `:` or braces, so the name stays a reply stream's, never another kind of key under the prefix.
+ */
+const CLIENT_ID = /^[A-Za-z0-9_-]{1,128}$/;
+
+/**
+ * The reply stream a request names, when it is one a client of this transport reads: a reply
+ * stream under the request stream's own key prefix. Else undefined: a malformed or hostile entry
+ * must not make an agent write into any other key (another prefix's streams, a session's data).
+ */
+export function replyToOf(entry: Entry): string | undefined {
+  const replyTo = entry.fields.replyTo;
+  if (!replyTo) return undefined;
+  const tail = requestStreamKey('', entry.pattern);
+  if (!entry.key.endsWith(tail)) return undefined;
+  const prefix = replyStreamKey(entry.key.slice(0, entry.key.length - tail.length), '');
+  return replyTo.startsWith(prefix) && CLIENT_ID.test(replyTo.slice(prefix.length))
+    ? replyTo
+    : undefined;
+}
+
 /** How often the caller wants progress reports (ms), or undefined when it wants none. */
 export function progressMsOf(entry: Entry): number | undefined {
   const ms = Number(entry.fields.progressMs ?? NaN);
@@ -86,7 +110,7 @@ export function serializeError(err: unknown): unknown {
 
 /** Queues the reply packet `{ id, response?, err?, isDisposed? }`; with `last`, also XACK + XDEL. */
 export function appendReply(tx: Multi, entry: Entry, packet: WritePacket, last: boolean): Multi {
-  const replyTo = entry.fields.replyTo;
+  const replyTo = replyToOf(entry);
   if (replyTo) {
     const args: string[] = ['id', entry.fields.id ?? ''];
     let err = packet.err === undefined ? undefined : serializeError(packet.err);
@@ -110,7 +134,8 @@ export function appendReply(tx: Multi, entry: Entry, packet: WritePacket, last: 
  * stream from expiring while an execution outlasts the reply TTL).
  */
 export function appendProgress(tx: Multi, entry: Entry): Multi {
-  const replyTo = entry.fields.replyTo!;
+  const replyTo = replyToOf(entry);
+  if (!replyTo) return tx;
   tx.xadd(replyTo, 'MAXLEN', '~', REPLY_MAXLEN, '*', 'id', entry.fields.id ?? '', 'progress', '1');
   return tx.pexpire(replyTo, REPLY_TTL_MS);
 }
@@ -163,7 +188,7 @@ export async function writeReply(
   if (!isCluster(cmd)) return execOrThrow(appendReply(cmd.multi(), entry, packet, last));
   // A last reply may go twice (a retry after a lost answer): the caller settles on the first.
   // A delta or progress report is tried again only when the cluster surely did not run it.
-  if (entry.fields.replyTo)
+  if (replyToOf(entry))
     await retryOnCluster(cmd, () => appendReply(cmd.multi(), entry, packet, false), !last);
   if (last) await retryOnCluster(cmd, () => appendFinish(cmd.multi(), entry), false);
 }
@@ -210,7 +235,7 @@ export async function writeDeadLetter(
 ): Promise<void> {
   if (!isCluster(cmd)) return execOrThrow(appendDeadLetter(cmd.multi(), entry, deadKey, reason));
   const packet = deadLetteredPacket(entry, reason);
-  if (entry.fields.replyTo)
+  if (replyToOf(entry))
     await retryOnCluster(cmd, () => appendReply(cmd.multi(), entry, packet, false), false);
   await retryOnCluster(
     cmd,

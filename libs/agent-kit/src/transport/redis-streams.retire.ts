@@ -1,5 +1,5 @@
 import { isCluster, RedisClient, SharedClock } from '@loom/session';
-import { appendReply, Entry, execOrThrow, isExpired } from './redis-streams.entries';
+import { appendReply, Entry, execOrThrow, isExpired, replyToOf } from './redis-streams.entries';
 import { requestStreamKey } from './redis-streams.options';
 
 /** Entries read (and answered) per round trip. */
@@ -59,7 +59,7 @@ export async function retireRequestStream(
       const each: Promise<void>[] = [];
       for (const [entryId, flat] of page) {
         const entry = toEntry(key, pattern, entryId, flat);
-        if (isExpired(entry, clock.now()) || !entry.fields.replyTo) out.expired++;
+        if (isExpired(entry, clock.now()) || !replyToOf(entry)) out.expired++;
         else {
           out.failed++;
           const packet = { err: error, isDisposed: true };

@@ -22,6 +22,7 @@ import {
   isStale,
   landedLate,
   progressMsOf,
+  replyToOf,
   serializeError,
   startByOf,
   writeDeadLetter,
@@ -369,6 +370,8 @@ export class RedisStreamsServer
     ]);
     const data = parseJson(fields.data);
     const handler = this.getHandlerByPattern(pattern);
+    if (fields.replyTo && !replyToOf(entry))
+      return this.deadLetter(entry, 'its replyTo is not a reply stream of this transport');
     if (!fields.replyTo || handler?.isEventHandler) {
       if (handler) await this.handleEvent(pattern, { pattern, data }, ctx);
       return execOrThrow(appendFinish(this.cmd!.multi(), entry));
@@ -421,7 +424,7 @@ export class RedisStreamsServer
   private progressBeat(flight: InFlight): ProgressBeat | undefined {
     const { entry } = flight;
     const intervalMs = progressMsOf(entry);
-    if (!intervalMs || !entry.fields.replyTo) return undefined;
+    if (!intervalMs || !replyToOf(entry)) return undefined;
     const firstMs = firstProgressDelay(this.clock.now(), startByOf(entry), intervalMs);
     return new ProgressBeat(intervalMs, firstMs, () =>
       flight.abandoned || this.closed || isExpired(entry, this.clock.now())

@@ -677,6 +677,38 @@ export function runTransportSuite(backend: TransportBackend): void {
       expect(fields.replyTo).toBe(clients[0].replyKey);
     });
 
+    // A request entry is data anyone with access to the stream can write: its replyTo used to be
+    // written to as is, so a malformed or hostile one made an agent XADD into any key.
+    itStandalone(
+      'writes no reply outside its own reply streams: such a request is dead-lettered',
+      async () => {
+        await startServer('A');
+        const victims = [
+          `${prefix}other:rpc:reply:${'a'.repeat(32)}`, // another prefix's reply stream
+          `${keyPrefix}s:{c_victim01}:conversation`, // a session's data under the same prefix
+          `${keyPrefix}rpc:reply:x:{${PATTERN}}`, // no reply stream's name, though it starts as one
+        ];
+        for (const [n, victim] of victims.entries())
+          await redis.xadd(
+            ...[requestKey(), '*', 'id', `hostile-${n}`, 'replyTo', victim],
+            ...['deadline', String(Date.now() + 20_000), 'data', JSON.stringify({ n })],
+          );
+
+        await acknowledged();
+        for (const victim of victims) expect(await redis.exists(victim)).toBe(0);
+        expect(calls).toEqual([]);
+        const dead = await redis.xrange(deadLetterStreamKey(keyPrefix, PATTERN), '-', '+');
+        expect(dead.map(([, f]) => f[f.indexOf('reason') + 1])).toEqual(
+          victims.map(() => expect.stringContaining('replyTo')),
+        );
+        // A well-formed one is still answered.
+        await expect(call(await startClient(), { ok: 1 })).resolves.toEqual({
+          echo: { ok: 1 },
+          server: 'A',
+        });
+      },
+    );
+
     it('fails a call with TIMEOUT at its deadline when nobody answers; the stale request is skipped', async () => {
       const client = await startClient({ timeoutMs: 300 });
       const started = Date.now();
