@@ -1,5 +1,14 @@
-import { AgentExecutionRecord, ExecutionStatus, TaskSession } from '@loom/session';
+import { LoomEnv } from '@loom/agent-kit';
 import {
+  AgentExecutionRecord,
+  ExecutionStatus,
+  LoomError,
+  LoomErrorCode,
+  SessionInfra,
+  TaskSession,
+} from '@loom/session';
+import {
+  TaskExecutor,
   recordFirstWave,
   reopenFailedSteps,
   reportedKeys,
@@ -214,5 +223,31 @@ describe('reportedKeys', () => {
     expect(reportedKeys('research')).toEqual([]);
     expect(reportedKeys(undefined)).toEqual([]);
     expect(reportedKeys(Array.from({ length: 150 }, (_, i) => `k${i}`))).toHaveLength(100);
+  });
+});
+
+// An agent's error may quote what the user wrote: the task stores it and GET /v1/tasks/:id shows
+// it. With LOOM_REDACT_STORED it used to be stored as the agent said it, PII and all.
+describe("TaskExecutor: a failed execution's error as stored", () => {
+  const failedWith = (redact: boolean, message: string): AgentExecutionRecord => {
+    const env = { LOOM_REDACT_STORED: redact } as LoomEnv;
+    const infra = { redis: null, keys: { prefix: 'unit:' } } as unknown as SessionInfra;
+    const args = [env, null, null, null, null, null, infra] as unknown as ConstructorParameters<
+      typeof TaskExecutor
+    >;
+    const executor = new TaskExecutor(...args) as unknown as {
+      failed(r: AgentExecutionRecord, e: LoomError): AgentExecutionRecord;
+    };
+    const e = new LoomError(LoomErrorCode.AGENT_FAILED, message);
+    return executor.failed(record('labor-law', ExecutionStatus.RUNNING), e);
+  };
+
+  it('is redacted with LOOM_REDACT_STORED, and kept as it is without', () => {
+    const message = 'cannot mail alice.rowe@example.com';
+    expect(failedWith(true, message).error).toEqual({
+      code: 'AGENT_FAILED',
+      message: 'cannot mail [REDACTED_EMAIL]',
+    });
+    expect(failedWith(false, message).error).toEqual({ code: 'AGENT_FAILED', message });
   });
 });

@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, OnApplicationShutdown } from '@nestjs/common';
 import { ClsService } from 'nestjs-cls';
 import { DeltaChannel, ExecuteAgentResult, LOOM_ENV, LoomEnv } from '@loom/agent-kit';
-import { AssignmentSigner } from '@loom/security';
+import { AssignmentSigner, redactPii } from '@loom/security';
 import {
   SESSION_INFRA,
   SessionInfra,
@@ -287,9 +287,10 @@ export class TaskExecutor implements OnApplicationShutdown {
       ...record,
       status: ExecutionStatus.FAILED,
       completedAt: new Date().toISOString(),
+      // It may quote what the user wrote: stored (and shown) redacted with LOOM_REDACT_STORED.
       error: {
         code: e.code,
-        message: e.message,
+        message: this.env.LOOM_REDACT_STORED ? redactPii(e.message) : e.message,
         ...(typeof e.details?.retryAfterS === 'number'
           ? { retryAfterS: e.details.retryAfterS }
           : {}),

@@ -20,7 +20,7 @@ import {
   Usage,
   addUsage,
 } from '@loom/session';
-import { AssignmentSigner } from '@loom/security';
+import { AssignmentSigner, redactPii } from '@loom/security';
 import { LoomClsStore, pickMdc } from '@loom/observability';
 import { LoomEnv } from '../config/loom-env';
 import { LOOM_ENV } from '../config/session-options.factory';
@@ -92,7 +92,8 @@ export class AgentRunner {
         this.cls.set('taskId', claims.taskId);
         return await this.run(req, claims, cancellation.signal, spent);
       } catch (err) {
-        throw toRpc(err, this.log, spent.total);
+        const rpc = toRpc(err, this.log, spent.total);
+        throw this.env.LOOM_REDACT_STORED ? redactedRpc(rpc) : rpc;
       } finally {
         cancellation.end();
       }
@@ -281,12 +282,17 @@ export class AgentRunner {
           .saveAgentSession(owner, {
             ...ctx.agent,
             status: ExecutionStatus.FAILED,
-            lastError: boundedMessage(describe(err)),
+            lastError: this.storable(boundedMessage(describe(err))),
             ...assigned(claims),
           })
           .catch(() => undefined);
       throw err;
     }
+  }
+
+  /** An error's text as it may be stored: redacted with LOOM_REDACT_STORED (it may quote the user). */
+  private storable(text: string): string {
+    return this.env.LOOM_REDACT_STORED ? redactPii(text) : text;
   }
 
   private newSession(c: ReturnType<AssignmentSigner['verify']>): AgentSession {
@@ -439,6 +445,18 @@ function writable(err: RpcException, log: Logger): RpcException {
       message: typeof message === 'string' ? boundedMessage(message) : 'the agent failed',
     });
   }
+}
+
+/**
+ * `err` with its message (a string body, or a body's `message`) PII-redacted (LOOM_REDACT_STORED):
+ * the orchestrator stores what an agent answers in the task, and shows it to the user.
+ */
+function redactedRpc(err: RpcException): RpcException {
+  const body = err.getError();
+  if (typeof body === 'string') return new RpcException(redactPii(body));
+  const { message } = (body ?? {}) as { message?: unknown };
+  if (typeof message !== 'string') return err;
+  return new RpcException({ ...(body as object), message: redactPii(message) });
 }
 
 /** `err` with its message (a string body, or a body's `message`) cut, when it is too long. */
