@@ -14,6 +14,8 @@ import { Owner } from './owner';
 import { isSystemId } from './system.repository';
 
 const DAY_MS = 86_400_000;
+/** How many conversations of a listed page are read back at once (see list). */
+const LIST_READS_AT_ONCE = 8;
 
 /**
  * The conversation layer on top of the Session API: creation that never adopts someone else's
@@ -202,14 +204,16 @@ export class ConversationRepository {
     );
     // One conversation damaged on disk (embedded profile; the store logs its file) is left out:
     // the others stay listed.
-    const metas = await Promise.all(
-      rows.map((r) =>
-        this.find(owner, r.sessionId).catch((err: unknown) => {
-          if (isDamagedData(err)) return null;
-          throw err;
-        }),
-      ),
-    );
+    const read = (r: SessionSummary) =>
+      this.find(owner, r.sessionId).catch((err: unknown) => {
+        if (isDamagedData(err)) return null;
+        throw err;
+      });
+    // A few at a time: a whole page at once (100 reads) would queue other tenants' turns behind
+    // it in the MySQL pool, and a few listings at once would pass the pool's queue limit.
+    const metas: (ConversationMeta | null)[] = [];
+    for (let i = 0; i < rows.length; i += LIST_READS_AT_ONCE)
+      metas.push(...(await Promise.all(rows.slice(i, i + LIST_READS_AT_ONCE).map(read))));
     return {
       items: metas.filter((m): m is ConversationMeta => m !== null),
       next: rows.length > 0 && rows.length === page.limit ? rows[rows.length - 1] : null,
