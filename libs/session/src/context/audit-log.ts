@@ -1,4 +1,5 @@
 import { Owner } from '../conversation/owner';
+import { StateKeys } from '../model/state-keys';
 import { SessionStore } from '../store/session-store';
 
 /** The state key of a conversation's security audit trail (a list, oldest first). */
@@ -18,7 +19,13 @@ export interface AuditEntry {
 }
 
 export interface AuditSink {
-  record(owner: Owner, conversationId: string, entry: AuditEntry): Promise<void>;
+  /** `agentSessionId`: an agent execution's entry, recorded only while its task runs it. */
+  record(
+    owner: Owner,
+    conversationId: string,
+    entry: AuditEntry,
+    agentSessionId?: string,
+  ): Promise<void>;
 }
 
 /**
@@ -29,8 +36,20 @@ export interface AuditSink {
 export class StoreAuditLog implements AuditSink {
   constructor(private readonly store: SessionStore) {}
 
-  async record(owner: Owner, conversationId: string, entry: AuditEntry): Promise<void> {
-    await this.store.append({ tenantId: owner.tenantId }, conversationId, AUDIT_KEY, entry);
+  async record(
+    owner: Owner,
+    conversationId: string,
+    entry: AuditEntry,
+    agentSessionId?: string,
+  ): Promise<void> {
+    // An execution's entry is guarded like its other writes (SUPERSEDED once its task no longer
+    // runs it): a late agent's entry never lands in a conversation re-created under the same id.
+    const execution = agentSessionId
+      ? { taskKey: StateKeys.task(entry.taskId), agentSessionId }
+      : undefined;
+    await this.store.append({ tenantId: owner.tenantId }, conversationId, AUDIT_KEY, entry, {
+      execution,
+    });
   }
 
   async entries(owner: Owner, conversationId: string): Promise<AuditEntry[]> {

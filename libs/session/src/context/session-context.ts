@@ -270,6 +270,7 @@ export class SessionContext {
       key,
       writer: a.agentType,
       previousWriter,
+      agentSessionId: a.agentSessionId,
     });
   }
 

@@ -55,6 +55,11 @@ export interface SharedWriteAttempt {
   key: string;
   writer: string;
   previousWriter: string | null;
+  /**
+   * The agent execution making the write: its audit entry is then written like its other writes,
+   * only while its task runs it (not into a conversation re-created under the same id).
+   */
+  agentSessionId?: string;
 }
 
 export interface SharedContextAclOptions {
@@ -128,14 +133,20 @@ export class SharedContextAcl {
   private async audit(a: SharedWriteAttempt, decision: AuditDecision): Promise<void> {
     if (!this.opts.audit) return;
     try {
-      await this.opts.audit.record(a.owner, a.conversationId, {
-        at: new Date().toISOString(),
-        taskId: a.taskId,
-        agentType: a.writer,
-        key: a.key,
-        decision,
-        previousWriter: a.previousWriter && a.previousWriter !== a.writer ? a.previousWriter : null,
-      });
+      await this.opts.audit.record(
+        a.owner,
+        a.conversationId,
+        {
+          at: new Date().toISOString(),
+          taskId: a.taskId,
+          agentType: a.writer,
+          key: a.key,
+          decision,
+          previousWriter:
+            a.previousWriter && a.previousWriter !== a.writer ? a.previousWriter : null,
+        },
+        a.agentSessionId,
+      );
     } catch (err) {
       this.log.error({
         msg: 'could not record an audit entry',
