@@ -364,14 +364,26 @@ return 1`;
  * `_writing` set, which lasts ARGV[3] ms (the key's own TTL, at least twice the deadline). ARGV[4]
  * '1' also drops the cached copy (KEYS[2] value, KEYS[3] list) at once: the write failed without
  * saying whether MySQL committed it, and a late commit must find nothing cached that lacks it.
+ * Nothing (0) when the session is cached as another tenant's than ARGV[5] (KEYS[4] its `_meta`).
  */
 export const MARK_WRITING = `
+local owner = redis.call('HGET', KEYS[4], 'tenant')
+if owner and owner ~= ARGV[5] then return 0 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
 local keep = math.max(tonumber(ARGV[3]), 2 * tonumber(ARGV[2]))
 redis.call('PEXPIRE', KEYS[1], keep, 'NX'); redis.call('PEXPIRE', KEYS[1], keep, 'GT')
 if ARGV[4] == '1' then redis.call('DEL', KEYS[2], KEYS[3]) end
+return 1`;
+
+/**
+ * Leaves deletion tombstones (KEYS[2..], see markDeleted) for ARGV[1] ms, their value that
+ * duration, unless the session is cached as another tenant's (ARGV[2] is the deleter): 0 then.
+ */
+export const MARK_DELETED = `${PRELUDE}
+if owner and owner ~= ARGV[2] then return 0 end
+for i = 2, #KEYS do redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[1]) end
 return 1`;
 
 /** Deletes the listed state keys (KEYS[3..]) of a session owned by ARGV[1]; ARGV[2..] their names. */

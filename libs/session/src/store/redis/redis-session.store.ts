@@ -310,6 +310,7 @@ export class RedisSessionStore implements SessionStore {
    * deadline, readers drop what is cached of the key. `drop`: the cached copy goes at once.
    */
   async markWriting(
+    scope: StoreScope,
     sid: string,
     key: string,
     writeToken: string,
@@ -317,10 +318,23 @@ export class RedisSessionStore implements SessionStore {
     keepMs: number,
     drop = false,
   ): Promise<void> {
+    assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
+    // Nothing on a session cached as another tenant's: its writes are not this write's business.
     await this.run.MARK_WRITING(
-      [this.keys.writing(sid, key), this.keys.value(sid, key), this.keys.list(sid, key)],
-      [writeToken, Math.max(1, Math.floor(deadlineMs)), Math.floor(keepMs), drop ? '1' : ''],
+      [
+        this.keys.writing(sid, key),
+        this.keys.value(sid, key),
+        this.keys.list(sid, key),
+        this.keys.meta(sid),
+      ],
+      [
+        writeToken,
+        Math.max(1, Math.floor(deadlineMs)),
+        Math.floor(keepMs),
+        drop ? '1' : '',
+        scope.tenantId,
+      ],
     );
   }
 
@@ -458,26 +472,35 @@ export class RedisSessionStore implements SessionStore {
    * APPEND_CACHED), which may have passed the durable store before the deletion, and drop their
    * copy instead.
    */
-  async markDeleted(sid: string, ttlMs: number): Promise<void> {
+  async markDeleted(scope: StoreScope, sid: string, ttlMs: number): Promise<void> {
+    assertPrincipal(scope.tenantId, 'tenant id');
     assertId(sid, 'session id');
     const px = Math.max(1, Math.floor(ttlMs));
-    // Its value is its duration, which a save refused under it renews (SAVE_CACHED).
-    await this.redis.set(this.keys.gone(sid), String(px), 'PX', px);
+    // Its value is its duration, which a save refused under it renews (SAVE_CACHED). None on a
+    // session cached as another tenant's: a deletion of someone else's id leaves their cache be.
+    await this.run.MARK_DELETED([this.keys.meta(sid), this.keys.gone(sid)], [px, scope.tenantId]);
   }
 
   /**
    * Leaves a tombstone of each key's deletion for `ttlMs` (see markDeleted), so a read that read
    * one of them from the durable store before it was deleted cannot put it back in Redis.
    */
-  async markKeysDeleted(sid: string, keys: string[], ttlMs: number): Promise<void> {
+  async markKeysDeleted(
+    scope: StoreScope,
+    sid: string,
+    keys: string[],
+    ttlMs: number,
+  ): Promise<void> {
+    assertPrincipal(scope.tenantId, 'tenant id');
     assertId(sid, 'session id');
     keys.forEach((k) => assertStateKey(k));
     if (keys.length === 0) return;
     const px = Math.max(1, Math.floor(ttlMs));
-    const pipe = this.redis.multi();
-    // Its value is its duration, which a save refused under it renews (SAVE_CACHED).
-    for (const key of keys) pipe.set(this.keys.keyGone(sid, key), String(px), 'PX', px);
-    await pipe.exec();
+    // As markDeleted: their value is their duration; none on another tenant's session.
+    await this.run.MARK_DELETED(
+      [this.keys.meta(sid), ...keys.map((key) => this.keys.keyGone(sid, key))],
+      [px, scope.tenantId],
+    );
   }
 
   async listLength(scope: StoreScope, sid: string, key: string): Promise<number> {

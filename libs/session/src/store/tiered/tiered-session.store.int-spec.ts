@@ -243,6 +243,51 @@ describe('tiered store: removing several keys', () => {
   });
 });
 
+/**
+ * Defence in depth: no route reaches the store with another tenant's id, but should one, the
+ * store must not touch the owner's cache. A deletion's tombstone and a write's record of being
+ * under way used to be left on the session before any owner check: the owner's cached copies
+ * were then refused (refills, the Redis half of its writes) for a minute, or while the write ran.
+ */
+describe("tiered store: another tenant's deletion or write of a session", () => {
+  const alice = { tenantId: 'tenant-a' };
+  const bob = { tenantId: 'tenant-b' };
+  const t = tieredSuite();
+
+  it("leaves no tombstone on the owner's session, whose cache keeps serving", async () => {
+    const sid = newId('c');
+    await t.store.save(alice, sid, 'conversation', { v: 1 });
+    await t.store.save(alice, sid, 'agent:a_one12345', { v: 1 });
+    await t.store.delete(bob, sid);
+    await t.store.deleteKeys(bob, sid, ['agent:a_one12345']);
+    expect(await t.redis.exists(t.store.hot.keys.gone(sid))).toBe(0);
+    expect(await t.redis.exists(t.store.hot.keys.keyGone(sid, 'agent:a_one12345'))).toBe(0);
+    // The owner's next write still reaches its cached copy, and reads come from Redis.
+    await t.store.save(alice, sid, 'conversation', { v: 2 });
+    const reads = jest.spyOn(t.durable, 'get');
+    expect(await t.store.get(alice, sid, 'conversation')).toEqual({ v: 2 });
+    expect(reads).not.toHaveBeenCalled();
+    reads.mockRestore();
+  });
+
+  it("records no write under way on the owner's key", async () => {
+    const sid = newId('c');
+    await t.store.save(alice, sid, 'conversation', { v: 1 });
+    const hotRedis = (t.hot as unknown as { redis: Redis }).redis;
+    const writing = t.store.hot.keys.writing(sid, 'conversation');
+    let recorded = -1;
+    const save = t.durable.save.bind(t.durable);
+    const spy = jest.spyOn(t.durable, 'save').mockImplementationOnce(async (...args) => {
+      recorded = await hotRedis.zcard(writing); // after the record, on its connection
+      return save(...args);
+    });
+    await expect(t.store.save(bob, sid, 'conversation', { v: 'bob' })).rejects.toBeDefined();
+    spy.mockRestore();
+    expect(recorded).toBe(0);
+    expect(await t.store.get(alice, sid, 'conversation')).toEqual({ v: 1 });
+  });
+});
+
 describe('tiered store: a read racing a delete', () => {
   const alice = { tenantId: 'tenant-a' };
 
@@ -607,7 +652,7 @@ describe('tiered store: a writer that stops between its MySQL write and its Redi
   };
   /** What a writer killed right after its MySQL commit leaves: its record in Redis, and the row. */
   const killedAppend = async (writer: TieredSessionStore, sid: string, item: unknown) => {
-    await writer.hot.markWriting(sid, 'messages', `dead-${newId('r')}`, DEADLINE_MS, 60_000);
+    await writer.hot.markWriting(alice, sid, 'messages', `dead-${newId('r')}`, DEADLINE_MS, 60_000);
     return writer.durable.append(alice, sid, 'messages', item);
   };
   const texts = async (store: TieredSessionStore, sid: string) =>
@@ -657,7 +702,7 @@ describe('tiered store: a writer that stops between its MySQL write and its Redi
     await writer.save(alice, sid, 'conversation', { title: 'first' });
     expect(await reader.get(alice, sid, 'conversation')).toEqual({ title: 'first' });
 
-    await writer.hot.markWriting(sid, 'conversation', 'dead-writer', DEADLINE_MS, 60_000);
+    await writer.hot.markWriting(alice, sid, 'conversation', 'dead-writer', DEADLINE_MS, 60_000);
     await writer.durable.save(alice, sid, 'conversation', { title: 'second' });
     expect(await reader.get(alice, sid, 'conversation')).toEqual({ title: 'first' });
     await sleep(DEADLINE_MS + 100);
@@ -671,7 +716,7 @@ describe('tiered store: a writer that stops between its MySQL write and its Redi
     await writer.save(alice, sid, 'conversation', { title: 'x' });
     await writer.append(alice, sid, 'messages', { n: 1 });
     await reader.hot.purge(sid, 'messages');
-    await writer.hot.markWriting(sid, 'messages', 'slow-writer', 10_000, 60_000);
+    await writer.hot.markWriting(alice, sid, 'messages', 'slow-writer', 10_000, 60_000);
     await writer.durable.append(alice, sid, 'messages', { n: 2 });
 
     expect(await texts(reader, sid)).toEqual([1, 2]); // from MySQL

@@ -400,7 +400,12 @@ export class TieredSessionStore implements SessionStore {
     // Tombstones first, as for a session's deletion: a read that read MySQL before the delete and
     // refills after it is refused, rather than bringing the key back for its TTL.
     const tombstoned = await this.guard.attempt(() =>
-      this.hot.markKeysDeleted(sid, keys, this.opts.deleteTombstoneMs ?? DELETE_TOMBSTONE_MS),
+      this.hot.markKeysDeleted(
+        scope,
+        sid,
+        keys,
+        this.opts.deleteTombstoneMs ?? DELETE_TOMBSTONE_MS,
+      ),
     );
     if (!tombstoned.ok) this.opts.onHotError?.(tombstoned.error);
     const deleted = await Promise.all(
@@ -426,7 +431,7 @@ export class TieredSessionStore implements SessionStore {
     // The tombstone first: a read that read MySQL before the delete and refills after it (even
     // after the keys below are gone) is refused, rather than bringing the session back.
     await this.hotWrite(scope, sid, '*', async () => {
-      await this.hot.markDeleted(sid, this.opts.deleteTombstoneMs ?? DELETE_TOMBSTONE_MS);
+      await this.hot.markDeleted(scope, sid, this.opts.deleteTombstoneMs ?? DELETE_TOMBSTONE_MS);
       await this.hot.delete(scope, sid);
     });
   }
@@ -489,7 +494,7 @@ export class TieredSessionStore implements SessionStore {
     const token = this.guard.isOpen ? '' : randomBytes(9).toString('base64url');
     if (token)
       this.hot
-        .markWriting(sid, key, token, this.opts.writeDeadlineMs ?? WRITE_DEADLINE_MS, keepMs)
+        .markWriting(scope, sid, key, token, this.opts.writeDeadlineMs ?? WRITE_DEADLINE_MS, keepMs)
         .catch((err: unknown) => this.opts.onHotError?.(err));
     try {
       return { result: await write(), token };
@@ -500,7 +505,7 @@ export class TieredSessionStore implements SessionStore {
         const holdMs = this.opts.unknownWriteHoldMs ?? UNKNOWN_WRITE_HOLD_MS;
         this.lru.delete(this.lruKey(scope, sid, key));
         await this.hotWrite(scope, sid, key, () =>
-          this.hot.markWriting(sid, key, token || 'unknown', holdMs, keepMs, true),
+          this.hot.markWriting(scope, sid, key, token || 'unknown', holdMs, keepMs, true),
         );
       }
       throw err;
