@@ -43,6 +43,7 @@ import { StaleLockHolder } from './turn/stale-lock-holder';
 import { TaskResumer } from './turn/task-resumer';
 import { TaskRetry } from './turn/task-retry';
 import { orchestratorIdProvider, TaskLeases } from './turn/task-run';
+import { TurnAdmission } from './turn/turn-admission';
 import { TurnService } from './turn/turn.service';
 import { localTokenSecret } from './security/local-token-secret';
 
@@ -109,6 +110,7 @@ export class AppModule {
         TaskExecutor,
         HistoryMaintenance,
         TurnService,
+        TurnAdmission,
         TokenVerifier,
         JwtAuthGuard,
         // Leases, recovery and cleanup (docs/recovery.md).

@@ -30,6 +30,7 @@ import { CurrentOwner } from '../auth/owner.decorator';
 import { toErrorBody } from '../errors/http-error.filter';
 import { ApiErrors, ApiIdParam } from '../openapi/api-errors.decorator';
 import { ConversationList, ConversationView, MessageList, TurnView } from '../openapi/views.schema';
+import { TurnAdmission } from '../turn/turn-admission';
 import { TurnService } from '../turn/turn.service';
 import {
   CreateConversationDto,
@@ -55,6 +56,7 @@ export class ConversationsController {
   constructor(
     private readonly conversations: ConversationRepository,
     private readonly turns: TurnService,
+    private readonly admission: TurnAdmission,
     @Inject(LOOM_ENV) private readonly env: LoomEnv,
   ) {}
 
@@ -158,8 +160,24 @@ export class ConversationsController {
         'Idempotency-Key must be 1-200 visible ASCII characters',
       );
     }
+    // Past LOOM_MAX_TURNS_IN_FLIGHT: 503 with Retry-After, before anything is stored or streamed.
+    const release = this.admission.admit();
+    try {
+      return await this.runTurn(owner, id, body.content, idempotencyKey, req, res);
+    } finally {
+      release();
+    }
+  }
+
+  private async runTurn(
+    owner: Owner,
+    id: string,
+    content: string,
+    idempotencyKey: string | undefined,
+    req: Request,
+    res: Response,
+  ) {
     // Redacted (LOOM_REDACT_STORED) by the turn, after its size and Idempotency-Key checks.
-    const { content } = body;
     // Negotiated (q-values, case): SSE only when the client prefers it to JSON.
     if (req.accepts(['application/json', 'text/event-stream']) !== 'text/event-stream') {
       res.status(201);

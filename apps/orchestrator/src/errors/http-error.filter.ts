@@ -61,9 +61,11 @@ export class HttpErrorFilter implements ExceptionFilter {
       [statusCode, code] = [405, LoomErrorCode.METHOD_NOT_ALLOWED];
       message = `method not allowed; allowed: ${allowed.join(', ')}`;
     }
-    if (statusCode >= 500) this.log.error(err instanceof Error ? err : String(err));
-    if (res.headersSent) return void res.end();
+    // A refusal that says when to retry (a full orchestrator, a busy provider) is load, not a fault.
     const retryAfter = retryAfterHeader(err);
+    if (retryAfter) this.log.warn(`${statusCode} ${code}: ${message}`);
+    else if (statusCode >= 500) this.log.error(err instanceof Error ? err : String(err));
+    if (res.headersSent) return void res.end();
     if (retryAfter) res.setHeader('Retry-After', retryAfter);
     res.status(statusCode).json({ statusCode, code, message });
   }
@@ -73,12 +75,15 @@ export class HttpErrorFilter implements ExceptionFilter {
 const MAX_RETRY_AFTER_S = 3600;
 
 /**
- * The Retry-After (seconds) of a 503 whose model provider was busy and said how long to wait
- * (`details.retryAfterS`, from the agent: checked here, at most an hour), so that the client does
- * not retry at once; undefined for any other error.
+ * The Retry-After (seconds) of a refusal worth retrying that says when (`details.retryAfterS`,
+ * checked here, at most an hour): a 503 whose model provider was busy and said how long to wait,
+ * or of an orchestrator holding all the turns it takes; a 409 of a conversation busy with other
+ * turns. So that the client does not retry at once; undefined for any other error (a 502 is not
+ * worth a retry, whatever its provider said).
  */
 export function retryAfterHeader(err: unknown): string | undefined {
-  if (!LoomError.is(err, LoomErrorCode.UNAVAILABLE)) return undefined;
+  if (!LoomError.is(err, LoomErrorCode.UNAVAILABLE) && !LoomError.is(err, LoomErrorCode.CONFLICT))
+    return undefined;
   const seconds = err.details?.retryAfterS;
   if (typeof seconds !== 'number' || !Number.isSafeInteger(seconds) || seconds < 1)
     return undefined;

@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { collectDefaultMetrics, Counter, Histogram, Registry } from 'prom-client';
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { Usage } from '@loom/session';
 import {
   agentCallOutcome,
@@ -77,6 +77,12 @@ export class MetricsService {
     "Model cost in USD added to conversations' usage",
   );
 
+  private readonly inFlight = new Gauge({
+    name: 'loom_turns_in_flight',
+    help: 'Turns this orchestrator holds now (at most LOOM_MAX_TURNS_IN_FLIGHT)',
+    registers: [this.registry],
+  });
+
   constructor(options: MetricsOptions = {}) {
     if (options.processMetrics) collectDefaultMetrics({ register: this.registry, prefix: 'loom_' });
     const errors = this.counter(
@@ -97,6 +103,11 @@ export class MetricsService {
       completed: () => (replayed ? count('replayed') : (end(), count('completed'))),
       failed: (err) => count(replayed ? 'replayed' : turnOutcome(err)),
     };
+  }
+
+  /** The turns this orchestrator holds now (TurnAdmission). */
+  turnsInFlight(count: number): void {
+    this.inFlight.set(count);
   }
 
   /** Starts measuring one call of an agent type. */

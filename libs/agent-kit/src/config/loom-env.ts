@@ -126,6 +126,11 @@ export class LoomEnv {
    * load balancer that cuts idle connections keeps it while the turn waits (lock, agents, model).
    */
   @Transform(toInt) @IsInt() @Min(100) @Max(MAX_TIMER_MS) SSE_KEEPALIVE_MS = 15_000;
+  /**
+   * Orchestrator: turns (JSON or streamed) this process runs or queues at once; one more is
+   * refused at once with 503 UNAVAILABLE and Retry-After rather than held while agents lag.
+   */
+  @Transform(toInt) @IsInt() @Min(1) @Max(100_000) LOOM_MAX_TURNS_IN_FLIGHT = 200;
   @IsIn(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) LOG_LEVEL = 'info';
   @IsIn(['json', 'pretty']) LOG_FORMAT: 'json' | 'pretty' = 'json';
   @Transform(toBool) @IsBoolean() DB_MIGRATIONS_RUN = true;
