@@ -14,8 +14,22 @@ import { Owner } from './owner';
 import { isSystemId } from './system.repository';
 
 const DAY_MS = 86_400_000;
-/** How many conversations of a listed page are read back at once (see list). */
-const LIST_READS_AT_ONCE = 8;
+/** Conversations a listing reads at once (each a Redis read, or a MySQL one when cold). */
+const LIST_READS_AT_ONCE = 4;
+
+/** `fn` of every item, in order, with at most `width` of them running at once. */
+async function mapInTurns<T, R>(items: T[], width: number, fn: (item: T) => Promise<R>) {
+  const out: R[] = new Array(items.length);
+  let next = 0;
+  const worker = async () => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i]);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(width, items.length) }, worker));
+  return out;
+}
 
 /**
  * The conversation layer on top of the Session API: creation that never adopts someone else's
@@ -203,17 +217,15 @@ export class ConversationRepository {
       { ...page, userId: owner.userId },
     );
     // One conversation damaged on disk (embedded profile; the store logs its file) is left out:
-    // the others stay listed.
-    const read = (r: SessionSummary) =>
+    // the others stay listed. A few at a time: a page read from MySQL (a cold hot tier) all at
+    // once queued up to 100 statements per listing, and listings together overflowed the pool's
+    // queue, failing them and every other request with 503 while MySQL answered.
+    const metas = await mapInTurns(rows, LIST_READS_AT_ONCE, (r) =>
       this.find(owner, r.sessionId).catch((err: unknown) => {
         if (isDamagedData(err)) return null;
         throw err;
-      });
-    // A few at a time: a whole page at once (100 reads) would queue other tenants' turns behind
-    // it in the MySQL pool, and a few listings at once would pass the pool's queue limit.
-    const metas: (ConversationMeta | null)[] = [];
-    for (let i = 0; i < rows.length; i += LIST_READS_AT_ONCE)
-      metas.push(...(await Promise.all(rows.slice(i, i + LIST_READS_AT_ONCE).map(read))));
+      }),
+    );
     return {
       items: metas.filter((m): m is ConversationMeta => m !== null),
       next: rows.length > 0 && rows.length === page.limit ? rows[rows.length - 1] : null,
