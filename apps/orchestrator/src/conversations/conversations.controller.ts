@@ -160,8 +160,9 @@ export class ConversationsController {
         'Idempotency-Key must be 1-200 visible ASCII characters',
       );
     }
-    // Past LOOM_MAX_TURNS_IN_FLIGHT: 503 with Retry-After, before anything is stored or streamed.
-    const release = this.admission.admit();
+    // Past LOOM_MAX_TURNS_IN_FLIGHT (503) or LOOM_MAX_TURNS_PER_CONVERSATION (409), with
+    // Retry-After, before anything is stored or streamed.
+    const release = this.admission.admit(owner, id);
     try {
       return await this.runTurn(owner, id, body.content, idempotencyKey, req, res);
     } finally {

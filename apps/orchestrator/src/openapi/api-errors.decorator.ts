@@ -7,7 +7,7 @@ const ERRORS: Record<number, string> = {
   400: 'VALIDATION_FAILED (a body, query or header that breaks its rules) or INVALID_ID',
   401: 'UNAUTHENTICATED: no, a malformed, an expired or a wrongly signed bearer token',
   404: "NOT_FOUND: missing, or another user's or tenant's (the same answer)",
-  409: 'CONFLICT: another turn holds the conversation past the wait, or this one was superseded (retry); or an Idempotency-Key sent with another message, or of a failed turn the conversation has gone on from (send under a new key)',
+  409: 'CONFLICT: another turn holds the conversation past the wait, LOOM_MAX_TURNS_PER_CONVERSATION of its turns are running or waiting (Retry-After), or this one was superseded (retry); or an Idempotency-Key sent with another message, or of a failed turn the conversation has gone on from (send under a new key)',
   413: 'PAYLOAD_TOO_LARGE: content over 32,000 characters, metadata over 16 KB, or a body over 384 KB or of more than 10,000 JSON values',
   415: 'UNSUPPORTED_MEDIA_TYPE: a body that is not application/json (UTF-8)',
   429: "RATE_LIMITED: the tenant's requests per window are used up (Retry-After says when to retry)",

@@ -1,6 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { LOOM_ENV, LoomEnv } from '@loom/agent-kit';
-import { LoomError, LoomErrorCode } from '@loom/session';
+import { LoomError, LoomErrorCode, Owner } from '@loom/session';
 import { MetricsService } from '../metrics/metrics.service';
 
 /** Seconds a turn refused for want of a slot is told to wait (Retry-After). */
@@ -10,30 +10,44 @@ export const TURN_RETRY_AFTER_S = 1;
  * The bound on the turns one orchestrator holds at once (LOOM_MAX_TURNS_IN_FLIGHT): each holds
  * a connection, its request, a lock wait or agent calls and, streamed, its deltas. Past it a
  * turn is 503 UNAVAILABLE with Retry-After at once, before anything is stored, instead of
- * queueing without bound while agents are slower than turns arrive.
+ * queueing without bound while agents are slower than turns arrive. A conversation's turns run
+ * one at a time: past LOOM_MAX_TURNS_PER_CONVERSATION of them, one more is 409 CONFLICT at once
+ * (as after the lock wait), so one flooded conversation does not take every other's slots.
  */
 @Injectable()
 export class TurnAdmission {
   private inFlight = 0;
+  /** Turns held per conversation (by tenant): an entry per conversation with a turn held. */
+  private readonly perConversation = new Map<string, number>();
 
   constructor(
     @Inject(LOOM_ENV) private readonly env: LoomEnv,
     private readonly metrics: MetricsService,
   ) {}
 
-  /** Takes a slot, or throws 503 UNAVAILABLE; the function returned gives it back (once). */
-  admit(): () => void {
+  /** Takes a slot, or throws 409 or 503; the function returned gives it back (once). */
+  admit(owner: Owner, conversationId: string): () => void {
+    const key = `${owner.tenantId} ${conversationId}`;
+    const ofConversation = this.perConversation.get(key) ?? 0;
+    if (ofConversation >= this.env.LOOM_MAX_TURNS_PER_CONVERSATION)
+      throw new LoomError(LoomErrorCode.CONFLICT, 'the conversation is busy with other turns', {
+        retryAfterS: TURN_RETRY_AFTER_S,
+      });
     if (this.inFlight >= this.env.LOOM_MAX_TURNS_IN_FLIGHT)
       throw new LoomError(
         LoomErrorCode.UNAVAILABLE,
         `this orchestrator is running ${this.env.LOOM_MAX_TURNS_IN_FLIGHT} turns, its limit: retry later`,
         { retryAfterS: TURN_RETRY_AFTER_S },
       );
+    this.perConversation.set(key, ofConversation + 1);
     this.metrics.turnsInFlight(++this.inFlight);
     let released = false;
     return () => {
       if (released) return;
       released = true;
+      const left = (this.perConversation.get(key) ?? 1) - 1;
+      if (left > 0) this.perConversation.set(key, left);
+      else this.perConversation.delete(key);
       this.metrics.turnsInFlight(--this.inFlight);
     };
   }

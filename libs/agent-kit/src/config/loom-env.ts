@@ -131,6 +131,11 @@ export class LoomEnv {
    * refused at once with 503 UNAVAILABLE and Retry-After rather than held while agents lag.
    */
   @Transform(toInt) @IsInt() @Min(1) @Max(100_000) LOOM_MAX_TURNS_IN_FLIGHT = 200;
+  /**
+   * Orchestrator: of those, the turns of one conversation (they run one at a time, under its
+   * lock); one more is 409 CONFLICT at once, so one conversation cannot take every slot.
+   */
+  @Transform(toInt) @IsInt() @Min(1) @Max(100_000) LOOM_MAX_TURNS_PER_CONVERSATION = 4;
   @IsIn(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) LOG_LEVEL = 'info';
   @IsIn(['json', 'pretty']) LOG_FORMAT: 'json' | 'pretty' = 'json';
   @Transform(toBool) @IsBoolean() DB_MIGRATIONS_RUN = true;
