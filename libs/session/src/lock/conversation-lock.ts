@@ -6,6 +6,7 @@ import { assertId } from '../ids';
 import { RedisKeys } from '../store/redis/redis-keys';
 import { SessionStore, StoreScope } from '../store/session-store';
 import { LIVENESS_CONFIRM_MS, LockHolderLiveness } from './lock-holder-liveness';
+import { localHolder, releaseLocal, renewLocal, takeLocal, takeOverLocal } from './local-locks';
 
 const RELEASE = `if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end`;
 const TAKE_OVER = `local v = redis.call('GET', KEYS[1]) if v == false or v == ARGV[1] then redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) return 1 else return 0 end`;
@@ -88,6 +89,9 @@ export class ConversationLock {
     let nextStaleCheck = monotonicNow() + staleCheckMs / 2;
     let takenOverFrom: string | undefined;
     let holderGone = false;
+    // No Redis at all (the embedded profile: one process): the lock is in this process's memory.
+    if (!this.redis)
+      return this.waitLocal(scope, sessionId, token, deadline, staleCheckMs, stale.staleHolder);
     // The holder last found without a liveness key, and since when.
     let absent: { holder: string; since: number } | undefined;
     while (redisUp) {
@@ -136,6 +140,41 @@ export class ConversationLock {
     return takenOverFrom ? { ...handle, takenOverFrom, holderGone } : handle;
   }
 
+  /** `wait` without Redis: the same turns, in this process's memory (see local-locks). */
+  private async waitLocal(
+    scope: StoreScope,
+    sessionId: string,
+    token: string,
+    deadline: number,
+    staleCheckMs: number,
+    staleHolder?: (token: string) => Promise<boolean>,
+  ): Promise<LockHandle> {
+    const key = this.keys.lock(sessionId);
+    let delay = 5;
+    let nextStaleCheck = monotonicNow() + staleCheckMs / 2;
+    let takenOverFrom: string | undefined;
+    while (!takeLocal(key, token, this.opts.ttlMs)) {
+      const holder = localHolder(key);
+      if (holder && staleHolder && monotonicNow() >= nextStaleCheck) {
+        nextStaleCheck = monotonicNow() + staleCheckMs;
+        const isStale = await staleHolder(holder).catch(() => false);
+        if (isStale && takeOverLocal(key, holder, token, this.opts.ttlMs)) {
+          takenOverFrom = holder;
+          break;
+        }
+      }
+      if (monotonicNow() >= deadline)
+        throw new LoomError(
+          LoomErrorCode.LOCK_TIMEOUT,
+          'the conversation is busy with another turn',
+        );
+      await sleep(delay + Math.random() * delay);
+      delay = Math.min(delay * 2, 100);
+    }
+    const handle = await this.fenced(scope, sessionId, token, null);
+    return takenOverFrom ? { ...handle, takenOverFrom, holderGone: false } : handle;
+  }
+
   private newToken(): string {
     return this.liveness?.token() ?? randomBytes(16).toString('hex');
   }
@@ -155,7 +194,13 @@ export class ConversationLock {
     try {
       const token = this.newToken();
       let redis = this.redis;
-      if (redis) {
+      if (!redis) {
+        const key = this.keys.lock(sessionId);
+        if (!takeOverLocal(key, staleToken ?? '', token, this.opts.ttlMs)) {
+          this.liveness?.leave();
+          return null;
+        }
+      } else {
         try {
           const key = this.keys.lock(sessionId);
           const taken = await redis.eval(
@@ -215,7 +260,12 @@ export class ConversationLock {
       await this.release(key, token);
       throw err;
     }
-    const extend = () => redis!.eval(RENEW, 1, key, token, this.opts.ttlMs);
+    // The embedded profile's lock lives in memory (see local-locks): renewed there alike.
+    const local = !this.redis;
+    const extend = async () =>
+      local
+        ? renewLocal(key, token, this.opts.ttlMs)
+        : redis!.eval(RENEW, 1, key, token, this.opts.ttlMs);
     // Held for as long as the holder works, however long one step takes (a slow model call):
     // renewed every third of the TTL until released, until the script finds the lock gone or
     // another token (never taken back: a holder that recovery replaced may be stuck), or, as a
@@ -224,18 +274,19 @@ export class ConversationLock {
     // dead process renews nothing, so its lock lapses and the fence shuts it out.
     let until = monotonicNow() + SELF_RENEW_MAX_MS;
     let released = false;
-    const keepAlive = redis
-      ? setInterval(
-          () =>
-            monotonicNow() > until
-              ? clearInterval(keepAlive!)
-              : void extend().then(
-                  (held) => held === 1 || clearInterval(keepAlive!),
-                  () => undefined, // Redis away for a moment: try again next time
-                ),
-          Math.max(50, Math.floor(this.opts.ttlMs / 3)),
-        ).unref()
-      : null;
+    const keepAlive =
+      redis || local
+        ? setInterval(
+            () =>
+              monotonicNow() > until
+                ? clearInterval(keepAlive!)
+                : void extend().then(
+                    (held) => held === 1 || clearInterval(keepAlive!),
+                    () => undefined, // Redis away for a moment: try again next time
+                  ),
+            Math.max(50, Math.floor(this.opts.ttlMs / 3)),
+          ).unref()
+        : null;
     return {
       sessionId,
       token,
@@ -248,7 +299,7 @@ export class ConversationLock {
       },
       renew: async () => {
         until = monotonicNow() + SELF_RENEW_MAX_MS;
-        return redis ? (await extend().catch(() => 0)) === 1 : true;
+        return redis || local ? (await extend().catch(() => 0)) === 1 : true;
       },
     };
   }
@@ -260,7 +311,7 @@ export class ConversationLock {
    */
   private async release(key: string, token: string): Promise<void> {
     const redis = this.redis;
-    if (!redis) return;
+    if (!redis) return releaseLocal(key, token);
     const attempt = () => redis.eval(RELEASE, 1, key, token);
     try {
       await attempt();
