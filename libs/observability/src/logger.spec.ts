@@ -49,6 +49,13 @@ describe('createPinoLogger', () => {
     });
   });
 
+  it("json: leaves out Nest's ExceptionHandler line (a start failure its main says once)", () => {
+    const { logger, lines } = capture('json');
+    logger.error(new Error('connect ECONNREFUSED'), 'ExceptionHandler');
+    logger.error('kept', 'Boot');
+    expect(lines().map((l) => JSON.parse(l).msg)).toEqual(['kept']);
+  });
+
   it('pretty: a readable line per entry (time, level, service, context, message), PII redacted', () => {
     const { logger, lines } = capture('pretty');
     logger.log('hello alice@example.com', 'TurnService');

@@ -85,6 +85,9 @@ export function createPinoLogger(opts: LogOptions): Logger {
   return destination ? pino(options, destination) : pino(options);
 }
 
+/** The context of Nest's log line when an app fails to start (`ExceptionsZone`). */
+const NEST_START_FAILURE_CONTEXT = 'ExceptionHandler';
+
 /** Nest's logger interface over pino, so framework logs are JSON lines with the MDC too. */
 export class LoomLogger implements LoggerService {
   constructor(readonly pino: Logger) {}
@@ -94,6 +97,10 @@ export class LoomLogger implements LoggerService {
   }
   /** Nest calls it as `error(message, stack?, context?)`: a stack becomes the line's `stack`. */
   error(message: unknown, ...rest: unknown[]): void {
+    // Nest's ExceptionHandler logs only a failure of NestFactory's start, which every Loom main
+    // (runAgent, the orchestrator's, the embedded one) reports itself in one line on stderr, and
+    // which reaches a caller of bootstrapAgent or createOrchestrator as a rejection: not twice.
+    if (rest.at(-1) === NEST_START_FAILURE_CONTEXT) return;
     const [stack] = rest;
     if (rest.length >= 2 && typeof stack === 'string' && typeof rest.at(-1) === 'string')
       return this.write('error', message, [{ stack }, ...rest.slice(1)]);
