@@ -3,7 +3,7 @@
 // this checkout, run alternately (default 3 rounds each), so both see the same machine. This
 // machine's speed drifts within minutes; ratios are only meaningful from one such run.
 // The revision is checked out into a temporary git worktree that shares this node_modules.
-const { execFileSync, spawnSync } = require('child_process');
+const { execFileSync, spawn, spawnSync } = require('child_process');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
@@ -36,16 +36,46 @@ try {
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'loom-compare-'));
 const trees = { [`${rev} (${commit.slice(0, 7)})`]: dir, 'this checkout': root };
 
-/** One turn benchmark in `tree`: the "whole turn" row (p50, p99 ms, turns/s), or null. */
-function turnBench(tree) {
-  const res = spawnSync(process.execPath, [path.join(tree, 'dist', 'bench', 'run.js'), 'turn'], {
-    cwd: tree,
-    encoding: 'utf8',
+// Ctrl-C (or a SIGTERM) stops the child at work and lands in the `finally` below, which removes
+// the worktree: Node's default for these signals would end this process at once, leaving it.
+let interrupted = null;
+let current = null;
+for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'])
+  process.on(signal, () => {
+    interrupted = signal;
+    current?.kill(signal);
   });
-  const row = /whole turn\s+([\d.]+)\s+([\d.]+)\s+\d+\s+([\d.]+) turns/.exec(res.stdout ?? '');
+
+/** Runs a child to its end: its stdout, or an error naming why it did not succeed. */
+function run(args, cwd) {
+  if (interrupted) return Promise.reject(new Error(`interrupted (${interrupted})`));
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    current = child;
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => (stdout += d));
+    child.stderr.on('data', (d) => (stderr += d));
+    child.on('error', reject);
+    child.on('close', (code, signal) => {
+      current = null;
+      if (interrupted) reject(new Error(`interrupted (${interrupted})`));
+      else if (code !== 0)
+        reject(Object.assign(new Error(`${args[0]} exited ${code ?? signal}`), { stdout, stderr }));
+      else resolve(stdout);
+    });
+  });
+}
+
+/** One turn benchmark in `tree`: the "whole turn" row (p50, p99 ms, turns/s), or null. */
+async function turnBench(tree) {
+  const out = await run([path.join(tree, 'dist', 'bench', 'run.js'), 'turn'], tree).catch((err) => {
+    if (interrupted) throw err;
+    return `${err.stdout ?? ''}${err.stderr ?? ''}`;
+  });
+  const row = /whole turn\s+([\d.]+)\s+([\d.]+)\s+\d+\s+([\d.]+) turns/.exec(out);
   if (!row) {
-    process.stderr.write(res.stdout ?? '');
-    process.stderr.write(res.stderr ?? '');
+    process.stderr.write(out);
     return null;
   }
   return { p50: Number(row[1]), p99: Number(row[2]), perSecond: Number(row[3]) };
@@ -53,18 +83,15 @@ function turnBench(tree) {
 
 const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
-try {
+async function compare() {
   git('worktree', 'add', '--detach', dir, commit);
   fs.symlinkSync(path.join(root, 'node_modules'), path.join(dir, 'node_modules'), 'dir');
   for (const tree of Object.values(trees))
-    execFileSync(process.execPath, [path.join(tree, 'scripts', 'build.js')], {
-      cwd: tree,
-      stdio: 'ignore',
-    });
+    await run([path.join(tree, 'scripts', 'build.js')], tree);
   const results = Object.fromEntries(Object.keys(trees).map((name) => [name, []]));
   for (let i = 1; i <= rounds; i++) {
     for (const [name, tree] of Object.entries(trees)) {
-      const r = turnBench(tree);
+      const r = await turnBench(tree);
       if (!r) throw new Error(`the turn benchmark of ${name} failed`);
       results[name].push(r);
       console.log(
@@ -79,10 +106,14 @@ try {
     `\nthis checkout / ${rev}, median of ${rounds} paired rounds: turn p50 ${p50.toFixed(2)}×, ` +
       `throughput ${tps.toFixed(2)}×`,
   );
-} catch (err) {
-  console.error(`bench:compare: ${err.message}`);
-  process.exitCode = 1;
-} finally {
-  spawnSync('git', ['worktree', 'remove', '--force', dir], { cwd: root });
-  fs.rmSync(dir, { recursive: true, force: true });
 }
+
+compare()
+  .catch((err) => {
+    console.error(`bench:compare: ${err.message}`);
+    process.exitCode = interrupted ? 130 : 1;
+  })
+  .finally(() => {
+    spawnSync('git', ['worktree', 'remove', '--force', dir], { cwd: root });
+    fs.rmSync(dir, { recursive: true, force: true });
+  });
