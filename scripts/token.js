@@ -64,11 +64,16 @@ if (maxAgeS > 0 && Math.round(Number(hours) * 3600) > maxAgeS) {
 }
 /** The embedded profile's own secret, or undefined when it has not started in that directory yet. */
 function embeddedSecret() {
-  const file = path.join(process.env.LOOM_DATA_DIR || '.loom-data', 'token-secret');
+  // A relative LOOM_DATA_DIR is the embedded app's working directory's: `npm run token` runs in
+  // the repository root, so the path looked at is said in full, with how to point elsewhere.
+  const file = path.resolve(process.env.LOOM_DATA_DIR || '.loom-data', 'token-secret');
   try {
     return fs.readFileSync(file, 'utf8').trim();
   } catch {
-    console.error(`token: no ${file}: start the embedded profile once first (same LOOM_DATA_DIR)`);
+    console.error(
+      `token: no ${file}: start the embedded profile once first; if it was started in another ` +
+        `directory or with its own LOOM_DATA_DIR, give that: LOOM_DATA_DIR=/path/to/.loom-data`,
+    );
     process.exit(2);
   }
 }

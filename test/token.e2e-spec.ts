@@ -1,4 +1,6 @@
 import { spawnSync } from 'child_process';
+import { mkdtempSync, rmSync } from 'fs';
+import { tmpdir } from 'os';
 import { join } from 'path';
 const { root } = require('../scripts/lib/processes');
 
@@ -54,5 +56,29 @@ describe('system: npm run token', () => {
     expect(odd.stderr).toContain('hours must be at most 0.1666 (');
     const taken = tokenWith({ LOOM_JWT_MAX_AGE_S: '600' }, 'alice', 'acme', '0.1666');
     expect(taken.status).toBe(0);
+  });
+
+  it('embedded: without the secret file, names the path it looked at and LOOM_DATA_DIR', () => {
+    // `npm run token` runs in the repository root; the embedded app may have been started in
+    // another directory, whose .loom-data holds the secret.
+    const cwd = mkdtempSync(join(tmpdir(), 'token-no-secret-'));
+    try {
+      const out = spawnSync(
+        process.execPath,
+        [join(root, 'scripts', 'token.js'), 'alice', 'acme'],
+        {
+          cwd,
+          env: { ...process.env, LOOM_JWT_SECRET: '', LOOM_DATA_DIR: '', LOOM_PROFILE: 'embedded' },
+          encoding: 'utf8',
+        },
+      );
+      expect(out.status).toBe(2);
+      expect(out.stdout).toBe('');
+      expect(out.stderr.trim().split('\n')).toHaveLength(1);
+      expect(out.stderr).toContain(join(cwd, '.loom-data', 'token-secret'));
+      expect(out.stderr).toMatch(/another directory.*LOOM_DATA_DIR=/);
+    } finally {
+      rmSync(cwd, { recursive: true, force: true });
+    }
   });
 });
