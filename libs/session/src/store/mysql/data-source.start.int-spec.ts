@@ -1,7 +1,8 @@
 import { createHash } from 'crypto';
+import { AddressInfo, connect, createServer, Socket } from 'net';
 import { createConnection } from 'mysql2/promise';
 import { DataSource } from 'typeorm';
-import { createTestDatabase, PrivateMariaDb } from '@loom/testing';
+import { createTestDatabase, PrivateMariaDb, TEST_MYSQL_URL } from '@loom/testing';
 import { SESSION_MIGRATIONS } from '../../migrations';
 import { openSessionDataSource } from './data-source';
 
@@ -74,6 +75,49 @@ describe('openSessionDataSource: a start MySQL leaves waiting', () => {
       await ds.destroy();
     } finally {
       await holder.end();
+      await db.drop();
+    }
+  });
+
+  it('closes the pool that opens after the start gave up on opening it', async () => {
+    // A port in front of the shared server: the first connection (creating the database) goes
+    // through; the pool's are held until the start has given up, then let through.
+    const db = await createTestDatabase();
+    const target = new URL(TEST_MYSQL_URL);
+    const open = new Set<Socket>();
+    const held: (() => void)[] = [];
+    const proxy = createServer((client) => {
+      open.add(client);
+      client.on('close', () => open.delete(client)).on('error', () => undefined);
+      const pass = () => {
+        const upstream = connect(Number(target.port || 3306), target.hostname);
+        upstream.on('error', () => client.destroy()).on('close', () => client.destroy());
+        client.on('close', () => upstream.destroy());
+        client.pipe(upstream).pipe(client);
+      };
+      if (first) pass();
+      else held.push(pass);
+      first = false;
+    });
+    let first = true;
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    const { port } = proxy.address() as AddressInfo;
+    try {
+      const start = openSessionDataSource({
+        url: `mysql://root@127.0.0.1:${port}/${db.name}`,
+        startTimeoutMs: 1000,
+        connectTimeoutMs: 30_000,
+        migrationsRun: false,
+      });
+      start.then((ds) => ds.destroy()).catch(() => undefined);
+      expect(await settled(start, 30_000)).toMatch(/while opening the pool/);
+      held.splice(0).forEach((pass) => pass());
+      // The late pool connection is closed, not left open in a data source nobody holds.
+      for (let i = 0; i < 200 && open.size; i++) await new Promise((r) => setTimeout(r, 100));
+      expect(open.size).toBe(0);
+    } finally {
+      open.forEach((socket) => socket.destroy());
+      await new Promise((resolve) => proxy.close(resolve));
       await db.drop();
     }
   });

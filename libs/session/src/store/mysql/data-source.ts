@@ -180,8 +180,14 @@ export async function openSessionDataSource(opts: MysqlOptions): Promise<DataSou
     // reached", UNAVAILABLE) instead of waiting behind a database that stopped answering.
     extra: { connectionLimit: opts.poolSize ?? 10, queueLimit: 1000, enableKeepAlive: true },
   });
-  const closeAll = () => opened.forEach((conn) => conn.destroy());
-  await startStep(config, startTimeoutMs, 'opening the pool', dataSource.initialize(), closeAll);
+  const initializing = dataSource.initialize();
+  // Given up on, the pool may still open later: then it is closed, not left to a caller that
+  // only saw the start fail.
+  const closeAll = () => {
+    opened.forEach((conn) => conn.destroy());
+    initializing.then(() => dataSource.destroy()).catch(() => undefined);
+  };
+  await startStep(config, startTimeoutMs, 'opening the pool', initializing, closeAll);
   opened.clear();
   if (opts.migrationsRun !== false)
     try {
