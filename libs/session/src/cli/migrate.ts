@@ -1,4 +1,5 @@
 import 'reflect-metadata';
+import { queryWithin } from '../store/mysql/bounded-query';
 import { openSessionDataSource, startTimeoutMs } from '../store/mysql/data-source';
 
 const USAGE =
@@ -17,17 +18,24 @@ async function main(args: string[]): Promise<number> {
     return help ? 0 : 2;
   }
   const url = process.env.MYSQL_URL || 'mysql://root@127.0.0.1:3306/loom';
+  const timeoutMs = startTimeoutMs(process.env.DB_START_TIMEOUT_MS);
   const dataSource = await openSessionDataSource({
     url,
     sslCaFile: process.env.MYSQL_SSL_CA || undefined,
     migrationsRun: true,
     poolSize: 2,
-    startTimeoutMs: startTimeoutMs(process.env.DB_START_TIMEOUT_MS),
+    startTimeoutMs: timeoutMs,
   });
   try {
-    const rows: { name: string }[] = await dataSource.query(
+    // Bounded like every statement before it: a server that stopped answering ends the run.
+    const rows: { name: string }[] = await queryWithin(
+      dataSource,
       'SELECT name FROM loom_migrations ORDER BY id',
-    );
+      [],
+      timeoutMs,
+    ).catch((err: Error) => {
+      throw new Error(`migrations applied, but listing them: ${err.message} (DB_START_TIMEOUT_MS)`);
+    });
     process.stdout.write(`migrations applied: ${rows.map((r) => r.name).join(', ')}\n`);
     return 0;
   } finally {
