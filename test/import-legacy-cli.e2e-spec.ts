@@ -2,6 +2,8 @@ import { spawnSync } from 'child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'fs';
 import { tmpdir } from 'os';
 import { join } from 'path';
+import { ConversationRepository, createSessionInfra, SessionInfra } from '@loom/session';
+import { createTestDatabase, createTestPrefix, TEST_REDIS_URL } from '@loom/testing';
 const { root } = require('../scripts/lib/processes');
 
 /**
@@ -53,6 +55,93 @@ describe('system: npm run session:import-legacy arguments', () => {
       const out = importLegacy(...args);
       expect(out.status).toBe(2);
       expect(out.stderr).toContain('usage: npm run session:import-legacy');
+    }
+  });
+});
+
+/**
+ * A conversation the deployment has in Redis (a resumed import, one in use) is served as the
+ * import left it, not as the older copy Redis held, until that expired.
+ */
+describe('system: npm run session:import-legacy with the conversation cached in Redis', () => {
+  const alice = { tenantId: 'tenant-a', userId: 'alice' };
+  const messages = ['q1', 'a1', 'q2', 'a2'].map((content, i) => ({
+    role: i % 2 ? ('assistant' as const) : ('user' as const),
+    content,
+  }));
+  let dir: string;
+  let db: Awaited<ReturnType<typeof createTestDatabase>>;
+  let prefix: ReturnType<typeof createTestPrefix>;
+  let infra: SessionInfra;
+  const open = () =>
+    createSessionInfra({ mysqlUrl: db.url, redisUrl: TEST_REDIS_URL, keyPrefix: prefix.prefix });
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'loom-import-cached-'));
+    db = await createTestDatabase('loom_import_cli');
+    prefix = createTestPrefix('import-cli');
+    infra = await open();
+  });
+  afterAll(async () => {
+    await infra?.close();
+    await prefix.cleanup();
+    await db.drop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('the next read after a resumed import shows every message and the count', async () => {
+    // An earlier run that stopped after two messages, read since (so Redis holds that copy).
+    const conversations = new ConversationRepository(infra.store, { idleExpiryDays: 30 });
+    await conversations.create(alice, 'cached_session_1', { importedFrom: 'legacy' });
+    for (const m of messages.slice(0, 2))
+      await conversations.appendMessage(alice, 'cached_session_1', {
+        ...m,
+        agentType: null,
+        taskId: null,
+        createdAt: new Date().toISOString(),
+        tokens: 0,
+      });
+    const meta = await conversations.get(alice, 'cached_session_1');
+    meta.messageCount = 2;
+    await conversations.save(alice, meta);
+    expect((await conversations.messages(alice, 'cached_session_1')).length).toBe(2);
+
+    const file = join(dir, 'cached_session_1.json');
+    writeFileSync(file, JSON.stringify({ memory: { messages } }));
+    const out = spawnSync(
+      process.execPath,
+      [
+        join(root, 'dist', 'libs', 'session', 'src', 'cli', 'import-legacy.js'),
+        '--tenant',
+        alice.tenantId,
+        '--user',
+        alice.userId,
+        file,
+      ],
+      {
+        env: {
+          ...process.env,
+          MYSQL_URL: db.url,
+          REDIS_URL: TEST_REDIS_URL,
+          LOOM_KEY_PREFIX: prefix.prefix,
+        },
+        encoding: 'utf8',
+        timeout: 60_000,
+      },
+    );
+    expect(out.stderr).toBe('');
+    expect(out.status).toBe(0);
+    expect(out.stdout).toContain('"status":"resumed"');
+
+    // Another app of the deployment, reading through Redis.
+    const reader = await open();
+    try {
+      const again = new ConversationRepository(reader.store, { idleExpiryDays: 30 });
+      expect((await again.get(alice, 'cached_session_1')).messageCount).toBe(4);
+      expect((await again.messages(alice, 'cached_session_1')).map((m) => m.content)).toEqual(
+        messages.map((m) => m.content),
+      );
+    } finally {
+      await reader.close();
     }
   });
 });

@@ -4,13 +4,17 @@ import * as path from 'path';
 import { parseArgs } from 'util';
 import { assertPrincipal } from '../ids';
 import { LegacyImporter } from '../legacy/legacy-importer';
-import { openSessionDataSource, startTimeoutMs } from '../store/mysql/data-source';
-import { MysqlSessionStore } from '../store/mysql/mysql-session.store';
+import { createSessionInfra } from '../session.providers';
+import { startTimeoutMs } from '../store/mysql/data-source';
 
 const USAGE =
   'usage: npm run session:import-legacy -- --tenant <tenantId> --user <userId> <file.json|directory>…';
 
-/** Imports old whole-document session files into MySQL (Redis refills itself on first read). */
+/**
+ * Imports old whole-document session files through the deployment's store: MySQL, and Redis
+ * where it holds the conversation (a resumed import, one in use), so no app goes on serving the
+ * older copy Redis held.
+ */
 async function main(argv: string[]): Promise<number> {
   // Strict: an unknown flag is refused, never taken with the argument after it (a file there
   // would be left out of the import without a word), and so is a flag given twice.
@@ -61,14 +65,20 @@ async function main(argv: string[]): Promise<number> {
         if (name.endsWith('.json')) files.push(path.join(input, name));
     } else files.push(input);
   }
-  const store = new MysqlSessionStore(
-    await openSessionDataSource({
-      url: process.env.MYSQL_URL || 'mysql://root@127.0.0.1:3306/loom',
-      sslCaFile: process.env.MYSQL_SSL_CA || undefined,
-      startTimeoutMs: startTimeoutMs(process.env.DB_START_TIMEOUT_MS),
-    }),
-  );
-  const importer = new LegacyImporter(store);
+  const infra = await createSessionInfra({
+    profile: 'distributed',
+    mysqlUrl: process.env.MYSQL_URL || 'mysql://root@127.0.0.1:3306/loom',
+    mysqlSslCa: process.env.MYSQL_SSL_CA || undefined,
+    mysqlStartTimeoutMs: startTimeoutMs(process.env.DB_START_TIMEOUT_MS),
+    redisUrl: process.env.REDIS_URL || 'redis://127.0.0.1:6379',
+    redisClusterNodes: (process.env.REDIS_CLUSTER_NODES ?? '')
+      .split(',')
+      .map((node) => node.trim())
+      .filter(Boolean),
+    keyPrefix: process.env.LOOM_KEY_PREFIX || 'loom:',
+    databaseClaim: 'check', // a tool never claims a database; a wrong prefix is refused
+  });
+  const importer = new LegacyImporter(infra.store);
   let failed = 0;
   try {
     for (const file of files) {
@@ -77,7 +87,7 @@ async function main(argv: string[]): Promise<number> {
       process.stdout.write(`${JSON.stringify(r)}\n`);
     }
   } finally {
-    await store.close();
+    await infra.close();
   }
   process.stdout.write(
     `${files.length - failed} of ${files.length} files imported or up to date\n`,
