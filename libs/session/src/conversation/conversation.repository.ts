@@ -48,29 +48,9 @@ export class ConversationRepository {
     requestedId?: string,
     metadata: Record<string, unknown> = {},
   ): Promise<{ meta: ConversationMeta; created: boolean }> {
-    // A system session id is never adopted: it gets a server-issued id like any id that is taken.
-    if (requestedId !== undefined && !isSystemId(assertId(requestedId, 'conversationId'))) {
-      const scope = { tenantId: owner.tenantId };
-      const meta = this.newMeta(owner, requestedId, metadata);
-      // Adopted only while no session at all has that id: a task's id (the sessions share one
-      // namespace) is as taken as another owner's conversation, and so is another tenant's
-      // session, which the store reports as NOT_FOUND. A fencing counter alone does not keep the
-      // id from its own tenant (a turn that waited for the lock of a conversation deleted
-      // meanwhile leaves one); it does keep it from other tenants until the sweeper removes it.
-      const created =
-        (await this.store.listSessionKeys(scope, requestedId)).length === 0 &&
-        (await this.store
-          .create(scope, requestedId, StateKeys.conversation, meta, this.writeOpts(owner, meta))
-          .catch((err) => {
-            if (LoomError.is(err, LoomErrorCode.NOT_FOUND)) return false;
-            throw err;
-          }));
-      if (created) return { meta, created: true };
-      const existing = await this.find(owner, requestedId).catch((err) => {
-        if (LoomError.is(err, LoomErrorCode.NOT_FOUND)) return null;
-        throw err;
-      });
-      if (existing) return { meta: existing, created: false };
+    if (requestedId !== undefined) {
+      const adopted = await this.adopt(owner, requestedId, metadata);
+      if (adopted) return adopted;
     }
     for (;;) {
       const meta = this.newMeta(owner, newId('c'), metadata);
@@ -86,6 +66,40 @@ export class ConversationRepository {
         return { meta, created: true };
       }
     }
+  }
+
+  /**
+   * The conversation of exactly `requestedId`: created, or the caller's own that exists; null
+   * when the id is someone else's (or a system id), writing nothing then (the legacy importer).
+   */
+  async adopt(
+    owner: Owner,
+    requestedId: string,
+    metadata: Record<string, unknown> = {},
+  ): Promise<{ meta: ConversationMeta; created: boolean } | null> {
+    // A system session id is never adopted: it gets a server-issued id like any id that is taken.
+    if (isSystemId(assertId(requestedId, 'conversationId'))) return null;
+    const scope = { tenantId: owner.tenantId };
+    const meta = this.newMeta(owner, requestedId, metadata);
+    // Adopted only while no session at all has that id: a task's id (the sessions share one
+    // namespace) is as taken as another owner's conversation, and so is another tenant's
+    // session, which the store reports as NOT_FOUND. A fencing counter alone does not keep the
+    // id from its own tenant (a turn that waited for the lock of a conversation deleted
+    // meanwhile leaves one); it does keep it from other tenants until the sweeper removes it.
+    const created =
+      (await this.store.listSessionKeys(scope, requestedId)).length === 0 &&
+      (await this.store
+        .create(scope, requestedId, StateKeys.conversation, meta, this.writeOpts(owner, meta))
+        .catch((err) => {
+          if (LoomError.is(err, LoomErrorCode.NOT_FOUND)) return false;
+          throw err;
+        }));
+    if (created) return { meta, created: true };
+    const existing = await this.find(owner, requestedId).catch((err) => {
+      if (LoomError.is(err, LoomErrorCode.NOT_FOUND)) return null;
+      throw err;
+    });
+    return existing ? { meta: existing, created: false } : null;
   }
 
   /**

@@ -228,4 +228,31 @@ describe('LegacyImporter (real MySQL)', () => {
       (await store.listSessions({ tenantId: 'tenant-b' }, 'conversation', { limit: 10 })).length,
     ).toBe(0);
   });
+
+  it('writes nothing for an id of another owner: no conversation under a fresh id, even for a moment', async () => {
+    const theirs = write('shared_session_10.json', {
+      memory: { messages: [{ role: 'user', content: 'x' }] },
+    });
+    await new LegacyImporter(store).importFile(alice, theirs);
+    // Every write the importer asks of the store: a run stopped (Ctrl-C) between creating a
+    // conversation and deleting it again would leave that conversation behind, empty.
+    const writes: string[] = [];
+    const recording = new Proxy(store, {
+      get(target, name, receiver) {
+        const value = Reflect.get(target, name, receiver);
+        if (typeof value !== 'function') return value;
+        return (...args: unknown[]) => {
+          if (['save', 'create', 'append', 'delete', 'deleteKey'].includes(String(name)))
+            writes.push(`${String(name)} ${String(args[1])}`);
+          return value.apply(target, args);
+        };
+      },
+    });
+    const bob = { tenantId: 'tenant-a', userId: 'bob' };
+    expect(await new LegacyImporter(recording).importFile(bob, theirs)).toMatchObject({
+      status: 'skipped',
+      reason: 'the id belongs to another owner',
+    });
+    expect(writes).toEqual([]);
+  });
 });

@@ -52,11 +52,10 @@ export class LegacyImporter {
     } catch (err) {
       return { file, sessionId, status: 'skipped', messages: 0, reason: (err as Error).message };
     }
-    const { meta, created } = await this.conversations.create(owner, sessionId, {
-      importedFrom: 'legacy',
-    });
-    if (meta.conversationId !== sessionId) {
-      await this.conversations.delete(owner, meta.conversationId); // the fresh id create() fell back to
+    // Exactly this id or nothing: a conversation under a fresh id, deleted again, would be left
+    // behind by a run stopped in between.
+    const adopted = await this.conversations.adopt(owner, sessionId, { importedFrom: 'legacy' });
+    if (!adopted)
       return {
         file,
         sessionId,
@@ -64,7 +63,7 @@ export class LegacyImporter {
         messages: 0,
         reason: 'the id belongs to another owner',
       };
-    }
+    const { created } = adopted;
     const already = await this.conversations.messageCount(owner, sessionId, true);
     // What the log already holds must be this file's messages, in order: another file with the
     // same id (a second export directory) or a log that took other messages between an
