@@ -229,6 +229,32 @@ describe('LegacyImporter (real MySQL)', () => {
     ).toBe(0);
   });
 
+  it('a run stopped part-way leaves the count of the messages it did write', async () => {
+    const messages = Array.from({ length: 4 }, (_, i) => ({
+      role: i % 2 ? 'assistant' : 'user',
+      content: `s${i + 1}`,
+    }));
+    const file = write('stopped_session_1.json', { memory: { messages } });
+    // The connection is lost at the third message: the run stops there, as at Ctrl-C.
+    let appends = 0;
+    const failing = new Proxy(store, {
+      get(target, name, receiver) {
+        const value = Reflect.get(target, name, receiver);
+        if (name !== 'append') return typeof value === 'function' ? value.bind(target) : value;
+        return (...args: Parameters<MysqlSessionStore['append']>) => {
+          if (++appends === 3) return Promise.reject(new Error('connection lost'));
+          return target.append(...args);
+        };
+      },
+    });
+    await expect(new LegacyImporter(failing).importFile(alice, file)).rejects.toThrow(
+      'connection lost',
+    );
+    const conversations = new ConversationRepository(store, { idleExpiryDays: 30 });
+    expect(await conversations.messageCount(alice, 'stopped_session_1', true)).toBe(2);
+    expect((await conversations.get(alice, 'stopped_session_1', true)).messageCount).toBe(2);
+  });
+
   it('writes nothing for an id of another owner: no conversation under a fresh id, even for a moment', async () => {
     const theirs = write('shared_session_10.json', {
       memory: { messages: [{ role: 'user', content: 'x' }] },

@@ -78,14 +78,17 @@ export class LegacyImporter {
         reason: `the conversation already holds other messages than this file (seq ${differs} differs)`,
       };
     const createdAt = new Date().toISOString();
+    // Counted message by message: a run stopped part-way (Ctrl-C, a lost connection) leaves the
+    // conversation's count at the messages it holds, not at what it had before the run.
     for (const m of parsed.messages.slice(already)) {
-      await this.conversations.appendMessage(owner, sessionId, {
+      const { seq } = await this.conversations.appendMessage(owner, sessionId, {
         ...m,
         agentType: null,
         taskId: null,
         createdAt,
         tokens: 0,
       });
+      await this.countAtLeast(owner, sessionId, seq);
     }
     // Nothing of the file is dropped: what is neither a message nor a value under a key name
     // Loom takes (a system or tool message, an image, a key with spaces) is kept as it was in
@@ -104,11 +107,7 @@ export class LegacyImporter {
         state: unnamed,
       });
     const added = parsed.messages.length - Math.min(already, parsed.messages.length);
-    const fresh = await this.conversations.get(owner, sessionId, true);
-    // The log's length now: a conversation that went on after its import has more messages
-    // than the file, and a re-run must not set its count back.
-    fresh.messageCount = Math.max(fresh.messageCount, already + added);
-    await this.conversations.save(owner, fresh);
+    await this.countAtLeast(owner, sessionId, already + added);
     const status = created ? 'imported' : added > 0 ? 'resumed' : 'unchanged';
     return {
       file,
@@ -119,6 +118,17 @@ export class LegacyImporter {
         ? `${parsed.skipped.length} messages not imported as messages (kept in legacy:unimported)`
         : undefined,
     };
+  }
+
+  /**
+   * Sets the conversation's count to `count` unless it is higher: a conversation that went on
+   * after its import has more messages than the file, and a re-run must not set its count back.
+   * Saved also when unchanged: it renews the conversation's expiry.
+   */
+  private async countAtLeast(owner: Owner, sessionId: string, count: number): Promise<void> {
+    const meta = await this.conversations.get(owner, sessionId, true);
+    meta.messageCount = Math.max(meta.messageCount, count);
+    await this.conversations.save(owner, meta);
   }
 
   /** The first seq where the log differs from `messages` (compared as far as both go), or null. */
