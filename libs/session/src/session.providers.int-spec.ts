@@ -1,5 +1,6 @@
+import Redis from 'ioredis';
 import { createConnection } from 'mysql2/promise';
-import { createTestDatabase, createTestPrefix } from '@loom/testing';
+import { createTestDatabase, createTestPrefix, TEST_REDIS_URL } from '@loom/testing';
 import { createSessionInfra } from './session.providers';
 
 describe('createSessionInfra: one database, one deployment (real MySQL and Redis)', () => {
@@ -77,6 +78,68 @@ describe('createSessionInfra: one database, one deployment (real MySQL and Redis
     } finally {
       await holder.end();
       await Promise.all([db.drop(), a.cleanup(), b.cleanup()]);
+    }
+  });
+
+  /** 'started' (closed again at once), or why the start failed. */
+  const start = (options: Parameters<typeof createSessionInfra>[0]) =>
+    createSessionInfra(options).then(
+      async (infra) => (await infra.close(), 'started'),
+      (err: Error) => err.message,
+    );
+
+  it('refuses an app on another database than its deployment (same Redis and prefix), naming both', async () => {
+    const [one, other] = [
+      await createTestDatabase('loom_dbid_one'),
+      await createTestDatabase('loom_dbid_other'),
+    ];
+    const prefix = createTestPrefix('loomdbid');
+    const redis = new Redis(TEST_REDIS_URL);
+    try {
+      expect(await start({ mysqlUrl: one.url, keyPrefix: prefix.prefix })).toBe('started');
+      // An agent given another MYSQL_URL would answer every turn "task not found".
+      expect(await start({ mysqlUrl: other.url, keyPrefix: prefix.prefix })).toMatch(
+        new RegExp(
+          `the deployment with LOOM_KEY_PREFIX="${prefix.prefix}" uses MySQL database ${one.name} at 127\\.0\\.0\\.1:\\d+, ` +
+            `not ${other.name} at 127\\.0\\.0\\.1:\\d+`,
+        ),
+      );
+      // So is an operator tool; the deployment's own apps start as before.
+      expect(
+        await start({ mysqlUrl: other.url, keyPrefix: prefix.prefix, databaseClaim: 'check' }),
+      ).toContain('uses MySQL database');
+      expect(await start({ mysqlUrl: one.url, keyPrefix: prefix.prefix })).toBe('started');
+      // A deliberate move to a new database: the record in Redis deleted, as documented.
+      await redis.del(`${prefix.prefix}deployment:database`);
+      expect(await start({ mysqlUrl: other.url, keyPrefix: prefix.prefix })).toBe('started');
+      expect(await start({ mysqlUrl: one.url, keyPrefix: prefix.prefix })).toContain(
+        `uses MySQL database ${other.name}`,
+      );
+    } finally {
+      redis.disconnect();
+      await Promise.all([one.drop(), other.drop(), prefix.cleanup()]);
+    }
+  });
+
+  it('knows a copy of the database (a dump restored elsewhere, a replica promoted) as the same', async () => {
+    const [one, copy] = [
+      await createTestDatabase('loom_dbid_orig'),
+      await createTestDatabase('loom_dbid_copy'),
+    ];
+    const prefix = createTestPrefix('loomdbidcopy');
+    const admin = await createConnection(one.url);
+    try {
+      expect(await start({ mysqlUrl: one.url, keyPrefix: prefix.prefix })).toBe('started');
+      for (const table of ['loom_session_state', 'loom_migrations']) {
+        await admin.query(`CREATE TABLE \`${copy.name}\`.${table} LIKE \`${one.name}\`.${table}`);
+        await admin.query(
+          `INSERT INTO \`${copy.name}\`.${table} SELECT * FROM \`${one.name}\`.${table}`,
+        );
+      }
+      expect(await start({ mysqlUrl: copy.url, keyPrefix: prefix.prefix })).toBe('started');
+    } finally {
+      await admin.end();
+      await Promise.all([one.drop(), copy.drop(), prefix.cleanup()]);
     }
   });
 });

@@ -1,9 +1,11 @@
 import type { RedisOptions } from 'ioredis';
 import { DataSource } from 'typeorm';
 import { DEFAULT_SESSION_OPTIONS, SessionOptions, ttlRules } from './config/session-options';
+import { checkDeploymentDatabase } from './deployment-database';
 import { FileSessionStore } from './store/file/file-session.store';
 import { lockDataDir } from './store/file/data-dir-lock';
 import { openSessionDataSource } from './store/mysql/data-source';
+import { mysqlConnectionConfig } from './store/mysql/mysql-connection';
 import { MysqlSessionStore } from './store/mysql/mysql-session.store';
 import { RedisKeys } from './store/redis/redis-keys';
 import { RedisSessionStore } from './store/redis/redis-session.store';
@@ -94,6 +96,20 @@ export async function createSessionInfra(
     redis.disconnect();
     void dataSource.destroy().catch(() => undefined);
     throw new Error(tooOld);
+  }
+  try {
+    const { host, port, database } = mysqlConnectionConfig(opts.mysqlUrl, opts.mysqlSslCa);
+    await checkDeploymentDatabase(
+      durable,
+      redis,
+      opts.keyPrefix,
+      { host, port, database },
+      opts.databaseClaim ?? 'claim',
+    );
+  } catch (err) {
+    redis.disconnect();
+    void dataSource.destroy().catch(() => undefined);
+    throw err;
   }
   const store = new TieredSessionStore(
     durable,
