@@ -11,6 +11,7 @@ import { STATUS_CODES } from 'http';
 import {
   isConnectionError,
   isContentionError,
+  isPoolQueueFull,
   isRedisUnavailable,
   LoomError,
   LoomErrorCode,
@@ -130,7 +131,12 @@ export function toErrorBody(err: unknown): { statusCode: number; code: string; m
   }
   // The stores map these themselves; this catches any that reach the edge another way. A
   // backing store out of reach, too slow or too contended is never the request's fault: 503.
-  if (isConnectionError(err) || isContentionError(err) || isRedisUnavailable(err))
+  if (
+    isConnectionError(err) ||
+    isPoolQueueFull(err) ||
+    isContentionError(err) ||
+    isRedisUnavailable(err)
+  )
     return {
       statusCode: 503,
       code: LoomErrorCode.UNAVAILABLE,

@@ -177,7 +177,7 @@ export async function openSessionDataSource(opts: MysqlOptions): Promise<DataSou
     logging: false,
     connectTimeout: opts.connectTimeoutMs ?? Math.min(5000, startTimeoutMs),
     // A bounded queue for a connection: past it a statement fails at once ("Queue limit
-    // reached", UNAVAILABLE) instead of waiting behind a database that stopped answering.
+    // reached": UNAVAILABLE "overloaded" with a Retry-After) instead of waiting behind a database that stopped answering.
     extra: { connectionLimit: opts.poolSize ?? 10, queueLimit: 1000, enableKeepAlive: true },
   });
   const initializing = dataSource.initialize();

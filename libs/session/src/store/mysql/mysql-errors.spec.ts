@@ -12,10 +12,21 @@ describe('driver connection errors', () => {
     Object.assign(new Error('query failed'), { driverError: { code: 'ETIMEDOUT' } }),
     { errno: 1053, message: 'Server shutdown in progress' },
     new Error("Can't add new command when connection is in closed state"),
-    new Error('Queue limit reached.'),
   ])('become UNAVAILABLE: %s', (err) => {
     expect(isConnectionError(err)).toBe(true);
     expect(asUnavailable(err)).toMatchObject({ code: LoomErrorCode.UNAVAILABLE });
+  });
+
+  it('a full pool queue (load) is UNAVAILABLE with a retry hint, not a database out of reach', () => {
+    const err = new Error('Queue limit reached.');
+    expect(isConnectionError(err)).toBe(false);
+    expect(asUnavailable(err)).toMatchObject({
+      code: LoomErrorCode.UNAVAILABLE,
+      message: 'the durable store is overloaded; retry in a moment',
+      details: { retryAfterS: 1 },
+    });
+    const down = asUnavailable(Object.assign(new Error('refused'), { code: 'ECONNREFUSED' }));
+    expect((down as LoomError).details?.retryAfterS).toBeUndefined();
   });
 
   it.each([

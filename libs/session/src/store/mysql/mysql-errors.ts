@@ -28,8 +28,10 @@ const CONNECTION_CODES = new Set([
  */
 const CONNECTION_ERRNOS = new Set([1040, 1053, 1203, 1226, 1927, 2002, 2003, 2006, 2013]);
 
-const CLOSED_STATE =
-  /closed state|connection lost|pool is closed|not connected|queue limit reached/i;
+const CLOSED_STATE = /closed state|connection lost|pool is closed|not connected/i;
+
+/** Seconds a statement refused by a full pool queue is told to wait (Retry-After). */
+export const POOL_FULL_RETRY_AFTER_S = 1;
 
 /** True when `err` (raw mysql2 or TypeORM-wrapped) says the database could not be reached. */
 export function isConnectionError(err: unknown): boolean {
@@ -41,6 +43,16 @@ export function isConnectionError(err: unknown): boolean {
   for (const errno of [e.errno, inner.errno])
     if (typeof errno === 'number' && CONNECTION_ERRNOS.has(errno)) return true;
   return typeof e.message === 'string' && CLOSED_STATE.test(e.message) && !LoomError.is(err);
+}
+
+/**
+ * True when mysql2 refused the statement because every connection of the pool was busy and its
+ * wait queue full ("Queue limit reached."): load on a database that answers, not one out of reach.
+ */
+export function isPoolQueueFull(err: unknown): boolean {
+  if (!err || typeof err !== 'object' || LoomError.is(err)) return false;
+  const message = (err as { message?: unknown }).message;
+  return typeof message === 'string' && /^queue limit reached/i.test(message);
 }
 
 /** Lock contention that outlasted its retries (ER_LOCK_WAIT_TIMEOUT, ER_LOCK_DEADLOCK). */
@@ -96,10 +108,18 @@ export function isSchemaMissing(err: unknown): boolean {
 
 /**
  * The one mapping of driver failures that are not the request's fault to the domain:
- * UNAVAILABLE (HTTP 503, worth a retry), for a database out of reach, too contended, read-only
- * or full, or that interrupted the statement.
+ * UNAVAILABLE (HTTP 503, worth a retry), for a pool too busy to queue one more statement (with
+ * a Retry-After), a database out of reach, too contended, read-only or full, or that interrupted
+ * the statement.
  */
 export function asUnavailable(err: unknown): unknown {
+  // Told apart from "unavailable": an operator reads that as MySQL down, a client as worth a wait.
+  if (isPoolQueueFull(err))
+    return new LoomError(
+      LoomErrorCode.UNAVAILABLE,
+      'the durable store is overloaded; retry in a moment',
+      { retryAfterS: POOL_FULL_RETRY_AFTER_S },
+    );
   if (isConnectionError(err))
     return new LoomError(LoomErrorCode.UNAVAILABLE, 'the durable store is unavailable');
   if (isContentionError(err))
