@@ -1,11 +1,23 @@
 import { open, truncate } from 'fs/promises';
+import { LRUCache } from 'lru-cache';
 import { dirname, sep } from 'path';
 import { indexTaken } from '../memory/store-rules';
 import type { ListItem } from '../session-store';
 import { damagedFile, readText, syncDir } from './session-files';
 
+/**
+ * How many lists' last indexes are kept in memory: those of the conversations written lately. One
+ * per list file ever written would grow with the store; a list dropped re-reads its file once.
+ */
+export const LAST_INDEXES_KEPT = 1000;
+
 /** Last index per list file: read from the file once, then kept current under the session's chain. */
-const lastIndexes = new Map<string, number>();
+const lastIndexes = new LRUCache<string, number>({ max: LAST_INDEXES_KEPT });
+
+/** How many lists' last indexes are held now (for tests). */
+export function listsCached(): number {
+  return lastIndexes.size;
+}
 
 /**
  * Items of a `.jsonl` list sorted by index. A last line without its newline (a write cut short by a
@@ -75,7 +87,8 @@ export async function appendItem(path: string, json: string, explicit?: number):
 export function forgetLists(path: string, wholeDirectory = false): void {
   lastIndexes.delete(path);
   if (!wholeDirectory) return;
-  for (const file of lastIndexes.keys()) if (file.startsWith(path + sep)) lastIndexes.delete(file);
+  for (const file of [...lastIndexes.keys()])
+    if (file.startsWith(path + sep)) lastIndexes.delete(file);
 }
 
 async function lastIndex(path: string): Promise<number> {
