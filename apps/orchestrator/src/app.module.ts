@@ -44,6 +44,7 @@ import { TaskResumer } from './turn/task-resumer';
 import { TaskRetry } from './turn/task-retry';
 import { orchestratorIdProvider, TaskLeases } from './turn/task-run';
 import { TurnAdmission } from './turn/turn-admission';
+import { MessageReadAdmission } from './conversations/message-read-admission';
 import { TurnService } from './turn/turn.service';
 import { localTokenSecret } from './security/local-token-secret';
 
@@ -111,6 +112,7 @@ export class AppModule {
         HistoryMaintenance,
         TurnService,
         TurnAdmission,
+        MessageReadAdmission,
         TokenVerifier,
         JwtAuthGuard,
         // Leases, recovery and cleanup (docs/recovery.md).

@@ -38,6 +38,7 @@ import {
   ListMessagesQuery,
   PostMessageDto,
 } from './dto/conversation.dto';
+import { MessageReadAdmission } from './message-read-admission';
 import { conversationView, messageView } from './views';
 
 /** An Idempotency-Key: 1-200 visible ASCII characters, else 400 VALIDATION_FAILED. */
@@ -57,6 +58,7 @@ export class ConversationsController {
     private readonly conversations: ConversationRepository,
     private readonly turns: TurnService,
     private readonly admission: TurnAdmission,
+    private readonly reads: MessageReadAdmission,
     @Inject(LOOM_ENV) private readonly env: LoomEnv,
   ) {}
 
@@ -235,12 +237,20 @@ export class ConversationsController {
     @Param('id') id: string,
     @Query() q: ListMessagesQuery,
   ) {
-    await this.conversations.get(owner, id);
-    const items = await this.conversations.messages(owner, id, {
-      afterSeq: q.afterSeq ?? 0,
-      limit: q.limit ?? 50,
-    });
-    return { items: items.map(messageView) };
+    const limit = q.limit ?? 50;
+    // Past LOOM_MAX_MESSAGES_READ_IN_FLIGHT (503, Retry-After), before anything is read. The room
+    // is held until the page is built; its serialization follows, at most one page a request.
+    const release = this.reads.admit(limit);
+    try {
+      await this.conversations.get(owner, id);
+      const items = await this.conversations.messages(owner, id, {
+        afterSeq: q.afterSeq ?? 0,
+        limit,
+      });
+      return { items: items.map(messageView) };
+    } finally {
+      release();
+    }
   }
 }
 

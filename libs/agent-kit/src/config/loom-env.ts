@@ -136,6 +136,12 @@ export class LoomEnv {
    * lock); one more is 409 CONFLICT at once, so one conversation cannot take every slot.
    */
   @Transform(toInt) @IsInt() @Min(1) @Max(100_000) LOOM_MAX_TURNS_PER_CONVERSATION = 4;
+  /**
+   * Orchestrator: messages the pages of GET …/messages being read at once may hold, each page
+   * counting its limit (a page of 200 long replies is tens of MB); one more page is refused at
+   * once with 503 UNAVAILABLE and Retry-After. At least 200, the largest page.
+   */
+  @Transform(toInt) @IsInt() @Min(200) @Max(1_000_000) LOOM_MAX_MESSAGES_READ_IN_FLIGHT = 1000;
   @IsIn(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) LOG_LEVEL = 'info';
   @IsIn(['json', 'pretty']) LOG_FORMAT: 'json' | 'pretty' = 'json';
   @Transform(toBool) @IsBoolean() DB_MIGRATIONS_RUN = true;

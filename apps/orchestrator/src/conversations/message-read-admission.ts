@@ -1,0 +1,36 @@
+import { Inject, Injectable } from '@nestjs/common';
+import { LOOM_ENV, LoomEnv } from '@loom/agent-kit';
+import { LoomError, LoomErrorCode } from '@loom/session';
+
+/** Seconds a page refused for want of room is told to wait (Retry-After). */
+export const READ_RETRY_AFTER_S = 1;
+
+/**
+ * The bound on the message pages one orchestrator builds at once (LOOM_MAX_MESSAGES_READ_IN_FLIGHT,
+ * in messages: each page counts its `limit`). A page of 200 replies of up to 100,000 characters is
+ * tens of MB; past the bound a page is 503 UNAVAILABLE with Retry-After at once, before anything is
+ * read, instead of a flood of them exhausting the process's memory.
+ */
+@Injectable()
+export class MessageReadAdmission {
+  private inFlight = 0;
+
+  constructor(@Inject(LOOM_ENV) private readonly env: LoomEnv) {}
+
+  /** Takes room for a page of `limit` messages, or throws 503; the function returned gives it back (once). */
+  admit(limit: number): () => void {
+    if (this.inFlight + limit > this.env.LOOM_MAX_MESSAGES_READ_IN_FLIGHT)
+      throw new LoomError(
+        LoomErrorCode.UNAVAILABLE,
+        'this orchestrator is reading as many messages as it may at once: retry later',
+        { retryAfterS: READ_RETRY_AFTER_S },
+      );
+    this.inFlight += limit;
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      this.inFlight -= limit;
+    };
+  }
+}
