@@ -17,7 +17,13 @@ import {
   sessionOptionsFrom,
   requiredAgentSecret,
 } from '@loom/agent-kit';
-import { SESSION_INFRA, SessionInfra, SessionModule, SystemRepository } from '@loom/session';
+import {
+  SESSION_INFRA,
+  SessionInfra,
+  SessionModule,
+  SharedClock,
+  SystemRepository,
+} from '@loom/session';
 import { AssignmentSigner } from '@loom/security';
 import { AgentsController } from './agents/agents.controller';
 import { JwtAuthGuard } from './auth/jwt-auth.guard';
@@ -104,7 +110,8 @@ export class AppModule {
         { provide: AGENT_REGISTRY, useFactory: () => createRegistry(env) },
         {
           provide: AssignmentSigner,
-          useFactory: () => new AssignmentSigner(requiredAgentSecret(env)),
+          useFactory: (clock: SharedClock) => new AssignmentSigner(requiredAgentSecret(env), clock),
+          inject: [SharedClock],
         },
         Planner,
         AgentDispatcher,

@@ -13,6 +13,7 @@ import {
   SESSION_INFRA,
   SessionContext,
   SessionInfra,
+  SharedClock,
   SharedContextAcl,
   TaskRepository,
   TaskSession,
@@ -65,8 +66,10 @@ export class AgentRunner {
     private readonly cls: ClsService<LoomClsStore>,
     @Inject(SESSION_INFRA) infra: SessionInfra,
     @Inject(LOOM_ENV) private readonly env: LoomEnv,
+    clock: SharedClock,
   ) {
-    this.claims = new ExecutionClaims(infra.redis, infra.keys);
+    // The claim's deadline is the assignment's expiry, written on the orchestrator's SharedClock.
+    this.claims = new ExecutionClaims(infra.redis, infra.keys, undefined, clock);
     this.deltas = new DeltaChannel(infra.redis, infra.keys.prefix);
   }
 

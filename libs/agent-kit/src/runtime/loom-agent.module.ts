@@ -1,7 +1,7 @@
 import { DynamicModule, Module } from '@nestjs/common';
 import { ClsModule } from 'nestjs-cls';
 import { randomBytes } from 'crypto';
-import { SessionModule } from '@loom/session';
+import { SessionModule, SharedClock } from '@loom/session';
 import { AssignmentSigner } from '@loom/security';
 import { llmConfig, LoomEnv } from '../config/loom-env';
 import { LOOM_ENV, sessionOptionsFrom } from '../config/session-options.factory';
@@ -44,7 +44,9 @@ export class LoomAgentModule {
         },
         {
           provide: AssignmentSigner,
-          useFactory: () => new AssignmentSigner(requiredAgentSecret(opts.env)),
+          useFactory: (clock: SharedClock) =>
+            new AssignmentSigner(requiredAgentSecret(opts.env), clock),
+          inject: [SharedClock],
         },
         { provide: AGENT_REGISTRY, useFactory: () => createRegistry(opts.env) },
         AgentRunner,

@@ -32,8 +32,21 @@ const FIELDS: Array<keyof AssignmentClaims> = [
  * secret). Agents reject unsigned, altered or expired assignments before touching any state.
  */
 export class AssignmentSigner {
-  constructor(private readonly secret: string) {
+  /**
+   * `clock`: the time expiries are written and checked on. The orchestrator's host writes them and
+   * the agent's checks them, so both pass the deployment's SharedClock (Redis TIME); a host's own
+   * Date.now() minutes off would refuse valid assignments or take expired ones.
+   */
+  constructor(
+    private readonly secret: string,
+    private readonly clock: { now(): number } = { now: () => Date.now() },
+  ) {
     if (secret.length < 16) throw new Error('LOOM_AGENT_SECRET must be at least 16 characters');
+  }
+
+  /** `ms` from now on the signer's clock: an `expiresAt`. */
+  expiresIn(ms: number): number {
+    return this.clock.now() + ms;
   }
 
   sign(claims: AssignmentClaims): SignedAssignment {
@@ -41,7 +54,7 @@ export class AssignmentSigner {
   }
 
   /** The verified claims; ASSIGNMENT_REJECTED when anything is off. */
-  verify(input: unknown, expectedAgentType: string, now = Date.now()): AssignmentClaims {
+  verify(input: unknown, expectedAgentType: string, now = this.clock.now()): AssignmentClaims {
     const a = input as Partial<SignedAssignment> | null;
     if (!a || typeof a !== 'object' || typeof a.signature !== 'string')
       throw rejected('unsigned assignment');

@@ -99,10 +99,15 @@ export class ExecutionClaims {
     private readonly redis: RedisClient | null,
     private readonly keys: RedisKeys,
     private readonly opts: ExecutionClaimOptions = { ttlMs: 15_000, pollMs: 200 },
+    /**
+     * The clock `deadline` is on: the caller's (the request's or assignment's, written by another
+     * host), so the deployment's SharedClock wherever there is one.
+     */
+    private readonly clock: { now(): number } = { now: () => Date.now() },
   ) {}
 
   /**
-   * Waits until the claim is ours; TIMEOUT at `deadline` (epoch ms), UNAVAILABLE without Redis,
+   * Waits until the claim is ours; TIMEOUT at `deadline` (epoch ms on `clock`), UNAVAILABLE without Redis,
    * and the signal's reason once `signal` aborts (the execution was cancelled while it waited).
    */
   async acquire(
@@ -115,18 +120,18 @@ export class ExecutionClaims {
     assertId(agentSessionId, 'agent session id');
     const keys = this.keysOf(conversationId, agentSessionId);
     const token = randomBytes(16).toString('hex');
-    const untilDeadline = Number.isFinite(deadline) ? Math.ceil(deadline - Date.now()) : 0;
+    const untilDeadline = Number.isFinite(deadline) ? Math.ceil(deadline - this.clock.now()) : 0;
     const lastTtlMs = Math.max(untilDeadline, 0) + LAST_TAKER_GRACE_MS; // PX takes integers only
     // A Redis blip (reconnecting after a restart or pause) is waited out briefly, then UNAVAILABLE.
-    const giveUpOnRedis = Math.min(deadline, Date.now() + REDIS_PATIENCE_MS);
+    const giveUpOnRedis = Math.min(deadline, this.clock.now() + REDIS_PATIENCE_MS);
     for (;;) {
       signal?.throwIfAborted();
       const taken = await this.tryTake(keys, token, lastTtlMs).catch((err: unknown) => {
-        if (Date.now() + this.opts.pollMs > giveUpOnRedis) throw err;
+        if (this.clock.now() + this.opts.pollMs > giveUpOnRedis) throw err;
         return false;
       });
       if (taken) break;
-      if (Date.now() + this.opts.pollMs > deadline)
+      if (this.clock.now() + this.opts.pollMs > deadline)
         throw new LoomError(
           LoomErrorCode.TIMEOUT,
           'another delivery of this execution is still running',
