@@ -197,8 +197,10 @@ export class TaskExecutor implements OnApplicationShutdown {
       agentSessionId,
       agentType,
       // A delivery may start (a reclaim) until the call's limit: the assignment must still hold.
-      expiresAt:
-        Date.now() + Math.max(this.env.AGENT_TIMEOUT_MS * 2, this.env.AGENT_MAX_EXECUTION_MS),
+      // On the deployment's clock, as the agent checks it.
+      expiresAt: this.signer.expiresIn(
+        Math.max(this.env.AGENT_TIMEOUT_MS * 2, this.env.AGENT_MAX_EXECUTION_MS),
+      ),
     });
     const meta = {
       correlationId: this.cls.get('correlationId') ?? newId('r'),

@@ -44,9 +44,9 @@ export class AssignmentSigner {
     if (secret.length < 16) throw new Error('LOOM_AGENT_SECRET must be at least 16 characters');
   }
 
-  /** `ms` from now on the signer's clock: an `expiresAt`. */
+  /** `ms` from now on the signer's clock: an `expiresAt` (whole ms, as the payload's schema wants). */
   expiresIn(ms: number): number {
-    return this.clock.now() + ms;
+    return Math.floor(this.clock.now() + ms);
   }
 
   sign(claims: AssignmentClaims): SignedAssignment {
