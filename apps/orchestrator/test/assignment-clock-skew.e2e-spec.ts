@@ -57,3 +57,75 @@ describe('assignment expiry across skewed clocks (HTTP, in-process)', () => {
     expect(JSON.stringify(res.body)).toContain('signed in time');
   });
 });
+
+/**
+ * A closed task's completedAt (and a task's createdAt) are read by the recovery scan of any
+ * replica, on the SharedClock: they must be written on it too. An orchestrator whose host clock
+ * runs minutes ahead wrote them minutes in the future, so a leftover of that task waited that
+ * much longer for the scan (and one running behind, minutes in the past: due at once).
+ */
+describe('task times across skewed clocks (HTTP, in-process)', () => {
+  let orch: InProcessOrchestrator;
+  const realNow = Date.now.bind(Date);
+  beforeAll(async () => {
+    orch = await startInProcessOrchestrator('taskclock', {
+      agents: async (env) => [
+        await bootstrapAgent(
+          {
+            agentType: 'clockwise',
+            description: 'answers at once',
+            role: 'specialist',
+            intents: ['clockwise'],
+            keywords: ['clockwise'],
+          },
+          Answers,
+          env,
+        ),
+      ],
+    });
+  });
+  afterEach(() => jest.useRealTimers());
+  afterAll(() => orch?.close());
+
+  it('an orchestrator whose clock runs ahead writes createdAt and completedAt on the shared clock', async () => {
+    const server = orch.app.getHttpServer();
+    const auth = orch.auth('olga', 'tenant-clock');
+    const conv = await request(server).post('/v1/conversations').set('authorization', auth);
+    // This host's wall clock (Date.now() and new Date()) ten minutes ahead; nothing else faked.
+    jest.useFakeTimers({
+      now: realNow() + SKEW_MS,
+      advanceTimers: true,
+      doNotFake: [
+        'hrtime',
+        'nextTick',
+        'performance',
+        'queueMicrotask',
+        'requestAnimationFrame',
+        'cancelAnimationFrame',
+        'requestIdleCallback',
+        'cancelIdleCallback',
+        'setImmediate',
+        'clearImmediate',
+        'setInterval',
+        'clearInterval',
+        'setTimeout',
+        'clearTimeout',
+      ],
+    });
+    const res = await request(server)
+      .post(`/v1/conversations/${conv.body.conversationId}/messages`)
+      .set('authorization', auth)
+      .send({ content: 'clockwise: what time is it?' });
+    expect(res.status).toBe(201);
+    const task = await request(server)
+      .get(`/v1/tasks/${res.body.taskId}`)
+      .set('authorization', auth);
+    expect(task.status).toBe(200);
+    // Off by seconds at most from the deployment's clock (Redis TIME), not by the host's skew.
+    const offBy = (iso: string) => Math.abs(Date.parse(iso) - realNow());
+    expect({
+      createdAt: offBy(task.body.createdAt) < 60_000,
+      completedAt: offBy(task.body.completedAt) < 60_000,
+    }).toEqual({ createdAt: true, completedAt: true });
+  });
+});

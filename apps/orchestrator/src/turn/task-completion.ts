@@ -68,7 +68,7 @@ export class TaskCompletion {
     await this.applyToConversation(owner, task, reply.seq, outcome.usage, lock.fence, known.meta);
     task.status = TaskStatus.COMPLETED;
     task.replySeq = reply.seq;
-    task.completedAt = new Date().toISOString();
+    task.completedAt = new Date(run.now()).toISOString(); // the scan reads it on that clock
     task.error = null;
     await run.close();
     const [view] = await Promise.all([
@@ -83,7 +83,7 @@ export class TaskCompletion {
     const { owner, task, lock } = run;
     task.status = TaskStatus.FAILED;
     task.error = { code: error.code, message: error.message }; // a Retry-After is the live answer's
-    task.completedAt = new Date().toISOString();
+    task.completedAt = new Date(run.now()).toISOString(); // the scan reads it on that clock
     await run.close();
     await this.leave(owner, task, lock.fence);
     await this.cleanup(owner, task);

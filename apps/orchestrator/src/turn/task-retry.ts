@@ -97,7 +97,7 @@ export class TaskRetry {
     task.countedExecutions = task.executions.length;
     // Closed as of now: the scan leaves the index entry written next alone for a lease's time
     // (and while this lock's holder lives), however long ago the task first failed.
-    task.completedAt = new Date().toISOString();
+    task.completedAt = new Date(this.leases.now()).toISOString(); // the scan's clock
     await this.tasks.save(owner, task, lock.fence);
     // Back in the run index (tidy took it out) before the task is RUNNING again: a process that
     // dies once it is leaves it to the scan, not only to a client that may never come back.

@@ -61,6 +61,10 @@ export class TaskRun {
   ) {
     this.abandoned.catch(() => undefined);
   }
+  /** Now on the clock leases are written and read by (SharedClock): for the times a scan reads. */
+  now(): number {
+    return this.opts.now();
+  }
 
   start(): this {
     this.timer = setInterval(() => void this.renew(), this.opts.renewEveryMs);

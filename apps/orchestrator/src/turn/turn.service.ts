@@ -462,7 +462,7 @@ export class TurnService {
         // Capped once this process is shutting down, like every checkpoint.
         expiresAt: new Date(this.leases.leaseEnd()).toISOString(),
       },
-      createdAt: new Date().toISOString(),
+      createdAt: new Date(this.leases.now()).toISOString(), // the scan's clock (SharedClock)
       completedAt: null,
       error: null,
       planUsage: plan.usage ? withCost(plan.usage) : null,
