@@ -73,6 +73,25 @@ export class FreezableTcpProxy {
   }
 
   /**
+   * The connections open now are reset as soon as the target answers on them, the answer lost:
+   * what a client sent has run, but it only learns that its connection was reset (a Redis
+   * restart or a network reset right after a command ran). New connections reach the target as
+   * before.
+   */
+  resetOnNextAnswer(): void {
+    for (const pair of [...this.pairs]) {
+      const { client, upstream } = pair;
+      upstream.unpipe(client);
+      upstream.once('data', () => {
+        this.pairs.delete(pair);
+        client.resetAndDestroy();
+        upstream.destroy();
+      });
+      upstream.resume();
+    }
+  }
+
+  /**
    * Freezes the connections open now, for good, and lets new ones through: a database that
    * failed over without a reset (its old host gone, the address now leading to the new one).
    */

@@ -8,6 +8,7 @@ import {
   RedisStreamsError,
   replyStreamKey,
   requestStreamKey,
+  sentMarkerKey,
 } from './redis-streams.options';
 import { SendBy, entryMs } from './redis-streams.send-by';
 import {
@@ -28,6 +29,20 @@ import {
 import { progressInterval } from './redis-streams.progress';
 
 const RETRY_DELAY_MS = 500;
+
+/**
+ * A request's XADD, once per request id: KEYS the stream and the request's marker (same hash
+ * slot), ARGV the marker's lifetime (ms), then the entry's fields. Returns the entry id, the
+ * first one's when the marker says it was added already: ioredis sends a command again after a
+ * reconnect when its connection dropped before the answer, and one that had run (a reset right
+ * after it) was added twice, the request run twice by the agent.
+ */
+const SEND_ONCE = `
+local first = redis.call('GET', KEYS[2])
+if first then return first end
+local id = redis.call('XADD', KEYS[1], '*', unpack(ARGV, 2))
+redis.call('SET', KEYS[2], id, 'PX', ARGV[1])
+return id`;
 const READ_BATCH = 100;
 
 /** The two clocks of a pending call. */
@@ -112,7 +127,8 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
   ): () => void {
     const packet = this.assignPacketId(partialPacket);
     const { id } = packet;
-    const key = requestStreamKey(this.options.keyPrefix, this.normalizePattern(packet.pattern));
+    const pattern = this.normalizePattern(packet.pattern);
+    const key = requestStreamKey(this.options.keyPrefix, pattern);
     const now = this.clock.now();
     this.routingMap.set(id, callback);
     this.timers.set(id, this.callTimers(id));
@@ -131,13 +147,21 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
       );
     // An XADD that fails its command time-out fails the call, but may still run later (resent
     // after a reconnect, or held up in the network): past `sendBy` the agent skips it.
-    const sendBy = this.sendBy.of(key, this.options.commandTimeoutMs ?? COMMAND_TIMEOUT_MS);
+    const commandTimeoutMs = this.options.commandTimeoutMs ?? COMMAND_TIMEOUT_MS;
+    const sendBy = this.sendBy.of(key, commandTimeoutMs);
     if (sendBy !== undefined) fields.push('sendBy', String(sendBy));
     if (!this.cmd) {
       this.fail(id, { code: 'UNAVAILABLE', message: 'The client is not connected' });
     } else {
       const cmd = this.cmd;
-      const send = () => cmd.xadd(key, '*', ...fields, 'data', JSON.stringify(packet.data ?? null));
+      const data = JSON.stringify(packet.data ?? null);
+      // Past `sendBy` a copy added again is skipped anyway; without it, by the deadline.
+      const once = String(sendBy === undefined ? this.maxExecutionMs : 2 * commandTimeoutMs);
+      const marker = sentMarkerKey(this.options.keyPrefix, pattern, id);
+      const send = () =>
+        cmd.eval(SEND_ONCE, 2, key, marker, once, ...fields, 'data', data) as Promise<
+          string | null
+        >;
       // READONLY: a failover left the connection on the demoted primary, which ran nothing;
       // sent again once it has connected to the new one.
       send()

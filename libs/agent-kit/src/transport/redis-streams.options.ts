@@ -108,6 +108,11 @@ export function deadLetterStreamKey(keyPrefix: string, pattern: string): string 
   return `${keyPrefix}rpc:dead:{${pattern}}`;
 }
 
+/** Marks a request (by id) as added to its pattern's stream: its stream's slot, a key of its own. */
+export function sentMarkerKey(keyPrefix: string, pattern: string, id: string): string {
+  return `${keyPrefix}rpc:sent:{${pattern}}:${id}`;
+}
+
 /**
  * The reply stream of one client instance. Its slot differs from the request streams': on a
  * cluster an agent writes the reply, then acknowledges the request (see writeReply).
