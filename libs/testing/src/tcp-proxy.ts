@@ -103,6 +103,28 @@ export class FreezableTcpProxy {
     }
   }
 
+  /**
+   * What the clients wrote on the connections `strand()` left hanging reaches the target now,
+   * late (bytes held up in the network), then those connections end; answers are dropped.
+   * Returns the target-side ports of those connections (see `upstreamPorts`).
+   */
+  deliverStranded(): number[] {
+    const ports: number[] = [];
+    for (const pair of [...this.stranded]) {
+      this.stranded.delete(pair);
+      const { client, upstream } = pair;
+      ports.push(upstream.localPort!);
+      client
+        .removeAllListeners('close')
+        .removeAllListeners('error')
+        .on('error', () => {});
+      upstream.on('data', () => {}).resume();
+      client.pipe(upstream);
+      client.resume();
+    }
+    return ports;
+  }
+
   async close(): Promise<void> {
     for (const { client, upstream } of [...this.pairs, ...this.stranded]) {
       client.destroy();

@@ -44,7 +44,7 @@ describe('RedisAgentRegistry', () => {
     expect(await registry.forget(running)).toBe(false);
     const { started, descriptors } = typeKeys(gone);
     const instances = `${prefix.prefix}agents:{registry}:${gone}`;
-    expect(await redis.exists(instances, started, descriptors)).toBe(0);
+    expect(await redis.exists(instances, started, descriptors, `${instances}:left`)).toBe(0);
     expect(await redis.hexists(`${prefix.prefix}agents:{registry}`, gone)).toBe(0);
     expect((await registry.live()).map((a) => a.descriptor.agentType)).toContain(running);
   });

@@ -68,12 +68,14 @@ end
 `;
 
 /**
- * One heartbeat: KEYS the descriptors hash and the type's three keys; ARGV type, instance id,
- * the agent's clock (unused: Redis's is the beat's time), its start time, its descriptor, the
- * staleness (ms). Records the instance, forgets those silent for four times the staleness, and
- * keeps the hash's entry of the type (what registries before start times read) at the descriptor
- * in force. Returns nil when this instance's descriptor is in force, else the in-force instance's
- * id, start time and descriptor.
+ * One heartbeat: KEYS the descriptors hash, the type's three keys and its departures; ARGV type,
+ * instance id, the agent's clock (unused: Redis's is the beat's time), its start time, its
+ * descriptor, the staleness (ms). Records the instance, forgets those silent for four times the
+ * staleness, and keeps the hash's entry of the type (what registries before start times read) at
+ * the descriptor in force. Returns nil when this instance's descriptor is in force, else the
+ * in-force instance's id, start time and descriptor.
+ * A beat of an instance that left (`REMOVE`) records nothing: it was sent before the instance
+ * left, and reached Redis late (held up in the network, or sent again after a reconnect).
  * An instance no longer in the heartbeat zset (an agent of a version before start times prunes
  * only that one) leaves the other two as well (scanned for only when ZINTERCARD finds one). Both
  * expire four times the staleness after the type's last beat: a type whose instances all died
@@ -83,6 +85,7 @@ const HEARTBEAT = `${IN_FORCE}
 local d, t, id = KEYS[1], ARGV[1], ARGV[2]
 local now, stale = serverNow(), tonumber(ARGV[6])
 local beats, started, descs = KEYS[2], KEYS[3], KEYS[4]
+if redis.call('ZSCORE', KEYS[5], id) then return nil end
 redis.call('ZADD', beats, now, id)
 redis.call('ZADD', started, ARGV[4], id)
 redis.call('HSET', descs, id, ARGV[5])
@@ -125,15 +128,33 @@ end
 return out`;
 
 /**
- * KEYS the descriptors hash and the type's three keys, ARGV the type and the staleness (ms):
- * 1 and everything of the type deleted, or 0 when an instance was heard from within it.
+ * KEYS the descriptors hash, the type's three keys and its departures, ARGV the type and the
+ * staleness (ms): 1 and everything of the type deleted, or 0 when an instance was heard from
+ * within it.
  */
 const FORGET = `${IN_FORCE}
 if redis.call('ZCOUNT', KEYS[2], serverNow() - tonumber(ARGV[2]), '+inf') > 0 then return 0 end
 redis.call('HDEL', KEYS[1], ARGV[1])
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5])
 return 1`;
 
+/**
+ * An instance leaves: KEYS the type's three keys and its departures (a zset by Redis's time),
+ * ARGV the instance id and the staleness (ms). A beat of it that lands after this records
+ * nothing (see HEARTBEAT); its departure is kept four times the staleness, as long as a silent
+ * instance is kept.
+ */
+const REMOVE = `${IN_FORCE}
+local id, now, keep = ARGV[1], serverNow(), tonumber(ARGV[2]) * 4
+redis.call('ZREM', KEYS[1], id)
+redis.call('ZREM', KEYS[2], id)
+redis.call('HDEL', KEYS[3], id)
+redis.call('ZADD', KEYS[4], now, id)
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', now - keep)
+redis.call('PEXPIRE', KEYS[4], keep)
+return 1`;
+
+type RemoveCommand = (...keysAndArgs: (string | number)[]) => Promise<number>;
 type ForgetCommand = (...keysAndArgs: (string | number)[]) => Promise<number>;
 type LiveCommand = (key: string, staleMs: number) => Promise<string[]>;
 type HeartbeatCommand = (...keysAndArgs: (string | number)[]) => Promise<string[] | null>;
@@ -154,9 +175,11 @@ export class RedisAgentRegistry implements AgentRegistry {
     if (!('loomRegistryLive' in redis))
       redis.defineCommand('loomRegistryLive', { numberOfKeys: 1, lua: LIVE });
     if (!('loomRegistryForget' in redis))
-      redis.defineCommand('loomRegistryForget', { numberOfKeys: 4, lua: FORGET });
+      redis.defineCommand('loomRegistryForget', { numberOfKeys: 5, lua: FORGET });
     if (!('loomRegistryHeartbeat' in redis))
-      redis.defineCommand('loomRegistryHeartbeat', { numberOfKeys: 4, lua: HEARTBEAT });
+      redis.defineCommand('loomRegistryHeartbeat', { numberOfKeys: 5, lua: HEARTBEAT });
+    if (!('loomRegistryRemove' in redis))
+      redis.defineCommand('loomRegistryRemove', { numberOfKeys: 4, lua: REMOVE });
   }
 
   /**
@@ -184,6 +207,7 @@ export class RedisAgentRegistry implements AgentRegistry {
       this.redis,
       this.descriptorsKey(),
       ...this.typeKeys(descriptor.agentType),
+      this.leftKey(descriptor.agentType),
       descriptor.agentType,
       instanceId,
       Date.now(),
@@ -199,14 +223,16 @@ export class RedisAgentRegistry implements AgentRegistry {
     };
   }
 
+  /** Also refuses the instance's later beats: one sent before may still reach Redis after. */
   async remove(agentType: string, instanceId: string): Promise<void> {
-    const [instances, started, descriptors] = this.typeKeys(agentType);
-    await this.redis
-      .multi()
-      .zrem(instances, instanceId)
-      .zrem(started, instanceId)
-      .hdel(descriptors, instanceId)
-      .exec();
+    const remove = (this.redis as unknown as Record<string, RemoveCommand>).loomRegistryRemove;
+    await remove.call(
+      this.redis,
+      ...this.typeKeys(agentType),
+      this.leftKey(agentType),
+      instanceId,
+      this.staleMs,
+    );
   }
 
   /**
@@ -220,6 +246,7 @@ export class RedisAgentRegistry implements AgentRegistry {
       this.redis,
       this.descriptorsKey(),
       ...this.typeKeys(agentType),
+      this.leftKey(agentType),
       agentType,
       this.staleMs,
     );
@@ -243,6 +270,11 @@ export class RedisAgentRegistry implements AgentRegistry {
 
   private descriptorsKey(): string {
     return `${this.prefix}agents:{registry}`;
+  }
+
+  /** The instances of a type that left (`remove`), by when (Redis's clock). */
+  private leftKey(agentType: string): string {
+    return `${this.typeKeys(agentType)[0]}:left`;
   }
 
   /** A type's instances by last heartbeat, by start time, and each one's descriptor. */
