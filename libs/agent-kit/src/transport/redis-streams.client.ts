@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { ClientProxy, ReadPacket, WritePacket } from '@nestjs/microservices';
 import { randomBytes } from 'crypto';
-import { RedisClient, SharedClock } from '@loom/session';
+import { RedisClient, SharedClock, isCluster } from '@loom/session';
 import {
   DEFAULTS,
   RedisStreamsClientOptions,
@@ -74,7 +74,10 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
   private readLoop?: Promise<void>;
   private lastId = '0-0';
   private readonly timers = new Map<string, CallTimers>();
-  private readonly sendBy = new SendBy();
+  /** On a cluster, `clock` reads one master's: the first XADD to each stream teaches its own. */
+  private readonly sendBy = new SendBy(() =>
+    this.cmd && !isCluster(this.cmd) ? this.clock.offsetFloor() : undefined,
+  );
   private listeners: PendingListener[] = [];
 
   constructor(private readonly options: RedisStreamsClientOptions) {

@@ -26,6 +26,17 @@ describe('SendBy', () => {
     expect(sendBy.of('s', 0, 0)).toBe(999_998);
   });
 
+  it("falls back to a bound of Redis's clock read otherwise, while a stream has none", () => {
+    const clock: { floor?: number } = {};
+    const sendBy = new SendBy(() => clock.floor);
+    expect(sendBy.of('s', 5000, 200)).toBeUndefined();
+    clock.floor = 1_000_000;
+    expect(sendBy.of('s', 5000, 200)).toBe(1_005_199);
+    sendBy.observe('s', '1000299-0', 300); // the stream's own bound wins
+    expect(sendBy.of('s', 5000, 400)).toBe(1_005_398);
+    expect(sendBy.of('other', 5000, 400)).toBe(1_005_399);
+  });
+
   it('reads the ms of an entry id', () => {
     expect(entryMs('1700000000123-7')).toBe(1700000000123);
   });

@@ -19,16 +19,20 @@ export function entryMs(entryId: string): number {
  * which happened before its answer came back, so `id - answeredAt` is a lower bound of how far
  * Redis's clock is ahead of our monotonic one. `sendBy` is that bound plus the command's sending
  * time and time-out: an XADD that ran after its caller gave up ran past it. Kept per stream
- * (a cluster's streams live on different hosts); none until an XADD there was answered.
+ * (a cluster's streams live on different hosts). Before an XADD to a stream was answered, the
+ * bound `fallback` gives, if any: a standalone Redis's clock read at connect (TIME, the same
+ * reasoning), so that a client's first request to each stream is covered too.
  */
 export class SendBy {
   private readonly offsets = new Map<string, { ms: number; at: number }>();
 
+  constructor(private readonly fallback: () => number | undefined = () => undefined) {}
+
   /** `sendBy` for an XADD to `key` sent now with `timeoutMs`, or undefined while unknown. */
   of(key: string, timeoutMs: number, sentAt = performance.now()): number | undefined {
-    const offset = this.offsets.get(key);
-    if (!offset) return undefined;
-    return Math.floor(sentAt + timeoutMs + offset.ms) - 1;
+    const offset = this.offsets.get(key)?.ms ?? this.fallback();
+    if (offset === undefined) return undefined;
+    return Math.floor(sentAt + timeoutMs + offset) - 1;
   }
 
   /** Learns from an XADD to `key` that `entryId` answered (now). */

@@ -13,6 +13,8 @@ const RESYNC_MS = 10_000;
  */
 export class SharedClock {
   private base?: { server: number; mono: number };
+  /** `server - received` of the last reading: see offsetFloor(). */
+  private floor?: number;
   private syncing?: Promise<void>;
 
   constructor(private readonly redis: RedisClient | null) {}
@@ -27,6 +29,16 @@ export class SharedClock {
     const mono = performance.now();
     if (mono - base.mono >= RESYNC_MS) void this.sync();
     return base.server + (mono - base.mono);
+  }
+
+  /**
+   * A lower bound of how far Redis's clock is ahead of this host's monotonic one
+   * (`performance.now()`), from the last reading, or undefined before one: Redis read its clock
+   * before its answer arrived. Exact but for that round trip, where now() may be off by half of
+   * it either way.
+   */
+  offsetFloor(): number | undefined {
+    return this.floor;
   }
 
   /** Reads Redis's time (once at a time); a failure keeps the last reading. */
@@ -44,11 +56,10 @@ export class SharedClock {
     const sent = performance.now();
     const [seconds, micros] = (await node.call('TIME')) as [string, string];
     const received = performance.now();
+    const server = Number(seconds) * 1000 + Number(micros) / 1000;
     // Taken halfway through the round trip: off by half of it at most.
-    this.base = {
-      server: Number(seconds) * 1000 + Number(micros) / 1000,
-      mono: (sent + received) / 2,
-    };
+    this.base = { server, mono: (sent + received) / 2 };
+    this.floor = server - received;
   }
 }
 
