@@ -814,6 +814,50 @@ describe('tiered store: deleting keys while Redis fails', () => {
       await Promise.all([db.drop(), prefix.cleanup()]);
     }
   });
+  // A deletion whose tombstones could not be written (Redis paused or cut off) is repaired once
+  // Redis answers; the repair must leave the tombstones too, or the Redis half of a write that
+  // passed MySQL before the deletion (an agent's last save of its session) lands after the
+  // repair and caches a key MySQL no longer holds (chaos: "agent session key left in Redis").
+  it('repairs a deletion it could not make in Redis with its tombstones, so a late save is refused', async () => {
+    const db = await createTestDatabase();
+    const prefix = createTestPrefix();
+    const flaky = new Redis(TEST_REDIS_URL, { enableOfflineQueue: false, maxRetriesPerRequest: 0 });
+    flaky.on('error', () => undefined);
+    const open = async (redis: Redis) =>
+      new TieredSessionStore(
+        new MysqlSessionStore(await openSessionDataSource({ url: db.url })),
+        new RedisSessionStore(redis, prefix.prefix, { authoritative: false }),
+        { ttlFor: ttlRules(DEFAULT_TTL), lruTtlMs: 0 },
+      );
+    const orchestrator = await open(flaky);
+    const agent = await open(new Redis(TEST_REDIS_URL));
+    const scope = { tenantId: 'tenant-a' };
+    const key = 'agent:a_late5678';
+    try {
+      const sid = newId('c');
+      await orchestrator.save(scope, sid, 'conversation', { title: 'x' });
+      await agent.save(scope, sid, key, { status: 'RUNNING' });
+      flaky.disconnect();
+      expect(await orchestrator.deleteKeys(scope, sid, [key])).toBe(false);
+      await flaky.connect();
+      // Redis answers again: a hot write that succeeds starts the repair, which drops the copy.
+      for (let i = 0; (await agent.hot.get(scope, sid, key)) !== null; i++) {
+        if (i === 50) throw new Error('the repair never dropped the cached copy');
+        await orchestrator.save(scope, sid, 'conversation', { title: `y${i}` });
+        await orchestrator.repaired();
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      // The agent's last save had passed MySQL before the deletion; its Redis half comes now.
+      jest.spyOn(agent.durable, 'save').mockResolvedValueOnce(undefined);
+      await agent.save(scope, sid, key, { status: 'COMPLETED' });
+      expect(await agent.hot.get(scope, sid, key)).toBeNull();
+      expect(await agent.get(scope, sid, key)).toBeNull();
+    } finally {
+      await Promise.all([orchestrator.close(), agent.close()]);
+      flaky.disconnect();
+      await Promise.all([db.drop(), prefix.cleanup()]);
+    }
+  });
 });
 
 describe('tiered store: what a process trusts from its own LRU', () => {

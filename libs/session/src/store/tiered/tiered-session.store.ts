@@ -73,6 +73,12 @@ interface Pending {
   scope: StoreScope;
   sid: string;
   key: string;
+  /**
+   * A deletion missed Redis: the repair leaves its tombstones as well as dropping the copies, or
+   * the Redis half of a write that passed MySQL before the deletion, landing after the repair,
+   * would cache what MySQL no longer holds.
+   */
+  deleted?: boolean;
 }
 
 /**
@@ -399,19 +405,25 @@ export class TieredSessionStore implements SessionStore {
     for (const key of keys) this.lru.delete(this.lruKey(scope, sid, key));
     // Tombstones first, as for a session's deletion: a read that read MySQL before the delete and
     // refills after it is refused, rather than bringing the key back for its TTL.
-    const tombstoned = await this.guard.attempt(() =>
-      this.hot.markKeysDeleted(
-        scope,
-        sid,
-        keys,
-        this.opts.deleteTombstoneMs ?? DELETE_TOMBSTONE_MS,
+    const tombstoned = await this.hotWrite(
+      scope,
+      sid,
+      keys,
+      () =>
+        this.hot.markKeysDeleted(
+          scope,
+          sid,
+          keys,
+          this.opts.deleteTombstoneMs ?? DELETE_TOMBSTONE_MS,
+        ),
+      true,
+    );
+    const deleted = await Promise.all(
+      keys.map((key) =>
+        this.hotWrite(scope, sid, key, () => this.hot.deleteKey(scope, sid, key), true),
       ),
     );
-    if (!tombstoned.ok) this.opts.onHotError?.(tombstoned.error);
-    const deleted = await Promise.all(
-      keys.map((key) => this.hotWrite(scope, sid, key, () => this.hot.deleteKey(scope, sid, key))),
-    );
-    return deleted.every(Boolean);
+    return tombstoned && deleted.every(Boolean);
   }
 
   /**
@@ -430,10 +442,16 @@ export class TieredSessionStore implements SessionStore {
       if (k.startsWith(this.lruKey(scope, sid, ''))) this.lru.delete(k);
     // The tombstone first: a read that read MySQL before the delete and refills after it (even
     // after the keys below are gone) is refused, rather than bringing the session back.
-    await this.hotWrite(scope, sid, '*', async () => {
-      await this.hot.markDeleted(scope, sid, this.opts.deleteTombstoneMs ?? DELETE_TOMBSTONE_MS);
-      await this.hot.delete(scope, sid);
-    });
+    await this.hotWrite(
+      scope,
+      sid,
+      '*',
+      async () => {
+        await this.hot.markDeleted(scope, sid, this.opts.deleteTombstoneMs ?? DELETE_TOMBSTONE_MS);
+        await this.hot.delete(scope, sid);
+      },
+      true,
+    );
   }
 
   listSessions(
@@ -544,8 +562,9 @@ export class TieredSessionStore implements SessionStore {
   private async hotWrite(
     scope: StoreScope,
     sid: string,
-    key: string,
+    key: string | string[],
     fn: () => Promise<unknown>,
+    deleted = false,
   ): Promise<boolean> {
     const res = await this.guard.attempt(fn);
     if (res.ok) {
@@ -554,7 +573,12 @@ export class TieredSessionStore implements SessionStore {
     }
     this.opts.onHotError?.(res.error);
     if (this.pending.size < (this.opts.maxPendingInvalidations ?? 10_000)) {
-      this.pending.set(`${scope.tenantId}\u0000${sid}\u0000${key}`, { scope, sid, key });
+      for (const k of typeof key === 'string' ? [key] : key) {
+        const id = `${scope.tenantId}\u0000${sid}\u0000${k}`;
+        // A deletion stays one (its tombstones are due) whatever write of the key missed after it.
+        const wasDeleted = this.pending.get(id)?.deleted === true;
+        this.pending.set(id, { scope, sid, key: k, deleted: deleted || wasDeleted });
+      }
     } else {
       // Too many to list: every cached session goes, from the start of the keyspace (a purge
       // under way starts over, as it may have passed this session already).
@@ -588,11 +612,14 @@ export class TieredSessionStore implements SessionStore {
       if (!res.ok) return;
       if (run === this.purgeRun) this.purgeCursor = res.value === '0' ? null : res.value;
     }
+    const tombstoneMs = this.opts.deleteTombstoneMs ?? DELETE_TOMBSTONE_MS;
     for (const [id, entry] of [...this.pending]) {
-      const { sid, key } = entry;
-      const res = await this.guard.attempt(() =>
-        this.hot.purge(sid, key === '*' ? undefined : key),
-      );
+      const { scope, sid, key, deleted } = entry;
+      const res = await this.guard.attempt(async () => {
+        if (deleted && key === '*') await this.hot.markDeleted(scope, sid, tombstoneMs);
+        else if (deleted) await this.hot.markKeysDeleted(scope, sid, [key], tombstoneMs);
+        await this.hot.purge(sid, key === '*' ? undefined : key);
+      });
       if (!res.ok) return;
       // The same key may have missed another write meanwhile: that one stays listed.
       if (this.pending.get(id) === entry) this.pending.delete(id);
