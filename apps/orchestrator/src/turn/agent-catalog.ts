@@ -1,3 +1,4 @@
+import { performance } from 'perf_hooks';
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import {
   AGENT_REGISTRY,
@@ -22,6 +23,8 @@ const KEY = 'agents';
  * an instance of the type runs after that. Written only by that command, read by orchestrators.
  */
 export const RETIRED_KEY = 'retired';
+/** How old a read of the retired types may be when a step is dispatched (ms). */
+const RETIRED_FRESH_MS = 2000;
 /** An agent type not seen running for this long is no longer planned. */
 const RETENTION_MS = 7 * 86_400_000;
 /** How stale this process's copy of the stored catalog (and its last-seen stamps) may get. */
@@ -39,6 +42,8 @@ export class AgentCatalog {
   private catalog: Catalog | null = null;
   private retired: Record<string, number> = {};
   private loadedAt = 0;
+  /** The retired types as `retiredNow` last read them, and when (monotonic ms). */
+  private retiredRead?: { value: Promise<Record<string, number>>; at: number };
 
   constructor(
     @Inject(AGENT_REGISTRY) private readonly registry: AgentRegistry,
@@ -67,15 +72,23 @@ export class AgentCatalog {
   /**
    * Whether `agentType` was retired (`npm run agents:retire`) and has not run since: a step of a
    * task planned before the retirement and dispatched after it (a recovery, a retry, a later
-   * wave), which no instance will ever answer. Read fresh, not from this process's copy (up to a
-   * minute old): one read of the retired types, and the registry only for a retired one.
+   * wave), which no instance will ever answer. Read at most RETIRED_FRESH_MS old, not from the
+   * catalog's copy (up to a minute old), so a turn's steps share one read of the retired types
+   * rather than adding a store read to every dispatch; the registry is asked for a retired one only.
    */
   async retiredNow(agentType: string): Promise<boolean> {
-    const retired = await this.system.value<Record<string, number>>(
-      SystemSessions.catalog,
-      RETIRED_KEY,
-    );
-    const at = retiredAt(retired ?? {}, agentType);
+    const now = performance.now();
+    if (!this.retiredRead || now - this.retiredRead.at > RETIRED_FRESH_MS) {
+      const value = this.system
+        .value<Record<string, number>>(SystemSessions.catalog, RETIRED_KEY)
+        .then((r) => r ?? {});
+      this.retiredRead = { value, at: now };
+      // A failed read is not kept: the next step reads again.
+      value.catch(() => {
+        if (this.retiredRead?.value === value) this.retiredRead = undefined;
+      });
+    }
+    const at = retiredAt(await this.retiredRead.value, agentType);
     if (at === -Infinity) return false;
     const { live } = await this.agents();
     if (live.has(agentType)) return false;
