@@ -3,7 +3,12 @@ import { mkdtempSync, rmSync, writeFileSync } from 'fs';
 import { tmpdir } from 'os';
 import { join } from 'path';
 import { ConversationRepository, createSessionInfra, SessionInfra } from '@loom/session';
-import { createTestDatabase, createTestPrefix, TEST_REDIS_URL } from '@loom/testing';
+import {
+  createTestDatabase,
+  createTestPrefix,
+  PrivateRedisServer,
+  TEST_REDIS_URL,
+} from '@loom/testing';
 const { root } = require('../scripts/lib/processes');
 
 /**
@@ -139,6 +144,100 @@ describe('system: npm run session:import-legacy with the conversation cached in 
       expect((await again.get(alice, 'cached_session_1')).messageCount).toBe(4);
       expect((await again.messages(alice, 'cached_session_1')).map((m) => m.content)).toEqual(
         messages.map((m) => m.content),
+      );
+    } finally {
+      await reader.close();
+    }
+  });
+});
+
+/**
+ * With the deployment's Redis out of reach (its server stopped, holding the conversation), an
+ * import must not leave Redis serving the older copy once it answers again: the cache entries it
+ * could not update or drop were only remembered by the importer's process, which exits.
+ */
+describe('system: npm run session:import-legacy while Redis is out of reach', () => {
+  const alice = { tenantId: 'tenant-a', userId: 'alice' };
+  const messages = ['q1', 'a1', 'q2', 'a2'].map((content, i) => ({
+    role: i % 2 ? ('assistant' as const) : ('user' as const),
+    content,
+  }));
+  let dir: string;
+  let db: Awaited<ReturnType<typeof createTestDatabase>>;
+  let redis: PrivateRedisServer;
+  const prefix = 'loom-import-down:';
+  const open = () =>
+    createSessionInfra({ mysqlUrl: db.url, redisUrl: redis.url, keyPrefix: prefix });
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'loom-import-down-'));
+    db = await createTestDatabase('loom_import_down');
+    redis = await PrivateRedisServer.start();
+  });
+  afterAll(async () => {
+    redis?.resume();
+    await redis?.kill();
+    await db?.drop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  it('what the apps read through Redis afterwards is what MySQL holds', async () => {
+    const infra = await open();
+    try {
+      const conversations = new ConversationRepository(infra.store, { idleExpiryDays: 30 });
+      await conversations.create(alice, 'down_session_1', { importedFrom: 'legacy' });
+      for (const m of messages.slice(0, 2))
+        await conversations.appendMessage(alice, 'down_session_1', {
+          ...m,
+          agentType: null,
+          taskId: null,
+          createdAt: new Date().toISOString(),
+          tokens: 0,
+        });
+      const meta = await conversations.get(alice, 'down_session_1');
+      meta.messageCount = 2;
+      await conversations.save(alice, meta);
+      // Read since: Redis holds this copy.
+      expect((await conversations.messages(alice, 'down_session_1')).length).toBe(2);
+    } finally {
+      await infra.close();
+    }
+
+    const file = join(dir, 'down_session_1.json');
+    writeFileSync(file, JSON.stringify({ memory: { messages } }));
+    redis.pause(); // SIGSTOP: the server keeps what it holds but answers nothing
+    let out;
+    try {
+      out = spawnSync(
+        process.execPath,
+        [
+          join(root, 'dist', 'libs', 'session', 'src', 'cli', 'import-legacy.js'),
+          '--tenant',
+          alice.tenantId,
+          '--user',
+          alice.userId,
+          file,
+        ],
+        {
+          env: { ...process.env, MYSQL_URL: db.url, REDIS_URL: redis.url, LOOM_KEY_PREFIX: prefix },
+          encoding: 'utf8',
+          timeout: 60_000,
+        },
+      );
+    } finally {
+      redis.resume();
+    }
+    // The run says it did not do the job (nothing silently left stale)…
+    expect(out.status).toBe(1);
+    expect(out.stderr).toContain('Redis');
+
+    // …and another app of the deployment, reading through Redis, sees what MySQL holds.
+    const reader = await open();
+    try {
+      const again = new ConversationRepository(reader.store, { idleExpiryDays: 30 });
+      const durable = await again.get(alice, 'down_session_1', true);
+      expect((await again.get(alice, 'down_session_1')).messageCount).toBe(durable.messageCount);
+      expect((await again.messages(alice, 'down_session_1')).length).toBe(
+        await again.messageCount(alice, 'down_session_1', true),
       );
     } finally {
       await reader.close();

@@ -4,7 +4,9 @@ import * as path from 'path';
 import { parseArgs } from 'util';
 import { assertPrincipal } from '../ids';
 import { LegacyImporter } from '../legacy/legacy-importer';
-import { createSessionInfra } from '../session.providers';
+import { pingRedis } from '../redis/redis-client';
+import { createSessionInfra, SessionInfra } from '../session.providers';
+import { TieredSessionStore } from '../store/tiered/tiered-session.store';
 import { startTimeoutMs } from '../store/mysql/data-source';
 
 const USAGE =
@@ -78,21 +80,77 @@ async function main(argv: string[]): Promise<number> {
     keyPrefix: process.env.LOOM_KEY_PREFIX || 'loom:',
     databaseClaim: 'check', // a tool never claims a database; a wrong prefix is refused
   });
-  const importer = new LegacyImporter(infra.store);
   let failed = 0;
+  let done = 0;
+  let stale: string[] = [];
   try {
+    // The apps would go on serving what Redis holds of a conversation the import changes: a run
+    // without Redis could neither update nor drop it (the store only remembers, in this process,
+    // what to drop once Redis answers again, and this process exits).
+    const unreachable = await redisProblem(infra);
+    if (unreachable) {
+      process.stderr.write(
+        `import-legacy: the Redis at REDIS_URL does not answer (${unreachable}): nothing imported, ` +
+          'as the apps would go on serving the copies it holds; run it again once Redis answers\n',
+      );
+      return 1;
+    }
+    const importer = new LegacyImporter(infra.store);
     for (const file of files) {
+      // Redis lost since the last file: its copies that missed writes are dropped before more.
+      stale = await dropMissed(infra);
+      if (stale.length) break;
       const r = await importer.importFile({ tenantId, userId }, file);
       if (r.status === 'skipped') failed++;
+      done++;
       process.stdout.write(`${JSON.stringify(r)}\n`);
     }
+    if (!stale.length) stale = await dropMissed(infra);
   } finally {
     await infra.close();
+  }
+  if (stale.length) {
+    process.stderr.write(
+      `import-legacy: Redis stopped answering during the import and still holds older copies of ` +
+        `${stale.includes('*') ? 'conversations' : stale.join(', ')}; ` +
+        `${files.length - done} of ${files.length} files not imported. Run it again once Redis ` +
+        'answers: it drops the cached copy of each conversation it imports\n',
+    );
+    return 1;
   }
   process.stdout.write(
     `${files.length - failed} of ${files.length} files imported or up to date\n`,
   );
   return failed ? 1 : 0;
+}
+
+/** How long a run waits for Redis to take back the copies that missed writes before it gives up. */
+const SETTLE_MS = 10_000;
+
+/** Why Redis does not answer (every master of a cluster), or null when it does. */
+async function redisProblem(infra: SessionInfra): Promise<string | null> {
+  if (!infra.redis) return null;
+  try {
+    await pingRedis(infra.redis);
+    return null;
+  } catch (err) {
+    return err instanceof Error ? err.message : String(err);
+  }
+}
+
+/**
+ * Drops the hot copies that missed writes (Redis lost part-way), waiting up to SETTLE_MS for
+ * Redis to answer; the sessions still to drop ('*': the whole cache), none when done.
+ */
+async function dropMissed(infra: SessionInfra): Promise<string[]> {
+  const store = infra.store;
+  if (!(store instanceof TieredSessionStore)) return [];
+  const until = Date.now() + SETTLE_MS;
+  for (;;) {
+    const stale = await store.dropMissedHotCopies();
+    if (!stale.length || Date.now() >= until) return stale;
+    await new Promise((resolve) => setTimeout(resolve, 500));
+  }
 }
 
 main(process.argv.slice(2)).then(

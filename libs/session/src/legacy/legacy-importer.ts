@@ -4,7 +4,9 @@ import { ConversationRepository } from '../conversation/conversation.repository'
 import { Owner } from '../conversation/owner';
 import { LoomError, LoomErrorCode } from '../errors/session-error';
 import { isValidId } from '../ids';
+import { StateKeys } from '../model/state-keys';
 import { SessionStore } from '../store/session-store';
+import { TieredSessionStore } from '../store/tiered/tiered-session.store';
 import { decodeLegacyFile, LegacyMessage, parseLegacySession } from './legacy-document';
 
 export interface ImportResult {
@@ -64,6 +66,13 @@ export class LegacyImporter {
         reason: 'the id belongs to another owner',
       };
     const { created } = adopted;
+    // A run that lost Redis part-way (see the CLI) may have left Redis an older copy of the
+    // conversation than MySQL's: it is dropped, so what follows reads MySQL and the apps refill.
+    if (this.store instanceof TieredSessionStore)
+      await this.store.dropHotCopies({ tenantId: owner.tenantId }, sessionId, [
+        StateKeys.conversation,
+        StateKeys.messages,
+      ]);
     const already = await this.conversations.messageCount(owner, sessionId, true);
     // What the log already holds must be this file's messages, in order: another file with the
     // same id (a second export directory) or a log that took other messages between an

@@ -598,6 +598,35 @@ export class TieredSessionStore implements SessionStore {
     await this.repairing;
   }
 
+  /**
+   * Drops the hot copies of `keys` of a session (Redis and this process's LRU) as for a missed hot
+   * write, so the next reads refill them from MySQL; what Redis does not take now stays listed
+   * (see dropMissedHotCopies). For an operator tool that writes behind the apps' backs (the legacy
+   * importer): a copy an earlier run left stale, Redis away, is dropped by the next run.
+   */
+  async dropHotCopies(scope: StoreScope, sid: string, keys: string[]): Promise<void> {
+    assertId(sid, 'session id');
+    for (const key of keys) assertStateKey(key);
+    for (const key of keys) this.lru.delete(this.lruKey(scope, sid, key));
+    await this.hotWrite(scope, sid, keys, () =>
+      Promise.all(keys.map((key) => this.hot.purge(sid, key))),
+    );
+  }
+
+  /**
+   * Drops at once, and waits for it, the hot copies that missed writes (the repair that otherwise
+   * runs in the background when Redis answers again). Returns the sessions whose copies are still
+   * to drop (`*`: the whole cache), none when done. A process about to exit (an operator tool)
+   * asks this: what it still lists is lost with it, and Redis keeps serving those copies.
+   */
+  async dropMissedHotCopies(): Promise<string[]> {
+    await this.repairing;
+    this.repair();
+    await this.repairing;
+    if (this.purgeCursor !== null) return ['*'];
+    return [...new Set([...this.pending.values()].map((entry) => entry.sid))];
+  }
+
   /** Starts, once at a time, dropping the hot copies that missed writes; nobody waits for it. */
   private repair(): void {
     if (this.repairing || !this.needsRepair()) return;
