@@ -11,6 +11,9 @@ import {
 } from '@loom/testing';
 const { root } = require('../scripts/lib/processes');
 
+/** The built importer (npm run session:import-legacy). */
+const cli = join(root, 'dist', 'apps', 'orchestrator', 'src', 'cli', 'import-legacy.js');
+
 /**
  * `npm run session:import-legacy` writes conversations into MYSQL_URL: an argument it does not
  * take must be refused before anything is read or written, never taken as the value of a flag
@@ -28,15 +31,11 @@ describe('system: npm run session:import-legacy arguments', () => {
   afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
   const importLegacy = (...args: string[]) =>
-    spawnSync(
-      process.execPath,
-      [join(root, 'dist', 'libs', 'session', 'src', 'cli', 'import-legacy.js'), ...args],
-      {
-        env: { ...process.env, MYSQL_URL: 'mysql://root@127.0.0.1:1/loom_import_cli' },
-        encoding: 'utf8',
-        timeout: 60_000,
-      },
-    );
+    spawnSync(process.execPath, [cli, ...args], {
+      env: { ...process.env, MYSQL_URL: 'mysql://root@127.0.0.1:1/loom_import_cli' },
+      encoding: 'utf8',
+      timeout: 60_000,
+    });
 
   it('prints its usage for --help and exits 0, importing nothing', () => {
     const out = importLegacy('--help');
@@ -50,6 +49,38 @@ describe('system: npm run session:import-legacy arguments', () => {
     expect(out.stderr).toContain('--force');
     expect(out.stderr).toContain('usage: npm run session:import-legacy');
     expect(out.stderr).not.toMatch(/\n\s+at /);
+  });
+
+  it('refuses a Redis Cluster setting the apps refuse, naming it, before anything is read', () => {
+    const standalone: Record<string, string | undefined> = {
+      ...process.env,
+      MYSQL_URL: 'mysql://root@127.0.0.1:1/loom_import_cli',
+      REDIS_CLUSTER_NODES: undefined,
+      REDIS_CLUSTER_NAT_MAP: undefined,
+    };
+    for (const [env, named] of [
+      [{ REDIS_CLUSTER_NODES: '10.0.0.1:6379,not-a-node' }, 'REDIS_CLUSTER_NODES'],
+      [
+        { REDIS_CLUSTER_NODES: '10.0.0.1:6379', REDIS_CLUSTER_NAT_MAP: '10.0.0.1:6379' },
+        'REDIS_CLUSTER_NAT_MAP',
+      ],
+      // A map for a standalone Redis would be silently ignored.
+      [{ REDIS_CLUSTER_NAT_MAP: '10.0.0.1:6379=127.0.0.1:30001' }, 'REDIS_CLUSTER_NAT_MAP'],
+      // A cluster has database 0 only.
+      [
+        { REDIS_CLUSTER_NODES: '10.0.0.1:6379', REDIS_URL: 'redis://127.0.0.1:6379/3' },
+        'REDIS_URL',
+      ],
+    ] as const) {
+      const out = spawnSync(process.execPath, [cli, '--tenant', 't1', '--user', 'u1', file], {
+        env: { ...standalone, ...env },
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
+      expect(out.status).toBe(1);
+      expect(out.stderr).toContain('invalid configuration');
+      expect(out.stderr).toContain(named);
+    }
   });
 
   it('refuses a flag given twice or without its value', () => {
@@ -114,14 +145,7 @@ describe('system: npm run session:import-legacy with the conversation cached in 
     writeFileSync(file, JSON.stringify({ memory: { messages } }));
     const out = spawnSync(
       process.execPath,
-      [
-        join(root, 'dist', 'libs', 'session', 'src', 'cli', 'import-legacy.js'),
-        '--tenant',
-        alice.tenantId,
-        '--user',
-        alice.userId,
-        file,
-      ],
+      [cli, '--tenant', alice.tenantId, '--user', alice.userId, file],
       {
         env: {
           ...process.env,
@@ -209,14 +233,7 @@ describe('system: npm run session:import-legacy while Redis is out of reach', ()
     try {
       out = spawnSync(
         process.execPath,
-        [
-          join(root, 'dist', 'libs', 'session', 'src', 'cli', 'import-legacy.js'),
-          '--tenant',
-          alice.tenantId,
-          '--user',
-          alice.userId,
-          file,
-        ],
+        [cli, '--tenant', alice.tenantId, '--user', alice.userId, file],
         {
           env: { ...process.env, MYSQL_URL: db.url, REDIS_URL: redis.url, LOOM_KEY_PREFIX: prefix },
           encoding: 'utf8',

@@ -32,3 +32,4 @@ export * from './lock/lock-holder-liveness';
 export * from './redis/redis-client';
 export * from './redis/cluster-nat-map';
 export * from './clock/shared-clock';
+export * from './legacy/legacy-importer';

@@ -2,12 +2,15 @@ import 'reflect-metadata';
 import { promises as fs } from 'fs';
 import * as path from 'path';
 import { parseArgs } from 'util';
-import { assertPrincipal } from '../ids';
-import { LegacyImporter } from '../legacy/legacy-importer';
-import { pingRedis } from '../redis/redis-client';
-import { createSessionInfra, SessionInfra } from '../session.providers';
-import { TieredSessionStore } from '../store/tiered/tiered-session.store';
-import { startTimeoutMs } from '../store/mysql/data-source';
+import { loadEnvOrExit, sessionOptionsFrom } from '@loom/agent-kit';
+import {
+  assertPrincipal,
+  createSessionInfra,
+  LegacyImporter,
+  pingRedis,
+  SessionInfra,
+  TieredSessionStore,
+} from '@loom/session';
 
 const USAGE =
   'usage: npm run session:import-legacy -- --tenant <tenantId> --user <userId> <file.json|directory>…';
@@ -59,6 +62,9 @@ async function main(argv: string[]): Promise<number> {
   }
   assertPrincipal(tenantId, 'tenant');
   assertPrincipal(userId, 'user');
+  // The apps' environment, validated as theirs (a bad REDIS_CLUSTER_NODES or NAT map is refused
+  // naming it, exit 1), before any file is read.
+  const env = loadEnvOrExit({}, 'tool');
   const files: string[] = [];
   for (const input of inputs) {
     const stat = await fs.stat(input);
@@ -68,16 +74,8 @@ async function main(argv: string[]): Promise<number> {
     } else files.push(input);
   }
   const infra = await createSessionInfra({
-    profile: 'distributed',
-    mysqlUrl: process.env.MYSQL_URL || 'mysql://root@127.0.0.1:3306/loom',
-    mysqlSslCa: process.env.MYSQL_SSL_CA || undefined,
-    mysqlStartTimeoutMs: startTimeoutMs(process.env.DB_START_TIMEOUT_MS),
-    redisUrl: process.env.REDIS_URL || 'redis://127.0.0.1:6379',
-    redisClusterNodes: (process.env.REDIS_CLUSTER_NODES ?? '')
-      .split(',')
-      .map((node) => node.trim())
-      .filter(Boolean),
-    keyPrefix: process.env.LOOM_KEY_PREFIX || 'loom:',
+    ...sessionOptionsFrom(env),
+    profile: 'distributed', // the import writes MySQL (and Redis), whatever LOOM_PROFILE says
     databaseClaim: 'check', // a tool never claims a database; a wrong prefix is refused
   });
   let failed = 0;
