@@ -33,3 +33,4 @@ export * from './redis/redis-client';
 export * from './redis/cluster-nat-map';
 export * from './clock/shared-clock';
 export * from './legacy/legacy-importer';
+export { MAX_LEGACY_MESSAGE_CHARS } from './legacy/legacy-document';

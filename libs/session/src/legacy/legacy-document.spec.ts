@@ -48,3 +48,22 @@ describe('parseLegacySession', () => {
     expect(() => parseLegacySession('{"memory":{}}')).toThrow('memory.messages');
   });
 });
+
+/**
+ * GET …/messages bounds the memory of the pages it reads at once by counting messages
+ * (LOOM_MAX_MESSAGES_READ_IN_FLIGHT): that is a bound on bytes only while no stored message is
+ * longer than the longest the API stores (an agent's answer, 100,000 characters). A legacy message
+ * of up to 1,000,000 made one page of 200 up to 200 million characters.
+ */
+describe('parseLegacySession message size', () => {
+  const doc = (chars: number) =>
+    JSON.stringify({ memory: { messages: [{ role: 'assistant', content: 'x'.repeat(chars) }] } });
+
+  it('takes a message as long as the longest answer the API stores', () => {
+    expect(parseLegacySession(doc(100_000)).messages[0].content.length).toBe(100_000);
+  });
+
+  it('refuses a longer one, naming the limit', () => {
+    expect(() => parseLegacySession(doc(100_001))).toThrow('over 100000 characters');
+  });
+});

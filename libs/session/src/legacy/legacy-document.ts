@@ -17,12 +17,15 @@ export interface ParsedLegacySession {
 }
 
 /**
- * The longest message imported, in characters. Counting the tokens of a longer one can take
- * minutes, and its row may exceed the server's max_allowed_packet (16 MB by default, in bytes
- * after JSON escapes): the run would hang or stop halfway through the file, and every re-run at
- * the same message. A file holding one is refused whole, before anything of it is written.
+ * The longest message imported, in characters (UTF-16 units, as `String.length`): the longest the
+ * API stores, an agent's answer (agent-kit's MAX_ANSWER_CHARS). GET …/messages bounds the memory
+ * of the pages it reads at once by counting their messages (LOOM_MAX_MESSAGES_READ_IN_FLIGHT),
+ * which bounds bytes only while no message is longer; at 1,000,000 one page of 200 imported
+ * messages was up to 200 million characters. (A longer one also took minutes to count tokens for,
+ * and its row could pass max_allowed_packet.) A file holding one is refused whole, before anything
+ * of it is written.
  */
-export const MAX_LEGACY_MESSAGE_CHARS = 1_000_000;
+export const MAX_LEGACY_MESSAGE_CHARS = 100_000;
 
 const ROLES = new Map<string, MessageRole>([
   ['user', 'user'],
