@@ -146,14 +146,16 @@ export class ExecutionClaims {
     let released = false;
     return {
       confirm: async () => {
-        const giveUp = Date.now() + REDIS_PATIENCE_MS;
+        // A duration on the claim's clock, not the wall clock: a host clock stepped while Redis
+        // blips neither rejects a claim still ours nor holds the write for as long as the step.
+        const giveUp = this.clock.now() + REDIS_PATIENCE_MS;
         for (;;) {
           try {
             const held = released ? 'released' : await this.hold(keys, token);
             if (held === 'held') return;
             throw new LoomError(LoomErrorCode.SUPERSEDED, SUPERSEDED_BECAUSE[held]);
           } catch (err) {
-            if (LoomError.is(err, LoomErrorCode.SUPERSEDED) || Date.now() >= giveUp)
+            if (LoomError.is(err, LoomErrorCode.SUPERSEDED) || this.clock.now() >= giveUp)
               throw LoomError.is(err) ? err : unavailable();
             await new Promise((r) => setTimeout(r, this.opts.pollMs));
           }
