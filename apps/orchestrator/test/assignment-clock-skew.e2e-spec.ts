@@ -129,3 +129,84 @@ describe('task times across skewed clocks (HTTP, in-process)', () => {
     }).toEqual({ createdAt: true, completedAt: true });
   });
 });
+
+/**
+ * A conversation's messages are appended by whichever replica runs the turn: their createdAt
+ * must follow their seq whatever each replica's host clock says, and so must the conversation's
+ * lastActiveAt (a listing, ordered by MySQL's clock, shows it). One in-process orchestrator
+ * plays two replicas: the first turn with its host clock ten minutes ahead, the second on time.
+ */
+describe('message times across replicas whose clocks differ (HTTP, in-process)', () => {
+  let orch: InProcessOrchestrator;
+  beforeAll(async () => {
+    orch = await startInProcessOrchestrator('msgclock', {
+      agents: async (env) => [
+        await bootstrapAgent(
+          {
+            agentType: 'clockwise',
+            description: 'answers at once',
+            role: 'specialist',
+            intents: ['clockwise'],
+            keywords: ['clockwise'],
+          },
+          Answers,
+          env,
+        ),
+      ],
+    });
+  });
+  afterEach(() => jest.useRealTimers());
+  afterAll(() => orch?.close());
+
+  it("messages' createdAt go forward with their seq across replicas whose clocks differ", async () => {
+    const server = orch.app.getHttpServer();
+    const auth = orch.auth('olga', 'tenant-clock');
+    const conv = await request(server).post('/v1/conversations').set('authorization', auth);
+    const id = conv.body.conversationId as string;
+    const realNow = Date.now.bind(Date);
+    // The replica whose host clock runs ahead: Date.now() and new Date(), nothing else faked.
+    jest.useFakeTimers({
+      now: realNow() + SKEW_MS,
+      advanceTimers: true,
+      doNotFake: [
+        'hrtime',
+        'nextTick',
+        'performance',
+        'queueMicrotask',
+        'requestAnimationFrame',
+        'cancelAnimationFrame',
+        'requestIdleCallback',
+        'cancelIdleCallback',
+        'setImmediate',
+        'clearImmediate',
+        'setInterval',
+        'clearInterval',
+        'setTimeout',
+        'clearTimeout',
+      ],
+    });
+    const first = await request(server)
+      .post(`/v1/conversations/${id}/messages`)
+      .set('authorization', auth)
+      .send({ content: 'clockwise: first question' });
+    jest.useRealTimers();
+    expect(first.status).toBe(201);
+    const second = await request(server)
+      .post(`/v1/conversations/${id}/messages`)
+      .set('authorization', auth)
+      .send({ content: 'clockwise: second question' });
+    expect(second.status).toBe(201);
+    const messages = await request(server)
+      .get(`/v1/conversations/${id}/messages`)
+      .set('authorization', auth);
+    const times = (messages.body.items as Array<{ seq: number; createdAt: string }>).map((m) =>
+      Date.parse(m.createdAt),
+    );
+    expect(times).toHaveLength(4);
+    const backwards = times.filter((t, i) => i > 0 && t < times[i - 1]);
+    expect({ backwards: backwards.length }).toEqual({ backwards: 0 });
+    const view = await request(server).get(`/v1/conversations/${id}`).set('authorization', auth);
+    // lastActiveAt: the second turn's, on the deployment's clock, not ten minutes ahead.
+    expect(Date.parse(view.body.lastActiveAt) < realNow() + 60_000).toBe(true);
+  });
+});

@@ -50,9 +50,9 @@ export class SessionModule implements OnApplicationShutdown {
         },
         {
           provide: ConversationRepository,
-          useFactory: (infra: SessionInfra, o: SessionOptions) =>
-            new ConversationRepository(infra.store, { idleExpiryDays: o.idleExpiryDays }),
-          inject: [SESSION_INFRA, SESSION_OPTIONS],
+          useFactory: (infra: SessionInfra, o: SessionOptions, clock: SharedClock) =>
+            new ConversationRepository(infra.store, { idleExpiryDays: o.idleExpiryDays, clock }),
+          inject: [SESSION_INFRA, SESSION_OPTIONS, SharedClock],
         },
         {
           provide: TaskRepository,

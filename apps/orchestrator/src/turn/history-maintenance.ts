@@ -173,7 +173,7 @@ export class HistoryMaintenance {
         text: redactPii(text),
         fromSeq: previous?.fromSeq ?? range.fromSeq,
         toSeq: folded[folded.length - 1].seq,
-        createdAt: new Date().toISOString(),
+        createdAt: this.conversations.now(),
       },
       fence,
     );

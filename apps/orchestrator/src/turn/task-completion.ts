@@ -60,7 +60,7 @@ export class TaskCompletion {
         content: outcome.reply,
         agentType: outcome.answeredBy,
         taskId: task.taskId,
-        createdAt: new Date().toISOString(),
+        createdAt: this.conversations.now(),
         tokens: 0,
       },
       lock.fence,
@@ -170,7 +170,7 @@ export class TaskCompletion {
     meta.currentIntent = task.intent;
     meta.language = detectLanguage(task.userIntent);
     meta.messageCount = Math.max(meta.messageCount, replySeq);
-    meta.lastActiveAt = new Date().toISOString();
+    meta.lastActiveAt = this.conversations.now();
     meta.activeTaskIds = meta.activeTaskIds.filter((id) => id !== task.taskId);
     let spent = usage;
     if (!meta.title) {
@@ -192,7 +192,7 @@ export class TaskCompletion {
     meta.usage = addUsage(meta.usage, spent);
     // A failed turn's user message stays in the log: the count includes it.
     meta.messageCount = Math.max(meta.messageCount, task.userSeq);
-    meta.lastActiveAt = new Date().toISOString();
+    meta.lastActiveAt = this.conversations.now();
     await this.conversations.save(owner, meta, fence);
     this.metrics.spent(spent);
   }

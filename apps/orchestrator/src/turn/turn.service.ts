@@ -404,7 +404,7 @@ export class TurnService {
       content,
       agentType: null,
       taskId,
-      createdAt: new Date().toISOString(),
+      createdAt: this.conversations.now(),
       tokens: 0,
     };
     return this.conversations.appendMessage(owner, conversationId, message, lock.fence, userSeq);

@@ -39,8 +39,26 @@ async function mapInTurns<T, R>(items: T[], width: number, fn: (item: T) => Prom
 export class ConversationRepository {
   constructor(
     private readonly store: SessionStore,
-    private readonly opts: { idleExpiryDays: number; systemId?: string },
+    private readonly opts: {
+      idleExpiryDays: number;
+      systemId?: string;
+      /**
+       * The deployment's clock (SharedClock) for the times it writes: a conversation's messages
+       * are appended by whichever replica runs the turn, so their createdAt follow their seq
+       * only on one clock. This host's Date.now() without it (one process).
+       */
+      clock?: { now(): number };
+    },
   ) {}
+
+  /** Now, as the times of messages and conversations are written (the deployment's clock). */
+  now(): string {
+    return new Date(this.nowMs()).toISOString();
+  }
+
+  private nowMs(): number {
+    return this.opts.clock?.now() ?? Date.now();
+  }
 
   /** Creates a conversation; a requested id owned by someone else yields a fresh id (seed 002). */
   async create(
@@ -128,7 +146,7 @@ export class ConversationRepository {
   }
 
   async save(owner: Owner, meta: ConversationMeta, fence?: number): Promise<void> {
-    meta.expiresAt = new Date(Date.now() + this.opts.idleExpiryDays * DAY_MS).toISOString();
+    meta.expiresAt = new Date(this.nowMs() + this.opts.idleExpiryDays * DAY_MS).toISOString();
     await this.store.save(
       { tenantId: owner.tenantId },
       meta.conversationId,
@@ -350,7 +368,7 @@ export class ConversationRepository {
     conversationId: string,
     metadata: Record<string, unknown>,
   ): ConversationMeta {
-    const now = new Date().toISOString();
+    const now = this.now();
     return {
       conversationId,
       tenantId: owner.tenantId,
@@ -368,7 +386,7 @@ export class ConversationRepository {
       messageCount: 0,
       createdAt: now,
       lastActiveAt: now,
-      expiresAt: new Date(Date.now() + this.opts.idleExpiryDays * DAY_MS).toISOString(),
+      expiresAt: new Date(this.nowMs() + this.opts.idleExpiryDays * DAY_MS).toISOString(),
     };
   }
 
