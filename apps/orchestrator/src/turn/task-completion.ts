@@ -73,7 +73,7 @@ export class TaskCompletion {
     await run.close();
     const [view] = await Promise.all([
       this.view(owner, task, { user: known.user, reply }),
-      this.cleanup(owner, task),
+      this.cleanup(owner, task, lock.fence),
     ]);
     return view;
   }
@@ -86,13 +86,13 @@ export class TaskCompletion {
     task.completedAt = new Date(run.now()).toISOString(); // the scan reads it on that clock
     await run.close();
     await this.leave(owner, task, lock.fence);
-    await this.cleanup(owner, task);
+    await this.cleanup(owner, task, lock.fence);
   }
 
   /** A closed task still indexed or listed as active (its worker died after closing it). */
   async tidy(owner: Owner, task: TaskSession, fence: number): Promise<void> {
     await this.leave(owner, task, fence);
-    await this.cleanup(owner, task);
+    await this.cleanup(owner, task, fence);
   }
 
   /** The TurnView of a finished task; the failed task's error; CONFLICT while it still runs. */
@@ -141,16 +141,18 @@ export class TaskCompletion {
    * Best effort: leftovers expire (agent rows) or are tidied by the next recovery scan. The task
    * stays in the run index until its agent sessions are gone from Redis too: if Redis failed
    * and this process stops before it drops them, the recovery scan finds the closed task, drops
-   * the conversation's cached copies and tidies it again.
+   * the conversation's cached copies and tidies it again. The index entry goes only if no later
+   * owner of the task (a retry or a recovery, under a newer fence) has indexed it since: this
+   * process may have paused past its lock before it got here.
    */
-  private async cleanup(owner: Owner, task: TaskSession): Promise<void> {
+  private async cleanup(owner: Owner, task: TaskSession, fence: number): Promise<void> {
     try {
       const gone = await this.tasks.removeAgentSessions(
         owner,
         task.conversationId,
         task.executions.map((e) => e.agentSessionId),
       );
-      if (gone) await this.system.removeRun(task.taskId);
+      if (gone) await this.system.removeRun(task.taskId, fence);
       else this.log.warn(`cleanup of ${task.taskId}: Redis failed; the recovery scan tidies it`);
     } catch (err) {
       this.log.warn(`cleanup of ${task.taskId} incomplete: ${(err as Error).message}`);

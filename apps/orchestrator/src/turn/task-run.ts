@@ -279,6 +279,7 @@ export class TaskLeases {
       conversationId,
       owner: this.instanceId,
       lockToken: lock.token,
+      fence: lock.fence,
       createdAt,
     };
   }

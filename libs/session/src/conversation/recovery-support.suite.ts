@@ -6,6 +6,7 @@ import { LIVENESS_CONFIRM_MS, LIVENESS_TTL_MS } from '../lock/lock-holder-livene
 import { StateKeys } from '../model/state-keys';
 import { RedisTarget, openRedis } from '../redis/redis-client';
 import { SessionInfra } from '../session.providers';
+import { MemorySessionStore } from '../store/memory/memory-session.store';
 import { MysqlSessionStore } from '../store/mysql/mysql-session.store';
 import { TieredSessionStore } from '../store/tiered/tiered-session.store';
 import { ConversationRepository } from './conversation.repository';
@@ -163,6 +164,37 @@ export function runRecoverySupportSuite(backend: RecoveryBackend): void {
         await system.removeRun('t_task00000001');
         expect((await system.runs(100)).map((e) => e.taskId)).toEqual(['t_task00000002']);
         expect(await system.run('t_task00000002')).toMatchObject({ owner: 'orchestrator-x' });
+      },
+    );
+
+    itStandalone(
+      "removes a run entry with a fence only while no newer owner's fence is on it",
+      async () => {
+        const entry = (taskId: string, fence?: number) => ({
+          taskId,
+          tenantId: alice.tenantId,
+          userId: alice.userId,
+          conversationId: 'c_conversation02',
+          owner: 'orchestrator-y',
+          lockToken: 'b'.repeat(32),
+          ...(fence === undefined ? {} : { fence }),
+          createdAt: new Date().toISOString(),
+        });
+        // MySQL (the distributed profile's run store) and the embedded profile's memory store.
+        const memory = new SystemRepository(new MemorySessionStore());
+        for (const repo of [system, memory]) {
+          await repo.saveRun(entry('t_fenced00000001', 7));
+          await repo.removeRun('t_fenced00000001', 6); // a late owner before it: left alone
+          expect(await repo.run('t_fenced00000001')).toMatchObject({ fence: 7 });
+          await repo.removeRun('t_fenced00000001', 7); // its own owner
+          expect(await repo.run('t_fenced00000001')).toBeNull();
+          await repo.saveRun(entry('t_fenced00000002', 7));
+          await repo.removeRun('t_fenced00000002', 9); // a recoverer after it
+          expect(await repo.run('t_fenced00000002')).toBeNull();
+          await repo.saveRun(entry('t_fenced00000003')); // written before fences were recorded
+          await repo.removeRun('t_fenced00000003', 1);
+          expect(await repo.run('t_fenced00000003')).toBeNull();
+        }
       },
     );
 

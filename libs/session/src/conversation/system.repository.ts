@@ -27,7 +27,23 @@ export interface RunEntry {
   owner: string;
   /** Its conversation-lock token: a recoverer may take over exactly this lock once the lease expired. */
   lockToken: string | null;
+  /**
+   * That lock's fencing token: an owner that paused past its lock removes the entry only while
+   * no later owner (a retry, a recovery: a newer fence) has written it. Absent in entries written
+   * before it was recorded.
+   */
+  fence?: number;
   createdAt: string;
+}
+
+/** A store that removes a run entry only while its `fence` is not newer, in one statement. */
+interface FencedRunRemoval {
+  deleteValueUpToFence(
+    scope: { tenantId: string },
+    sessionId: string,
+    key: string,
+    fence: number,
+  ): Promise<void>;
 }
 
 const RUN_PREFIX = 'run:';
@@ -53,8 +69,22 @@ export class SystemRepository {
     await this.runStore.save(scope, SystemSessions.runs, RUN_PREFIX + entry.taskId, entry);
   }
 
-  async removeRun(taskId: string): Promise<void> {
-    await this.runStore.deleteKey(scope, SystemSessions.runs, RUN_PREFIX + taskId);
+  /**
+   * Removes the task's entry; with `fence` (the remover's lock), only while the entry's fence is
+   * not newer than it (or it has none): a worker that paused past its lock, cleaning up late,
+   * then leaves alone the entry of the retry or recovery that took the task on after it, which
+   * the scan would otherwise never find again should that owner die.
+   */
+  async removeRun(taskId: string, fence?: number): Promise<void> {
+    const key = RUN_PREFIX + taskId;
+    if (fence === undefined) return this.runStore.deleteKey(scope, SystemSessions.runs, key);
+    const fenced = this.runStore as SessionStore & Partial<FencedRunRemoval>;
+    if (fenced.deleteValueUpToFence)
+      return fenced.deleteValueUpToFence(scope, SystemSessions.runs, key, fence);
+    // Without it (the embedded profile's stores: one process, its locks in memory), read first.
+    const entry = await this.runStore.get<RunEntry>(scope, SystemSessions.runs, key);
+    if (entry && (entry.fence ?? 0) <= fence)
+      await this.runStore.deleteKey(scope, SystemSessions.runs, key);
   }
 
   async run(taskId: string): Promise<RunEntry | null> {

@@ -232,6 +232,25 @@ export class MysqlSessionStore implements SessionStore {
     );
   }
 
+  /**
+   * Removes a single value only while its JSON `fence` field is absent or at most `fence`, in one
+   * statement (the run index: a late remover leaves a newer owner's entry alone).
+   */
+  async deleteValueUpToFence(
+    scope: StoreScope,
+    sessionId: string,
+    key: string,
+    fence: number,
+  ): Promise<void> {
+    assertPrincipal(scope.tenantId, 'tenant id');
+    this.check(sessionId, key);
+    await this.query(
+      `DELETE FROM ${TABLE} WHERE session_id = ? AND state_key = ? AND tenant_id = ? AND item_index = 0 ` +
+        "AND (JSON_EXTRACT(state_data, '$.fence') IS NULL OR JSON_EXTRACT(state_data, '$.fence') <= ?)",
+      [sessionId, key, scope.tenantId, fence],
+    );
+  }
+
   /** Removes several state keys of one session in one statement. */
   async deleteKeys(scope: StoreScope, sessionId: string, keys: string[]): Promise<void> {
     assertPrincipal(scope.tenantId, 'tenant id');
