@@ -7,7 +7,7 @@ export const AGENT_REGISTRY = Symbol('AGENT_REGISTRY');
 /** The registration a type's planning reads: its most recently started live instance's. */
 export interface InForceRegistration {
   instanceId: string;
-  /** When that instance started (ms since the epoch, its own clock). */
+  /** When that instance started (ms since the epoch, on Redis's clock: see AgentHeartbeat). */
   startedAt: number;
   descriptor: AgentRegistration;
 }

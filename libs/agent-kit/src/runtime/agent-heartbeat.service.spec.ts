@@ -1,4 +1,5 @@
 import { Logger } from '@nestjs/common';
+import { SharedClock } from '@loom/session';
 import { AgentRegistration } from '../contracts/agent-descriptor';
 import { AgentRegistry, HeartbeatResult } from '../registry/agent-registry';
 import { AgentHeartbeat } from './agent-heartbeat.service';
@@ -27,7 +28,7 @@ describe('AgentHeartbeat', () => {
     } as unknown as AgentRegistry;
     const warn = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
     jest.spyOn(Logger.prototype, 'log').mockImplementation(() => undefined);
-    const heartbeat = new AgentHeartbeat(registry, own, 'tax-old');
+    const heartbeat = new AgentHeartbeat(registry, own, 'tax-old', new SharedClock(null));
     const beat = () => (heartbeat as unknown as { beat(): Promise<boolean> }).beat();
     const inForce = { instanceId: 'tax-new', startedAt: Date.UTC(2025, 0, 2), descriptor: newer };
 

@@ -5,7 +5,9 @@ import {
   OnApplicationBootstrap,
   OnApplicationShutdown,
 } from '@nestjs/common';
+import { performance } from 'perf_hooks';
 import { runWithMdc } from '@loom/observability';
+import { SharedClock } from '@loom/session';
 import { AgentRegistration } from '../contracts/agent-descriptor';
 import { AGENT_REGISTRY, AgentRegistry, HeartbeatResult } from '../registry/agent-registry';
 import { descriptorDifference } from '../registry/descriptor-difference';
@@ -18,12 +20,18 @@ export const HEARTBEAT_MS = 5000;
  * Registers the agent at start, beats every few seconds, and leaves the registry on shutdown.
  * Each beat carries when this instance started: of instances of one type with different
  * descriptors (a rolling deploy), the most recently started live one's is in force, and this
- * one warns once while another's is.
+ * one warns once while another's is. The start is on the SharedClock (Redis's time less this
+ * process's monotonic uptime), not this host's wall clock: an old instance on a host whose clock
+ * runs ahead would otherwise keep its descriptor in force over the version deployed after it.
  */
 @Injectable()
 export class AgentHeartbeat implements OnApplicationBootstrap, OnApplicationShutdown {
   private readonly log = new Logger('AgentHeartbeat');
-  private readonly startedAt = Date.now();
+  /** This instance's start on the monotonic clock, and on this host's (until Redis answered). */
+  private readonly startedMono = performance.now();
+  private readonly startedLocal = Date.now();
+  /** Its start on the shared clock, fixed once that clock has read Redis's time. */
+  private startedShared?: number;
   private timer?: NodeJS.Timeout;
   /** The in-force registration last warned about, so each is warned about once. */
   private warned: string | null = null;
@@ -32,6 +40,7 @@ export class AgentHeartbeat implements OnApplicationBootstrap, OnApplicationShut
     @Inject(AGENT_REGISTRY) private readonly registry: AgentRegistry,
     @Inject(AGENT_DESCRIPTOR) private readonly descriptor: AgentRegistration,
     @Inject(INSTANCE_ID) private readonly instanceId: string,
+    private readonly clock: SharedClock,
   ) {}
 
   onApplicationBootstrap(): Promise<void> {
@@ -62,7 +71,7 @@ export class AgentHeartbeat implements OnApplicationBootstrap, OnApplicationShut
 
   /** One heartbeat; false when the registry did not take it. */
   private async beat(): Promise<boolean> {
-    return this.registry.heartbeat(this.descriptor, this.instanceId, this.startedAt).then(
+    return this.registry.heartbeat(this.descriptor, this.instanceId, this.startedAt()).then(
       (result) => {
         this.noteInForce(result);
         return true;
@@ -72,6 +81,20 @@ export class AgentHeartbeat implements OnApplicationBootstrap, OnApplicationShut
         return false;
       },
     );
+  }
+
+  /**
+   * When this instance started, on the shared clock once it has read Redis's time (the app's
+   * SharedClock read it before the app started; when Redis did not answer then, a later beat
+   * asks again), on this host's clock until then (the embedded profile: one process, no Redis).
+   */
+  private startedAt(): number {
+    if (this.startedShared === undefined) {
+      if (this.clock.offsetFloor() === undefined) void this.clock.sync();
+      else
+        this.startedShared = Math.round(this.clock.now() - (performance.now() - this.startedMono));
+    }
+    return this.startedShared ?? this.startedLocal;
   }
 
   /** One warning per in-force registration that differs from this instance's in what is planned. */
@@ -89,7 +112,7 @@ export class AgentHeartbeat implements OnApplicationBootstrap, OnApplicationShut
     this.log.warn(
       `${this.descriptor.agentType}: the orchestrators plan with the descriptor of instance ` +
         `${inForce.instanceId} (started ${new Date(inForce.startedAt).toISOString()}), ` +
-        `not this one's (${this.instanceId}, started ${new Date(this.startedAt).toISOString()}): ` +
+        `not this one's (${this.instanceId}, started ${new Date(this.startedAt()).toISOString()}): ` +
         `it differs in ${difference}`,
     );
   }
