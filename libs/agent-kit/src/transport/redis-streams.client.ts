@@ -1,7 +1,8 @@
 import { Logger } from '@nestjs/common';
 import { ClientProxy, ReadPacket, WritePacket } from '@nestjs/microservices';
 import { randomBytes } from 'crypto';
-import { RedisClient, SharedClock, isCluster } from '@loom/session';
+import type Redis from 'ioredis';
+import { RedisClient, SharedClock, isCluster, masterOf, masters } from '@loom/session';
 import {
   DEFAULTS,
   RedisStreamsClientOptions,
@@ -74,10 +75,13 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
   private readLoop?: Promise<void>;
   private lastId = '0-0';
   private readonly timers = new Map<string, CallTimers>();
-  /** On a cluster, `clock` reads one master's: the first XADD to each stream teaches its own. */
-  private readonly sendBy = new SendBy(() =>
-    this.cmd && !isCluster(this.cmd) ? this.clock.offsetFloor() : undefined,
-  );
+  /**
+   * On a cluster, `clock` reads one master's: each stream's first XADD goes by the clock of the
+   * master holding it (`nodeClocks`), and each XADD teaches its stream's own.
+   */
+  private readonly sendBy = new SendBy((key) => this.serverClockOf(key)?.offsetFloor());
+  /** On a cluster, each master's clock by `host:port`, read when the client is ready. */
+  private readonly nodeClocks = new Map<string, SharedClock>();
   private listeners: PendingListener[] = [];
 
   constructor(private readonly options: RedisStreamsClientOptions) {
@@ -99,6 +103,9 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
     this.cmd = this.connection('cmd');
     this.clock = new SharedClock(this.cmd);
     void this.clock.sync();
+    const cmd = this.cmd;
+    this.nodeClocks.clear();
+    if (isCluster(cmd)) cmd.on('ready', () => masters(cmd).forEach((n) => this.nodeClock(n)));
     this.reader = this.connection('reader');
     this.readLoop = this.readReplies(this.reader);
   }
@@ -187,6 +194,28 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
     const key = requestStreamKey(this.options.keyPrefix, this.normalizePattern(packet.pattern));
     await this.cmd.xadd(key, '*', 'data', JSON.stringify(packet.data ?? null));
     return undefined as T;
+  }
+
+  /**
+   * The clock of the server holding `key` (on a cluster, read once per master, at the client's
+   * ready or at its first request to that master), or undefined before the slot map has it.
+   */
+  private serverClockOf(key: string): SharedClock | undefined {
+    if (!this.cmd) return undefined;
+    if (!isCluster(this.cmd)) return this.clock;
+    const node = masterOf(this.cmd, key);
+    return node && this.nodeClock(node);
+  }
+
+  private nodeClock(node: Redis): SharedClock {
+    const name = `${node.options.host}:${node.options.port}`;
+    let clock = this.nodeClocks.get(name);
+    if (!clock) {
+      clock = new SharedClock(node);
+      this.nodeClocks.set(name, clock);
+      void clock.sync();
+    }
+    return clock;
   }
 
   private callTimers(id: string): CallTimers {

@@ -20,17 +20,18 @@ export function entryMs(entryId: string): number {
  * Redis's clock is ahead of our monotonic one. `sendBy` is that bound plus the command's sending
  * time and time-out: an XADD that ran after its caller gave up ran past it. Kept per stream
  * (a cluster's streams live on different hosts). Before an XADD to a stream was answered, the
- * bound `fallback` gives, if any: a standalone Redis's clock read at connect (TIME, the same
- * reasoning), so that a client's first request to each stream is covered too.
+ * bound `fallback` gives for the stream, if any: the clock of the server holding it read with
+ * TIME (the same reasoning; at connect on a standalone Redis, per master on a cluster), so that
+ * a client's first request to each stream is covered too.
  */
 export class SendBy {
   private readonly offsets = new Map<string, { ms: number; at: number }>();
 
-  constructor(private readonly fallback: () => number | undefined = () => undefined) {}
+  constructor(private readonly fallback: (key: string) => number | undefined = () => undefined) {}
 
   /** `sendBy` for an XADD to `key` sent now with `timeoutMs`, or undefined while unknown. */
   of(key: string, timeoutMs: number, sentAt = performance.now()): number | undefined {
-    const offset = this.offsets.get(key)?.ms ?? this.fallback();
+    const offset = this.offsets.get(key)?.ms ?? this.fallback(key);
     if (offset === undefined) return undefined;
     return Math.floor(sentAt + timeoutMs + offset) - 1;
   }

@@ -133,6 +133,33 @@ function hostAndPort(key: string): { host: string; port: number } {
   return { host: key.slice(0, at), port: Number(key.slice(at + 1)) };
 }
 
+/**
+ * The master serving `key`'s hash slot by the client's slot map (no round trip), or undefined
+ * before the map has it; the one server when not a cluster.
+ */
+export function masterOf(redis: RedisClient, key: string): Redis | undefined {
+  if (!isCluster(redis)) return redis;
+  const nodeKey = redis.slots[hashSlot(key)]?.[0];
+  return nodeKey === undefined
+    ? undefined
+    : redis.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === nodeKey);
+}
+
+/** Redis Cluster's hash slot of a key: CRC16 (XMODEM) of its hash tag, or of the key, mod 16384. */
+export function hashSlot(key: string): number {
+  const bytes = Buffer.from(key);
+  const open = bytes.indexOf('{');
+  const close = open < 0 ? -1 : bytes.indexOf('}', open + 1);
+  const tagged = close > open + 1 ? bytes.subarray(open + 1, close) : bytes;
+  let crc = 0;
+  for (const byte of tagged) {
+    crc ^= byte << 8;
+    for (let bit = 0; bit < 8; bit++)
+      crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
+  }
+  return crc % 16384;
+}
+
 /** Every master of a cluster, or the one server. */
 export function masters(redis: RedisClient): Redis[] {
   return isCluster(redis) ? redis.nodes('master') : [redis];
