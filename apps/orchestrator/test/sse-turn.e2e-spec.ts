@@ -139,6 +139,28 @@ describe('a streamed turn as a client sees it (HTTP, in-process)', () => {
     ).toBe('you said: echo one');
   });
 
+  it('negotiates Accept by type and q whatever charset a client names with it', async () => {
+    const id = await newConversation();
+    const answers: Array<[string, number, string]> = [];
+    for (const accept of [
+      'text/event-stream; charset=utf-8',
+      'text/event-stream;charset=UTF-8, application/json;q=0.5',
+      'application/json; charset=utf-8, text/event-stream;q=0.5',
+      'application/json;charset="utf-8"',
+      'text/event-stream;q=0.9, application/json',
+    ]) {
+      const res = await post(id, 'echo accept', undefined, accept);
+      answers.push([accept, res.status, res.type]);
+    }
+    expect(answers).toEqual([
+      ['text/event-stream; charset=utf-8', 200, 'text/event-stream'],
+      ['text/event-stream;charset=UTF-8, application/json;q=0.5', 200, 'text/event-stream'],
+      ['application/json; charset=utf-8, text/event-stream;q=0.5', 201, 'application/json'],
+      ['application/json;charset="utf-8"', 201, 'application/json'],
+      ['text/event-stream;q=0.9, application/json', 201, 'application/json'],
+    ]);
+  });
+
   it('counts a streamed turn refused before its stream as the JSON turn counts it', async () => {
     const turns = async () =>
       promSeries(

@@ -182,7 +182,7 @@ export class ConversationsController {
   ) {
     // Redacted (LOOM_REDACT_STORED) by the turn, after its size and Idempotency-Key checks.
     // Negotiated (q-values, case): SSE only when the client prefers it to JSON.
-    if (req.accepts(['application/json', 'text/event-stream']) !== 'text/event-stream') {
+    if (!prefersEventStream(req)) {
       res.status(201);
       return this.turns.turn(owner, id, content, idempotencyKey);
     }
@@ -252,6 +252,25 @@ export class ConversationsController {
       release();
     }
   }
+}
+
+/**
+ * A media range's parameters other than its weight (`q`), with their values, quoted or not. A
+ * stream and a JSON answer are UTF-8 whatever `charset` a client names; matched literally, as
+ * Express matches them, `text/event-stream; charset=utf-8` named no type answered here (a JSON
+ * answer then), and `application/json; charset=utf-8, text/event-stream;q=0.5` was streamed.
+ */
+const MEDIA_PARAMS = /;\s*(?!q\s*=)[^;,=\s]+\s*=\s*(?:"(?:[^"\\]|\\.)*"|[^;,]*)/gi;
+
+/** Whether the client prefers `text/event-stream` to `application/json` (q-values, case). */
+export function prefersEventStream(req: Request): boolean {
+  const accept = req.headers.accept?.replace(MEDIA_PARAMS, '');
+  // Express's own negotiation (negotiator), on the header without those parameters.
+  const negotiated = Object.create(req, { headers: { value: { ...req.headers, accept } } });
+  return (
+    (negotiated as Request).accepts(['application/json', 'text/event-stream']) ===
+    'text/event-stream'
+  );
 }
 
 function chunks(text: string): string[] {
