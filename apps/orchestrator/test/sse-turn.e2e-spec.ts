@@ -1,5 +1,5 @@
 import { Injectable } from '@nestjs/common';
-import { Server } from 'http';
+import { request as httpRequest, Server } from 'http';
 import { AddressInfo } from 'net';
 import request from 'supertest';
 import { AgentHandler, AgentTools, bootstrapAgent } from '@loom/agent-kit';
@@ -27,6 +27,8 @@ const usage = { promptTokens: 1, completionTokens: 1, costUsd: 0 };
 let release: () => void = () => undefined;
 /** What let a `… when streamed live` answer go on: the client (it saw the start) or a time-out. */
 let releasedBy = '';
+/** Every question the agent was asked, in order. */
+const asked: string[] = [];
 
 /**
  * Streams its answer in three pieces; a question `… when kept alive` waits for `release` first,
@@ -35,6 +37,7 @@ let releasedBy = '';
 @Injectable()
 class StreamingHandler implements AgentHandler {
   async handle(ctx: SessionContext, tools: AgentTools): Promise<any> {
+    asked.push(ctx.question);
     const answer = `you said: ${ctx.question}`;
     if (ctx.question.includes('and fail')) throw new Error('the echo broke');
     if (ctx.question.includes('and be busy'))
@@ -267,6 +270,81 @@ describe('a streamed turn as a client sees it (HTTP, in-process)', () => {
         ],
       ]);
     }
+  });
+
+  it('finishes and stores a turn whose client went away mid-stream; its retry gets it all', async () => {
+    const id = await newConversation();
+    const question = 'echo when streamed live, then hung up on';
+    const server = orch.app.getHttpServer() as Server;
+    if (!server.listening) await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const { port } = server.address() as AddressInfo;
+    releasedBy = '';
+    // The client reads the first delta, then closes its connection.
+    await new Promise<void>((resolve, reject) => {
+      const req = httpRequest(
+        {
+          host: '127.0.0.1',
+          port,
+          method: 'POST',
+          path: `/v1/conversations/${id}/messages`,
+          headers: {
+            authorization: auth(),
+            accept: 'text/event-stream',
+            'content-type': 'application/json',
+            'idempotency-key': 'kgone',
+          },
+        },
+        (res) => {
+          let text = '';
+          res.on('data', (bytes) => {
+            text += bytes;
+            if (!text.includes('event: delta')) return;
+            req.destroy();
+            resolve();
+          });
+          res.on('end', () => reject(new Error('the stream ended before its first delta')));
+        },
+      );
+      req.on('error', () => undefined);
+      req.end(JSON.stringify({ content: question }));
+    });
+    // Let the agent go on only once the server has seen the client go.
+    await new Promise((r) => setTimeout(r, 200));
+    release();
+    const contents = async () =>
+      (
+        await request(orch.app.getHttpServer())
+          .get(`/v1/conversations/${id}/messages`)
+          .set('authorization', auth())
+      ).body.items.map((m: { content: string }) => m.content);
+    // The turn goes on without its client: its reply is stored.
+    for (let i = 0; i < 100 && (await contents()).length < 2; i++)
+      await new Promise((r) => setTimeout(r, 100));
+    expect(await contents()).toEqual([question, `you said: ${question}`]);
+    expect(releasedBy).toBe('client');
+
+    // The retry under its key, streamed, gets the whole reply as deltas, then done; as JSON, the
+    // same TurnView; neither adds anything nor asks the agent again.
+    const streamed = events((await post(id, question, 'kgone')).text);
+    const done = streamed.at(-1);
+    expect(done?.[0]).toBe('done');
+    expect(
+      streamed
+        .filter(([e]) => e === 'delta')
+        .map(([, d]) => d.text)
+        .join(''),
+    ).toBe(`you said: ${question}`);
+    const json = await post(id, question, 'kgone', 'application/json');
+    expect([json.status, json.body]).toEqual([201, done?.[1]]);
+    expect(asked.filter((q) => q === question)).toHaveLength(1);
+    // The conversation's lock is free: the next turn runs at once.
+    expect((await post(id, 'echo next', undefined, 'application/json')).status).toBe(201);
+    expect(await contents()).toEqual([
+      question,
+      `you said: ${question}`,
+      'echo next',
+      'you said: echo next',
+    ]);
   });
 
   it('streams the answer live to a same-key retry that resumes an interrupted turn', async () => {
