@@ -2,7 +2,7 @@ import { Injectable } from '@nestjs/common';
 import { request as httpRequest, Server } from 'http';
 import { AddressInfo } from 'net';
 import request from 'supertest';
-import { AgentHandler, AgentTools, bootstrapAgent } from '@loom/agent-kit';
+import { AgentHandler, AgentTools, bootstrapAgent, LlmError } from '@loom/agent-kit';
 import {
   ConversationRepository,
   ExecutionStatus,
@@ -40,6 +40,11 @@ class StreamingHandler implements AgentHandler {
     asked.push(ctx.question);
     const answer = `you said: ${ctx.question}`;
     if (ctx.question.includes('and fail')) throw new Error('the echo broke');
+    if (ctx.question.includes('and be rate limited')) {
+      // Its model provider is busy after the first words and asks for 7 s.
+      tools.onDelta?.(answer.slice(0, 5));
+      throw Object.assign(new LlmError('HTTP 429', 429), { busy: true, retryAfterS: 7 });
+    }
     if (ctx.question.includes('and be busy'))
       throw new LoomError(LoomErrorCode.UNAVAILABLE, 'the echo is busy');
     if (ctx.question.includes('when streamed live')) {
@@ -246,6 +251,27 @@ describe('a streamed turn as a client sees it (HTTP, in-process)', () => {
       expect.objectContaining({
         reply: expect.objectContaining({ content: 'you said: echo when kept alive' }),
       }),
+    ]);
+  });
+
+  it('tells a stream that fails after its 200 when to retry, as a JSON turn tells it in Retry-After', async () => {
+    const id = await newConversation();
+    const json = await post(id, 'echo and be rate limited', undefined, 'application/json');
+    expect([json.status, json.headers['retry-after'], json.body.code]).toEqual([
+      503,
+      '7',
+      'UNAVAILABLE',
+    ]);
+    const streamed = await post(id, 'echo and be rate limited, streamed');
+    expect(streamed.status).toBe(200);
+    expect(events(streamed.text).at(-1)).toEqual([
+      'error',
+      {
+        statusCode: 503,
+        code: 'UNAVAILABLE',
+        message: json.body.message,
+        retryAfter: 7,
+      },
     ]);
   });
 

@@ -27,7 +27,7 @@ import { redactDeep } from '@loom/security';
 import { assertId, ConversationRepository, LoomError, LoomErrorCode, Owner } from '@loom/session';
 import { Authenticated } from '../auth/authenticated.decorator';
 import { CurrentOwner } from '../auth/owner.decorator';
-import { toErrorBody } from '../errors/http-error.filter';
+import { retryAfterHeader, toErrorBody } from '../errors/http-error.filter';
 import { ApiErrors, ApiIdParam } from '../openapi/api-errors.decorator';
 import { ConversationList, ConversationView, MessageList, TurnView } from '../openapi/views.schema';
 import { TurnAdmission } from '../turn/turn-admission';
@@ -128,7 +128,8 @@ export class ConversationsController {
   @ApiCreatedResponse({ type: TurnView, description: 'The turn, stored (application/json)' })
   @ApiOkResponse({
     description:
-      'Accept: text/event-stream: events `delta` { text }…, then `done` with the TurnView, or `error` with the error body',
+      'Accept: text/event-stream: events `delta` { text }…, then `done` with the TurnView, or `error` with the error body ' +
+      '(and `retryAfter`, in seconds, where a JSON answer would carry Retry-After)',
     content: { 'text/event-stream': { schema: { type: 'string' } } },
   })
   @ApiErrors(400, 404, 409, 413, 415, 502)
@@ -218,9 +219,14 @@ export class ConversationsController {
     } catch (err) {
       const body = toErrorBody(err);
       // The stream's status was 200: logged here as the error filter logs a JSON turn's.
-      if (body.statusCode >= 500) this.log.error(err instanceof Error ? err : String(err));
+      const retryAfter = retryAfterHeader(err);
+      if (body.statusCode >= 500 && !retryAfter)
+        this.log.error(err instanceof Error ? err : String(err));
       else this.log.warn(`streamed turn failed: ${body.statusCode} ${body.code}`);
-      res.write(`event: error\ndata: ${JSON.stringify(body)}\n\n`);
+      // A JSON answer's Retry-After (a busy model provider's) cannot follow the 200: the event
+      // says it, else its client would retry at once.
+      const event = retryAfter ? { ...body, retryAfter: Number(retryAfter) } : body;
+      res.write(`event: error\ndata: ${JSON.stringify(event)}\n\n`);
     } finally {
       clearInterval(keepAlive);
     }
