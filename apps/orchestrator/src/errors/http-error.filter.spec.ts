@@ -63,4 +63,11 @@ describe('toErrorBody', () => {
     const agentFailed = new LoomError(LoomErrorCode.AGENT_FAILED, 'x', { retryAfterS: 5 });
     expect(retryAfterHeader(agentFailed)).toBeUndefined();
   });
+
+  it('tells a client whose conversation stayed busy past the lock wait to retry in a second', () => {
+    const busy = new LoomError(LoomErrorCode.LOCK_TIMEOUT, 'the conversation is busy');
+    expect([toErrorBody(busy).statusCode, retryAfterHeader(busy)]).toEqual([409, '1']);
+    const superseded = new LoomError(LoomErrorCode.STALE_FENCING_TOKEN, 'superseded');
+    expect(retryAfterHeader(superseded)).toBeUndefined();
+  });
 });

@@ -79,10 +79,12 @@ const MAX_RETRY_AFTER_S = 3600;
  * The Retry-After (seconds) of a refusal worth retrying that says when (`details.retryAfterS`,
  * checked here, at most an hour): a 503 whose model provider was busy and said how long to wait,
  * or of an orchestrator holding all the turns it takes; a 409 of a conversation busy with other
- * turns. So that the client does not retry at once; undefined for any other error (a 502 is not
+ * turns, or busy past the lock wait (1 s). So that the client does not retry at once; undefined for any other error (a 502 is not
  * worth a retry, whatever its provider said).
  */
 export function retryAfterHeader(err: unknown): string | undefined {
+  // Another turn held the conversation through the whole lock wait: it may end any moment.
+  if (LoomError.is(err, LoomErrorCode.LOCK_TIMEOUT)) return '1';
   if (!LoomError.is(err, LoomErrorCode.UNAVAILABLE) && !LoomError.is(err, LoomErrorCode.CONFLICT))
     return undefined;
   const seconds = err.details?.retryAfterS;
