@@ -1,6 +1,6 @@
-import { PrivateMariaDb, PrivateRedisServer } from '@loom/testing';
 import { waitFor } from './faults.support';
-import { client, RunningSystem, startSystem } from './system';
+import { useOverloadSystem } from './overload.support';
+import { client } from './system';
 
 const CAP = 6;
 const PER_CONVERSATION = 2;
@@ -14,29 +14,14 @@ const FLOOD = 12;
  * this suite's own, with agents slower than the turns arrive.
  */
 describe('system: one conversation flooded with turns', () => {
-  let redis: PrivateRedisServer;
-  let db: PrivateMariaDb;
-  let sys: RunningSystem;
-
-  beforeAll(async () => {
-    [redis, db] = await Promise.all([PrivateRedisServer.start(), PrivateMariaDb.start()]);
-    sys = await startSystem({
-      env: {
-        REDIS_URL: redis.url,
-        MYSQL_URL: `${db.url}/loom_overload_conv`,
-        LOOM_RATE_LIMIT_PER_MINUTE: '0',
-        LOOM_MAX_TURNS_IN_FLIGHT: String(CAP),
-        LOOM_MAX_TURNS_PER_CONVERSATION: String(PER_CONVERSATION),
-        LLM_OFFLINE_DELAY_MS: '3000',
-      },
-    });
-  });
-  afterAll(async () => {
-    await sys?.stop();
-    await Promise.all([redis?.kill(), db?.destroy()]);
+  const suite = useOverloadSystem('loom_overload_conv', {
+    LOOM_MAX_TURNS_IN_FLIGHT: String(CAP),
+    LOOM_MAX_TURNS_PER_CONVERSATION: String(PER_CONVERSATION),
+    LLM_OFFLINE_DELAY_MS: '3000',
   });
 
   it("refuses the flood's excess with 409 and keeps serving other tenants", async () => {
+    const { sys } = suite;
     const mallory = client(sys.base, sys.token('tenant-flood', 'mallory'));
     const alice = client(sys.base, sys.token('tenant-quiet', 'alice'));
     const flooded = (await mallory('POST', '/v1/conversations', {})).body.conversationId;

@@ -1,6 +1,6 @@
 import Redis from 'ioredis';
-import { PrivateMariaDb, PrivateRedisServer } from '@loom/testing';
-import { client, RunningSystem, startSystem } from './system';
+import { NO_AGENTS, useOverloadSystem } from './overload.support';
+import { client } from './system';
 
 const CONVERSATIONS = 300;
 const LISTINGS = 50;
@@ -13,27 +13,10 @@ const LISTINGS = 50;
  * fan out so wide that the listings overflow the MySQL pool's queue.
  */
 describe('system: many conversation listings at once from a cold hot tier', () => {
-  let redis: PrivateRedisServer;
-  let db: PrivateMariaDb;
-  let sys: RunningSystem;
-
-  beforeAll(async () => {
-    [redis, db] = await Promise.all([PrivateRedisServer.start(), PrivateMariaDb.start()]);
-    sys = await startSystem({
-      env: {
-        REDIS_URL: redis.url,
-        MYSQL_URL: `${db.url}/loom_overload_list`,
-        LOOM_RATE_LIMIT_PER_MINUTE: '0',
-      },
-      without: ['legal-research-agent', 'labor-law-agent', 'contract-law-agent'],
-    });
-  });
-  afterAll(async () => {
-    await sys?.stop();
-    await Promise.all([redis?.kill(), db?.destroy()]);
-  });
+  const suite = useOverloadSystem('loom_overload_list', {}, { without: NO_AGENTS });
 
   it('answers every page of every listing while MySQL answers', async () => {
+    const { sys, redis } = suite;
     const api = client(sys.base, sys.token('tenant-list', 'alice'));
     for (let i = 0; i < CONVERSATIONS; i += 20)
       await Promise.all(Array.from({ length: 20 }, () => api('POST', '/v1/conversations', {})));

@@ -1,6 +1,6 @@
 import Redis from 'ioredis';
-import { PrivateMariaDb, PrivateRedisServer } from '@loom/testing';
-import { client, RunningSystem, startSystem } from './system';
+import { NO_AGENTS, useOverloadSystem } from './overload.support';
+import { client } from './system';
 
 /** Messages the pages read at once may hold: two pages of 200. */
 const CAP = 400;
@@ -14,28 +14,14 @@ const READS = 12;
  * memory; once they are over, every read answers again (no slot leaked).
  */
 describe('system: more message pages read at once than the orchestrator admits', () => {
-  let redis: PrivateRedisServer;
-  let db: PrivateMariaDb;
-  let sys: RunningSystem;
-
-  beforeAll(async () => {
-    [redis, db] = await Promise.all([PrivateRedisServer.start(), PrivateMariaDb.start()]);
-    sys = await startSystem({
-      env: {
-        REDIS_URL: redis.url,
-        MYSQL_URL: `${db.url}/loom_overload_messages`,
-        LOOM_RATE_LIMIT_PER_MINUTE: '0',
-        LOOM_MAX_MESSAGES_READ_IN_FLIGHT: String(CAP),
-      },
-      without: ['legal-research-agent', 'labor-law-agent', 'contract-law-agent'],
-    });
-  });
-  afterAll(async () => {
-    await sys?.stop();
-    await Promise.all([redis?.kill(), db?.destroy()]);
-  });
+  const suite = useOverloadSystem(
+    'loom_overload_messages',
+    { LOOM_MAX_MESSAGES_READ_IN_FLIGHT: String(CAP) },
+    { without: NO_AGENTS },
+  );
 
   it('refuses pages past the cap with 503 and Retry-After, then answers again', async () => {
+    const { sys, redis } = suite;
     const token = sys.token('tenant-pages', 'alice');
     const id = (await client(sys.base, token)('POST', '/v1/conversations', {})).body.conversationId;
     const read = async () => {

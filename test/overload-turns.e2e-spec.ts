@@ -1,6 +1,7 @@
-import { PrivateMariaDb, PrivateRedisServer, parsePrometheusText } from '@loom/testing';
+import { parsePrometheusText } from '@loom/testing';
 import { waitFor } from './faults.support';
-import { client, RunningSystem, startSystem } from './system';
+import { useOverloadSystem } from './overload.support';
+import { client } from './system';
 
 const CAP = 3;
 const FLOOD = 12;
@@ -22,28 +23,13 @@ interface Answer {
  * the flood is over the refused turns go through with their Idempotency-Key (no slot leaked).
  */
 describe('system: more turns at once than the orchestrator admits', () => {
-  let redis: PrivateRedisServer;
-  let db: PrivateMariaDb;
-  let sys: RunningSystem;
-
-  beforeAll(async () => {
-    [redis, db] = await Promise.all([PrivateRedisServer.start(), PrivateMariaDb.start()]);
-    sys = await startSystem({
-      env: {
-        REDIS_URL: redis.url,
-        MYSQL_URL: `${db.url}/loom_overload`,
-        LOOM_RATE_LIMIT_PER_MINUTE: '0',
-        LOOM_MAX_TURNS_IN_FLIGHT: String(CAP),
-        LLM_OFFLINE_DELAY_MS: '3000',
-      },
-    });
-  });
-  afterAll(async () => {
-    await sys?.stop();
-    await Promise.all([redis?.kill(), db?.destroy()]);
+  const suite = useOverloadSystem('loom_overload', {
+    LOOM_MAX_TURNS_IN_FLIGHT: String(CAP),
+    LLM_OFFLINE_DELAY_MS: '3000',
   });
 
   it('refuses turns past the cap with 503 and Retry-After, loses none it took, and recovers', async () => {
+    const { sys } = suite;
     const token = sys.token('tenant-flood', 'alice');
     const api = client(sys.base, token);
     const post = async (id: string, key: string, accept = 'application/json'): Promise<Answer> => {
