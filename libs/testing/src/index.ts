@@ -10,3 +10,4 @@ export * from './test-certificates';
 export * from './private-redis-cluster';
 export * from './chaos/run-chaos';
 export * from './prometheus-text';
+export * from './live-timers';

@@ -65,7 +65,13 @@ export class ShutdownHandOver implements BeforeApplicationShutdown {
         this.log.log(`handed ${handed} running task(s) over to other replicas`);
         await this.signal.publish(0);
       }
-      await Promise.race([answered, sleep(HAND_OVER_MARGIN_MS)]);
+      // The margin's timer ends with the wait: left running, it would hold a process that has
+      // closed everything else open for as long again.
+      let margin: NodeJS.Timeout | undefined;
+      await Promise.race([
+        answered,
+        new Promise((r) => (margin = setTimeout(r, HAND_OVER_MARGIN_MS))),
+      ]).finally(() => clearTimeout(margin));
     } finally {
       clearInterval(idle);
     }

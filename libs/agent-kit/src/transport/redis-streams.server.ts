@@ -76,9 +76,18 @@ const CLOSE_STEP_MS = 2000;
 /** How often listen() tries to create the consumer groups (about 15 s in all). */
 const START_ATTEMPTS = 20;
 
-/** Waits for `work`, but no longer than `ms`. */
-const within = (work: Promise<unknown>, ms: number): Promise<unknown> =>
-  Promise.race([work, sleep(ms)]);
+/**
+ * Waits for `work`, but no longer than `ms`; the wait ends with it, so a close that returns
+ * leaves no timer holding the process open.
+ */
+async function within(work: Promise<unknown>, ms: number): Promise<unknown> {
+  const over = new AbortController();
+  try {
+    return await Promise.race([work, sleep(ms, over.signal)]);
+  } finally {
+    over.abort();
+  }
+}
 
 /**
  * Nest microservice transport over Redis Streams consumer groups: every request is delivered

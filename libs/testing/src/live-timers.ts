@@ -1,0 +1,32 @@
+/**
+ * Why a process would not exit, as `why-is-node-running` tells it, for the timers a piece of code
+ * starts: from the call on, every setTimeout/setInterval is recorded with where it was started.
+ * `live()` lists those still pending and holding the process open (not cleared, not fired, not
+ * unref'd) that the project's code started (not a library's), each with its delay and the first
+ * frames of its stack: after a graceful close it
+ * should be empty, or the process stays alive until they fire. `restore()` puts the globals back.
+ */
+export function trackTimers(): { live(): string[]; restore(): void } {
+  const g = globalThis as any;
+  const original = { setTimeout: g.setTimeout, setInterval: g.setInterval };
+  const started: Array<{ timer: NodeJS.Timeout; what: string }> = [];
+  for (const name of ['setTimeout', 'setInterval'] as const)
+    g[name] = (fn: (...args: unknown[]) => void, ms?: number, ...args: unknown[]) => {
+      const timer = original[name](fn, ms, ...args);
+      const frames = (new Error().stack ?? '')
+        .split('\n')
+        .slice(2, 6)
+        .map((l) => l.trim());
+      // The project's own timers: a library's (ioredis ending a socket) are its business.
+      if (frames[0]?.includes('/node_modules/')) return timer;
+      started.push({ timer, what: `${name}(${ms}ms) ${frames.join(' < ')}` });
+      return timer;
+    };
+  return {
+    live: () =>
+      started
+        .filter(({ timer }) => !(timer as any)._destroyed && timer.hasRef())
+        .map(({ what }) => what),
+    restore: () => Object.assign(g, original),
+  };
+}
