@@ -17,8 +17,9 @@ export function trackTimers(): { live(): string[]; restore(): void } {
         .split('\n')
         .slice(2, 6)
         .map((l) => l.trim());
-      // The project's own timers: a library's (ioredis ending a socket) are its business.
-      if (frames[0]?.includes('/node_modules/')) return timer;
+      // Those the project's code started, itself or through a library (a command's timeout):
+      // a library's own housekeeping (ioredis ending a socket) is its business.
+      if (frames.every((f) => f.includes('/node_modules/') || !f.includes('/'))) return timer;
       started.push({ timer, what: `${name}(${ms}ms) ${frames.join(' < ')}` });
       return timer;
     };

@@ -17,6 +17,7 @@ import {
   PendingListener,
   RedisStreamsEvents,
   closeConnection,
+  dropConnection,
   createConnection,
   errorMessage,
   listenOnBoth,
@@ -114,7 +115,7 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
   async close(): Promise<void> {
     this.stop.abort();
     this.failAll({ code: 'UNAVAILABLE', message: 'The client was closed' });
-    this.reader?.disconnect();
+    dropConnection(this.reader);
     await this.readLoop;
     if (this.cmd?.status === 'ready') await this.cmd.del(this.replyKey).catch(() => undefined);
     await closeConnection(this.cmd);

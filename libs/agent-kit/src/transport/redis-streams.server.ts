@@ -44,6 +44,7 @@ import {
   PendingListener,
   RedisStreamsEvents,
   closeConnection,
+  dropConnection,
   createConnection,
   errorMessage,
   listenOnBoth,
@@ -167,7 +168,7 @@ export class RedisStreamsServer
   async close(): Promise<void> {
     this.stop.abort();
     this.slots.wakeAll();
-    this.readers.forEach((reader) => reader.disconnect()); // interrupts the blocking XREADGROUP
+    this.readers.forEach((reader) => dropConnection(reader)); // interrupts the blocking XREADGROUP
     // With Redis away, a loop's command waits in ioredis's offline queue for as long as Redis
     // stays away: a close must not (the process would never exit, nor leave the registry).
     // Closing the command connection below fails whatever is still queued.

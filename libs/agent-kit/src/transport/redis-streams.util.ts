@@ -1,5 +1,6 @@
 import { LoggerService } from '@nestjs/common';
 import { openRedis, RedisClient, RedisTarget } from '@loom/session';
+import { Cluster } from 'ioredis';
 
 /** ioredis events, called as `(connectionType, ...eventArgs)`. */
 export type RedisStreamsEvents = Record<string, (...args: any[]) => void>;
@@ -113,8 +114,25 @@ export function isReadOnly(err: unknown): boolean {
 
 /** Quits gracefully when connected (pending writes go out), else just drops the socket. */
 export async function closeConnection(redis: RedisClient | undefined): Promise<void> {
-  if (redis?.status === 'ready') await redis.quit().catch(() => redis.disconnect());
-  else redis?.disconnect();
+  if (redis?.status === 'ready') await redis.quit().catch(() => dropConnection(redis));
+  else dropConnection(redis);
+}
+
+/**
+ * Drops a connection for good, at once (a blocked XREADGROUP is interrupted). ioredis 5 keeps
+ * the socketTimeout timer of a command still in flight after its socket is gone
+ * (redis/ioredis#2147): it would hold a process that has closed everything else open for up to
+ * socketTimeout more (blockMs + grace for a reader). It is cleared here, on every node.
+ */
+export function dropConnection(redis: RedisClient | undefined): void {
+  if (!redis) return;
+  const nodes: unknown[] = redis instanceof Cluster ? [redis, ...redis.nodes('all')] : [redis];
+  redis.disconnect();
+  for (const node of nodes) {
+    const internal = node as { socketTimeoutTimer?: NodeJS.Timeout };
+    clearTimeout(internal.socketTimeoutTimer);
+    internal.socketTimeoutTimer = undefined;
+  }
 }
 
 /** Turns the flat `[field, value, field, value]` array of a stream entry into an object. */
