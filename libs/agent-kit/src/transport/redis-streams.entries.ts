@@ -112,21 +112,26 @@ export function serializeError(err: unknown): unknown {
 export function appendReply(tx: Multi, entry: Entry, packet: WritePacket, last: boolean): Multi {
   const replyTo = replyToOf(entry);
   if (replyTo) {
-    const args: string[] = ['id', entry.fields.id ?? ''];
-    let err = packet.err === undefined ? undefined : serializeError(packet.err);
-    if (packet.response !== undefined) {
-      try {
-        args.push('response', JSON.stringify(packet.response));
-      } catch {
-        err ??= { status: 'error', message: 'The response is not serializable' };
-      }
-    }
-    if (err !== undefined) args.push('err', JSON.stringify(err));
-    if (packet.isDisposed || last) args.push('isDisposed', '1');
-    tx.xadd(replyTo, 'MAXLEN', '~', REPLY_MAXLEN, '*', ...args);
+    tx.xadd(replyTo, 'MAXLEN', '~', REPLY_MAXLEN, '*', ...replyFields(entry, packet, last));
     tx.pexpire(replyTo, REPLY_TTL_MS);
   }
   return last ? appendFinish(tx, entry) : tx;
+}
+
+/** The fields of a reply entry: `id`, and `response`, `err`, `isDisposed` as the packet has them. */
+function replyFields(entry: Entry, packet: WritePacket, last: boolean): string[] {
+  const args: string[] = ['id', entry.fields.id ?? ''];
+  let err = packet.err === undefined ? undefined : serializeError(packet.err);
+  if (packet.response !== undefined) {
+    try {
+      args.push('response', JSON.stringify(packet.response));
+    } catch {
+      err ??= { status: 'error', message: 'The response is not serializable' };
+    }
+  }
+  if (err !== undefined) args.push('err', JSON.stringify(err));
+  if (packet.isDisposed || last) args.push('isDisposed', '1');
+  return args;
 }
 
 /**
@@ -155,16 +160,65 @@ export function appendRequeue(tx: Multi, entry: Entry): Multi {
   return appendFinish(tx.xadd(entry.key, '*', ...fields.flat()), entry);
 }
 
-/** Queues the move to the dead-letter stream, the `DEAD_LETTERED` reply, XACK and XDEL. */
-export function appendDeadLetter(tx: Multi, entry: Entry, deadKey: string, reason: string): Multi {
-  appendDeadCopy(tx, entry, deadKey, reason);
-  return appendReply(tx, entry, deadLetteredPacket(entry, reason), true);
+/** Returns a delivered entry to its stream as a new, undelivered entry (see appendRequeue). */
+export async function requeueEntry(cmd: RedisClient, entry: Entry): Promise<void> {
+  return execOrThrow(appendRequeue(cmd.multi(), entry));
 }
 
-/** Queues the entry's copy on the dead-letter stream (the request's slot: `{pattern}`). */
-function appendDeadCopy(tx: Multi, entry: Entry, deadKey: string, reason: string): Multi {
+/**
+ * Settles a delivered entry once: XACK, and only when that acknowledged it (it was still
+ * pending), XDEL, the entry's copy on KEYS[2] and, with KEYS[3], the reply there. ioredis sends a
+ * command again after a reconnect when its connection dropped before the answer: a MULTI that
+ * had run (a reset right after it) ran twice, and left a second copy. Run again, this adds
+ * nothing and returns 0.
+ * KEYS: the request stream, where the copy goes (its slot: `{pattern}`), the reply stream
+ * (standalone only: another slot). ARGV: the group, the entry id, the copy's MAXLEN ('0': none),
+ * the reply stream's MAXLEN and TTL (ms), how many copy arguments follow, the copy's fields,
+ * the reply's fields.
+ */
+const SETTLE_ONCE = `
+if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end
+redis.call('XDEL', KEYS[1], ARGV[2])
+local n = tonumber(ARGV[6])
+local copy = {unpack(ARGV, 7, 6 + n)}
+if ARGV[3] == '0' then
+  redis.call('XADD', KEYS[2], '*', unpack(copy))
+else
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', unpack(copy))
+end
+if KEYS[3] then
+  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], '*', unpack(ARGV, 7 + n))
+  redis.call('PEXPIRE', KEYS[3], ARGV[5])
+end
+return 1`;
+
+/**
+ * Acknowledges and deletes a delivered entry and adds `copy` to `copyKey` (MAXLEN ~`maxLen`, 0
+ * none), and `reply` to the caller's reply stream when given, in one script (SETTLE_ONCE):
+ * all of it once, whether ioredis sends it again or the caller retries it.
+ */
+async function settleOnce(
+  cmd: RedisClient,
+  entry: Entry,
+  copy: { key: string; maxLen: number; fields: string[] },
+  reply?: { key: string; fields: string[] },
+): Promise<void> {
+  const keys = [entry.key, copy.key, ...(reply ? [reply.key] : [])];
+  await cmd.eval(
+    SETTLE_ONCE,
+    keys.length,
+    ...keys,
+    ...[CONSUMER_GROUP, entry.entryId, copy.maxLen, REPLY_MAXLEN, REPLY_TTL_MS],
+    copy.fields.length,
+    ...copy.fields,
+    ...(reply?.fields ?? []),
+  );
+}
+
+/** The entry's copy on the dead-letter stream (the request's slot: `{pattern}`). */
+function deadCopy(entry: Entry, deadKey: string, reason: string) {
   const fields = [...Object.entries(entry.fields).flat(), 'entryId', entry.entryId];
-  return tx.xadd(deadKey, 'MAXLEN', '~', DEAD_LETTER_MAXLEN, '*', ...fields, 'reason', reason);
+  return { key: deadKey, maxLen: DEAD_LETTER_MAXLEN, fields: [...fields, 'reason', reason] };
 }
 
 function deadLetteredPacket(entry: Entry, reason: string): WritePacket {
@@ -207,12 +261,13 @@ const NOT_RUN = /^(CLUSTERDOWN|TRYAGAIN|BUSY|LOADING|MASTERDOWN|EXECABORT)\b/;
  */
 async function retryOnCluster(
   cmd: RedisClient,
-  tx: () => Multi,
+  tx: () => Multi | Promise<void>,
   onlyNotRun: boolean,
 ): Promise<void> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await execOrThrow(tx());
+      const write = tx();
+      return await (write instanceof Promise ? write : execOrThrow(write));
     } catch (err) {
       const again = !onlyNotRun || NOT_RUN.test(errorMessage(err));
       if (!again || attempt >= CLUSTER_WRITE_ATTEMPTS || cmd.status === 'end') throw err;
@@ -222,10 +277,12 @@ async function retryOnCluster(
 }
 
 /**
- * Dead-letters an entry: the copy, the `DEAD_LETTERED` reply, XACK and XDEL. Standalone: one
- * MULTI. On a cluster the reply first, then the copy with XACK + XDEL (the dead-letter stream
- * shares the request stream's hash tag), each tried again as in writeReply: at-least-once (a
- * retry after a lost answer may leave a second copy).
+ * Dead-letters an entry: the copy, the `DEAD_LETTERED` reply, XACK and XDEL, once (SETTLE_ONCE:
+ * a write sent again, or retried, after a lost answer adds nothing, so the dead-letter stream,
+ * and `loom_dead_letters`, hold each request once). Standalone: one script. On a cluster the
+ * reply first (its stream is in another slot), tried again as in writeReply (the caller settles
+ * on the first), then the copy with XACK + XDEL (the dead-letter stream shares the request
+ * stream's hash tag).
  */
 export async function writeDeadLetter(
   cmd: RedisClient,
@@ -233,15 +290,16 @@ export async function writeDeadLetter(
   deadKey: string,
   reason: string,
 ): Promise<void> {
-  if (!isCluster(cmd)) return execOrThrow(appendDeadLetter(cmd.multi(), entry, deadKey, reason));
   const packet = deadLetteredPacket(entry, reason);
-  if (replyToOf(entry))
+  const replyTo = replyToOf(entry);
+  const copy = deadCopy(entry, deadKey, reason);
+  if (!isCluster(cmd)) {
+    const reply = replyTo ? { key: replyTo, fields: replyFields(entry, packet, true) } : undefined;
+    return settleOnce(cmd, entry, copy, reply);
+  }
+  if (replyTo)
     await retryOnCluster(cmd, () => appendReply(cmd.multi(), entry, packet, false), false);
-  await retryOnCluster(
-    cmd,
-    () => appendFinish(appendDeadCopy(cmd.multi(), entry, deadKey, reason), entry),
-    false,
-  );
+  await retryOnCluster(cmd, () => settleOnce(cmd, entry, copy), false);
 }
 
 /** Runs a MULTI and throws the first command error (exec() only reports them). */

@@ -15,13 +15,13 @@ import {
   Entry,
   appendFinish,
   appendProgress,
-  appendRequeue,
   deadlineOf,
   execOrThrow,
   isExpired,
   isStale,
   landedLate,
   progressMsOf,
+  requeueEntry,
   replyToOf,
   serializeError,
   startByOf,
@@ -449,7 +449,7 @@ export class RedisStreamsServer
    * then waits here for a slot.
    */
   private async requeue(entry: Entry): Promise<boolean> {
-    return execOrThrow(appendRequeue(this.cmd!.multi(), entry)).then(
+    return requeueEntry(this.cmd!, entry).then(
       () => true,
       () => false,
     );
