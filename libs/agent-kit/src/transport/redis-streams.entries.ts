@@ -151,21 +151,6 @@ export function appendFinish(tx: Multi, entry: Entry): Multi {
 }
 
 /**
- * Queues the entry's return to its stream as a new entry (its fields as the client wrote them),
- * with XACK + XDEL of the delivered one: undelivered again, for any consumer's next read.
- */
-export function appendRequeue(tx: Multi, entry: Entry): Multi {
-  // The copy is added later by design: its `sendBy` went with the original, checked (or late).
-  const fields = Object.entries(entry.fields).filter(([f]) => f !== 'sendBy' || landedLate(entry));
-  return appendFinish(tx.xadd(entry.key, '*', ...fields.flat()), entry);
-}
-
-/** Returns a delivered entry to its stream as a new, undelivered entry (see appendRequeue). */
-export async function requeueEntry(cmd: RedisClient, entry: Entry): Promise<void> {
-  return execOrThrow(appendRequeue(cmd.multi(), entry));
-}
-
-/**
  * Settles a delivered entry once: XACK, and only when that acknowledged it (it was still
  * pending), XDEL, the entry's copy on KEYS[2] and, with KEYS[3], the reply there. ioredis sends a
  * command again after a reconnect when its connection dropped before the answer: a MULTI that
@@ -213,6 +198,17 @@ async function settleOnce(
     ...copy.fields,
     ...(reply?.fields ?? []),
   );
+}
+
+/**
+ * Returns a delivered entry to its stream as a new entry (its fields as the client wrote them),
+ * with XACK + XDEL of the delivered one: undelivered again, for any consumer's next read. Once
+ * (SETTLE_ONCE): a second copy, added by a write sent again after a lost answer, was run twice.
+ */
+export async function requeueEntry(cmd: RedisClient, entry: Entry): Promise<void> {
+  // The copy is added later by design: its `sendBy` went with the original, checked (or late).
+  const fields = Object.entries(entry.fields).filter(([f]) => f !== 'sendBy' || landedLate(entry));
+  return settleOnce(cmd, entry, { key: entry.key, maxLen: 0, fields: fields.flat() });
 }
 
 /** The entry's copy on the dead-letter stream (the request's slot: `{pattern}`). */

@@ -2,7 +2,7 @@ import { Logger } from '@nestjs/common';
 import { FreezableTcpProxy, PrivateRedisServer } from '@loom/testing';
 import Redis from 'ioredis';
 import { RedisClient } from '@loom/session';
-import { Entry, writeDeadLetter } from './redis-streams.entries';
+import { Entry, requeueEntry, writeDeadLetter } from './redis-streams.entries';
 import {
   CONSUMER_GROUP,
   deadLetterStreamKey,
@@ -83,5 +83,16 @@ describe('Redis Streams transport: an entry is settled once when its write is se
     const replies = await admin.xrange(replyTo, '-', '+');
     expect(replies.map(([, fields]) => fieldsToRecord(fields).id)).toEqual([entry.fields.id]);
     expect(await admin.xlen(key)).toBe(0);
+  }, 30_000);
+
+  it('returns an entry to its stream once when the write that ran is sent again after a reset', async () => {
+    const entry = await delivered();
+    proxy.resetOnNextAnswer();
+    await requeueEntry(cmd, entry);
+    const queued = await admin.xrange(key, '-', '+');
+    expect(queued.map(([, fields]) => fieldsToRecord(fields).id)).toEqual([entry.fields.id]);
+    expect(queued[0][0]).not.toBe(entry.entryId);
+    const [pending] = (await admin.xpending(key, CONSUMER_GROUP)) as [number];
+    expect(pending).toBe(0);
   }, 30_000);
 });

@@ -445,8 +445,8 @@ export class RedisStreamsServer
 
   /**
    * Puts a delivered entry this server cannot run now back in its stream as a new, undelivered
-   * entry (one MULTI in the stream's slot: the copy, XACK, XDEL). False when Redis refused: it
-   * then waits here for a slot.
+   * entry (one script in the stream's slot: XACK, XDEL, the copy, once: see requeueEntry). False
+   * when Redis refused: it then waits here for a slot.
    */
   private async requeue(entry: Entry): Promise<boolean> {
     return requeueEntry(this.cmd!, entry).then(
