@@ -190,10 +190,20 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
     return () => this.forget(id);
   }
 
+  /**
+   * Adds the event once (SEND_ONCE, under an id of its own, its marker kept `maxExecutionMs`):
+   * an XADD sent again by ioredis after a reset that lost its answer added it twice, and its
+   * handlers ran it twice.
+   */
   protected async dispatchEvent<T = any>(packet: ReadPacket): Promise<T> {
     if (!this.cmd) throw { code: 'UNAVAILABLE', message: 'The client is not connected' };
-    const key = requestStreamKey(this.options.keyPrefix, this.normalizePattern(packet.pattern));
-    await this.cmd.xadd(key, '*', 'data', JSON.stringify(packet.data ?? null));
+    const pattern = this.normalizePattern(packet.pattern);
+    const key = requestStreamKey(this.options.keyPrefix, pattern);
+    const id = randomBytes(16).toString('hex');
+    const marker = sentMarkerKey(this.options.keyPrefix, pattern, id);
+    const data = JSON.stringify(packet.data ?? null);
+    const once = String(this.maxExecutionMs);
+    await this.cmd.eval(SEND_ONCE, 2, key, marker, once, 'id', id, 'data', data);
     return undefined as T;
   }
 

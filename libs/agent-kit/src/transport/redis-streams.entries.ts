@@ -20,7 +20,7 @@ export interface Entry {
    * `id`, `replyTo`, `deadline` (epoch ms: the caller waits no longer), `data` (JSON), and from
    * callers that wait on progress `startBy` (epoch ms: by then the caller has given up on a
    * request nobody started) and `progressMs` (how often to report progress); events carry
-   * `data` only. Both times are on the SharedClock (Redis's time), as `now` must be when they
+   * `id` (their send-once marker's) and `data` only. Both times are on the SharedClock (Redis's time), as `now` must be when they
    * are compared: the caller's and the agent's hosts may disagree by minutes. `sendBy` (ms on
    * Redis's clock, see SendBy) from callers that had learnt it.
    */
