@@ -84,6 +84,8 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
   /** On a cluster, each master's clock by `host:port`, read when the client is ready. */
   private readonly nodeClocks = new Map<string, SharedClock>();
   private listeners: PendingListener[] = [];
+  /** Per pending call, the `seq` of the replies it was given (a streamed answer's values). */
+  private readonly seen = new Map<string, Set<string>>();
 
   constructor(private readonly options: RedisStreamsClientOptions) {
     super();
@@ -306,6 +308,12 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
     const callback = this.routingMap.get(fields.id ?? '');
     if (!callback) return; // timed out, or not ours
     if (fields.progress !== undefined) return void this.timers.get(fields.id!)?.silence.refresh();
+    if (fields.seq !== undefined) {
+      // Had already: ioredis wrote it again after a reset lost the agent's answer.
+      const seen = this.seen.get(fields.id!) ?? new Set<string>();
+      if (seen.has(fields.seq)) return;
+      this.seen.set(fields.id!, seen.add(fields.seq));
+    }
     const err = parseJson(fields.err);
     const isDisposed = fields.isDisposed === '1' || err !== undefined;
     if (isDisposed) this.forget(fields.id!);
@@ -327,6 +335,7 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
     clearTimeout(timers?.silence);
     clearTimeout(timers?.total);
     this.timers.delete(id);
+    this.seen.delete(id);
     this.routingMap.delete(id);
   }
 }

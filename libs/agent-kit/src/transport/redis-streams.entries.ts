@@ -108,19 +108,29 @@ export function serializeError(err: unknown): unknown {
   return err;
 }
 
-/** Queues the reply packet `{ id, response?, err?, isDisposed? }`; with `last`, also XACK + XDEL. */
-export function appendReply(tx: Multi, entry: Entry, packet: WritePacket, last: boolean): Multi {
+/**
+ * Queues the reply packet `{ id, response?, err?, isDisposed?, seq? }`; with `last`, also XACK +
+ * XDEL. `seq` names the packet among its delivery's (see writeReply).
+ */
+export function appendReply(
+  tx: Multi,
+  entry: Entry,
+  packet: WritePacket,
+  last: boolean,
+  seq?: string,
+): Multi {
   const replyTo = replyToOf(entry);
   if (replyTo) {
-    tx.xadd(replyTo, 'MAXLEN', '~', REPLY_MAXLEN, '*', ...replyFields(entry, packet, last));
+    tx.xadd(replyTo, 'MAXLEN', '~', REPLY_MAXLEN, '*', ...replyFields(entry, packet, last, seq));
     tx.pexpire(replyTo, REPLY_TTL_MS);
   }
   return last ? appendFinish(tx, entry) : tx;
 }
 
 /** The fields of a reply entry: `id`, and `response`, `err`, `isDisposed` as the packet has them. */
-function replyFields(entry: Entry, packet: WritePacket, last: boolean): string[] {
+function replyFields(entry: Entry, packet: WritePacket, last: boolean, seq?: string): string[] {
   const args: string[] = ['id', entry.fields.id ?? ''];
+  if (seq !== undefined) args.push('seq', seq);
   let err = packet.err === undefined ? undefined : serializeError(packet.err);
   if (packet.response !== undefined) {
     try {
@@ -228,18 +238,21 @@ function deadLetteredPacket(entry: Entry, reason: string): WritePacket {
  * MULTI spans, so the reply goes first and XACK + XDEL follow in the request's slot: a crash
  * between the two leaves the entry pending, to be redelivered and answered again (executions
  * are idempotent by agentSessionId), and the caller ignores a reply to a call it has settled.
+ * `seq` (unique per packet) lets the caller drop a packet it has had: ioredis sends a write
+ * again after a reset that lost its answer, and a streamed answer's value reached it twice.
  */
 export async function writeReply(
   cmd: RedisClient,
   entry: Entry,
   packet: WritePacket,
   last: boolean,
+  seq?: string,
 ): Promise<void> {
-  if (!isCluster(cmd)) return execOrThrow(appendReply(cmd.multi(), entry, packet, last));
+  if (!isCluster(cmd)) return execOrThrow(appendReply(cmd.multi(), entry, packet, last, seq));
   // A last reply may go twice (a retry after a lost answer): the caller settles on the first.
   // A delta or progress report is tried again only when the cluster surely did not run it.
   if (replyToOf(entry))
-    await retryOnCluster(cmd, () => appendReply(cmd.multi(), entry, packet, false), !last);
+    await retryOnCluster(cmd, () => appendReply(cmd.multi(), entry, packet, false, seq), !last);
   if (last) await retryOnCluster(cmd, () => appendFinish(cmd.multi(), entry), false);
 }
 

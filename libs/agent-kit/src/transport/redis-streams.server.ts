@@ -386,10 +386,13 @@ export class RedisStreamsServer
       if (handler) await this.handleEvent(pattern, { pattern, data }, ctx);
       return execOrThrow(appendFinish(this.cmd!.multi(), entry));
     }
+    // Each packet is named (a token of this delivery, its rank): the caller drops one it has had.
+    const token = randomBytes(4).toString('hex');
+    let sent = 0;
     const write = (packet: WritePacket, last: boolean): Promise<void> =>
       flight.abandoned || !this.answering || this.closed || withheld(packet)
         ? Promise.resolve()
-        : writeReply(this.cmd!, entry, packet, last);
+        : writeReply(this.cmd!, entry, packet, last, `${token}.${++sent}`);
     if (!handler) return write({ err: NO_MESSAGE_HANDLER, isDisposed: true }, true);
     flight.beat = this.progressBeat(flight);
     if (this.options.duplicateDeliveryForTests) {
