@@ -67,6 +67,25 @@ export class ConsumerGroup {
   }
 
   /**
+   * `XREADGROUP … COUNT count STREAMS …keys 0`: entries already delivered to this consumer and
+   * not acknowledged (deleted ones left out), as a first delivery. After its reader reconnects:
+   * ioredis sends again a read whose answer a reset lost, and that read finds nothing new, while
+   * what the lost one delivered sits pending here (see RedisStreamsServer.lookBack). Not
+   * blocking: on the command connection.
+   */
+  async readOwnPending(cmd: RedisClient, keys: string[], count: number): Promise<Entry[]> {
+    const reply = (await cmd.call(
+      ...['XREADGROUP', 'GROUP', CONSUMER_GROUP, this.consumer, 'COUNT', count],
+      ...['STREAMS', ...keys, ...keys.map(() => '0')],
+    )) as StreamsReply | null;
+    return (reply ?? []).flatMap(([key, entries]) =>
+      entries.flatMap(([entryId, raw]) =>
+        Array.isArray(raw) ? [this.entry(key, entryId, raw, 1)] : [],
+      ),
+    );
+  }
+
+  /**
    * `XAUTOCLAIM` of entries idle at least `minIdleMs` in one stream, with their delivery
    * counts (XPENDING; XAUTOCLAIM has just incremented them). One XAUTOCLAIM looks at no more
    * than 10 × `count` pending entries, so this follows its cursor (up to CLAIM_STEPS calls) and

@@ -269,6 +269,8 @@ export class RedisStreamsServer
 
   private readLoop(reader: RedisClient, keys: string[]): Promise<void> {
     const blockMs = this.options.blockMs ?? DEFAULTS.blockMs;
+    // Once the reader has connected again, what is pending on us is looked at (see lookBack).
+    reader.on('ready', () => void this.lookBack(keys));
     return this.loop('read', async () => {
       await this.slots.wait();
       // The reclaim loop may have taken the slot between the wait and now; and XREADGROUP reads
@@ -287,6 +289,28 @@ export class RedisStreamsServer
         if (this.slots.free() > 0 || !(await this.requeue(entry))) this.dispatch(entry);
       }
     });
+  }
+
+  /**
+   * Runs what was delivered to us and runs nowhere here, after a reader connected again: ioredis
+   * sends again a read whose answer a reset lost, and that copy finds nothing new, while what the
+   * lost read delivered sits pending on us, unrun; left to the reclaim loop it waited claimIdleMs,
+   * by when its callers had given up. One read of our pending entries on the command connection
+   * (the reader is blocked in ioredis' copy); best effort: what it misses is reclaimed as before.
+   */
+  private async lookBack(keys: string[]): Promise<void> {
+    if (!this.groupsReady || !this.cmd || this.stop.signal.aborted) return;
+    const free = this.slots.free();
+    if (free <= 0) return;
+    const pending = await this.group!.readOwnPending(this.cmd, keys, free).catch((err) => {
+      this.logger.warn(`reading our pending entries: ${errorMessage(err)}`);
+      return [];
+    });
+    if (this.loopsAbandoned) return;
+    for (const entry of pending) {
+      if (this.inFlight.has(`${entry.key} ${entry.entryId}`) || this.slots.free() <= 0) continue;
+      this.dispatch(entry);
+    }
   }
 
   /** Every claimIdleMs / 2: keeps our own entries alive, takes over those of dead consumers. */
