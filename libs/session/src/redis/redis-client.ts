@@ -1,5 +1,4 @@
 import Redis, { Cluster, RedisOptions } from 'ioredis';
-import calculateSlot from 'cluster-key-slot';
 import type { ClusterNatMap } from './cluster-nat-map';
 
 /**
@@ -146,9 +145,19 @@ export function masterOf(redis: RedisClient, key: string): Redis | undefined {
     : redis.nodes('master').find((n) => `${n.options.host}:${n.options.port}` === nodeKey);
 }
 
-/** Redis Cluster's hash slot of a key (of its hash tag, if any), as ioredis computes it. */
+/** Redis Cluster's hash slot of a key: CRC16 (XMODEM) of its hash tag, or of the key, mod 16384. */
 export function hashSlot(key: string): number {
-  return calculateSlot(key);
+  const bytes = Buffer.from(key);
+  const open = bytes.indexOf('{');
+  const close = open < 0 ? -1 : bytes.indexOf('}', open + 1);
+  const tagged = close > open + 1 ? bytes.subarray(open + 1, close) : bytes;
+  let crc = 0;
+  for (const byte of tagged) {
+    crc ^= byte << 8;
+    for (let bit = 0; bit < 8; bit++)
+      crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
+  }
+  return crc % 16384;
 }
 
 /** Every master of a cluster, or the one server. */
