@@ -89,7 +89,8 @@ interface Pending {
 export class TieredSessionStore implements SessionStore {
   readonly kind = 'tiered';
   readonly guard: HotTierGuard;
-  private readonly lru: LRUCache<string, { value: unknown }>;
+  /** A value's JSON text: a hit is parsed anew, so no caller shares (or changes) the copy. */
+  private readonly lru: LRUCache<string, { json: string }>;
   private readonly pending = new Map<string, Pending>();
   /** List refills under way in this process (lruKey → the refill). */
   private readonly listFills = new Map<string, Promise<unknown>>();
@@ -124,7 +125,7 @@ export class TieredSessionStore implements SessionStore {
       this.durable.save(scope, sid, key, encoded, opts),
     );
     const lruKey = this.lruKey(scope, sid, key);
-    this.remember(key, lruKey, JSON.parse(encoded.json));
+    this.remember(key, lruKey, () => encoded.json);
     await this.hotSave(scope, sid, key, encoded, opts, lruKey, token);
   }
 
@@ -198,7 +199,7 @@ export class TieredSessionStore implements SessionStore {
     }
     const rule = this.opts.ttlFor(key);
     const local = rule.lru === false ? undefined : this.lru.get(lruKey);
-    if (local) return structuredClone(local.value) as T;
+    if (local) return JSON.parse(local.json) as T;
     const hot = await this.hotRead(() =>
       this.hot.probeForRefill<T>(scope, sid, key, rule.sliding ? rule.ttlSeconds : 0),
     );
@@ -206,7 +207,7 @@ export class TieredSessionStore implements SessionStore {
     if (hot.ok && !refill) {
       const found = hot.value as { value: T } | typeof ABSENT;
       if (found === ABSENT) return null;
-      this.remember(key, lruKey, structuredClone(found.value));
+      this.remember(key, lruKey, () => JSON.stringify(found.value));
       return found.value;
     }
     const value = await this.durable.get<T>(scope, sid, key);
@@ -220,7 +221,7 @@ export class TieredSessionStore implements SessionStore {
         await this.hotWrite(scope, sid, key, async () => {
           filled = await this.hot.fill(scope, sid, key, value, rule.ttlSeconds, refill);
         });
-      if (filled) this.remember(key, lruKey, structuredClone(value));
+      if (filled) this.remember(key, lruKey, () => JSON.stringify(value));
     } else if (refill) {
       // Keys read before they are ever written (a summary not folded yet) stop costing a MySQL
       // read each time. Best effort: a marker that could not be set changes nothing.
@@ -536,10 +537,14 @@ export class TieredSessionStore implements SessionStore {
     if (!res.ok) this.opts.onHotError?.(res.error);
   }
 
-  private remember(key: string, lruKey: string, value: unknown): void {
+  /**
+   * Keeps the value's JSON text (`json`, made only when it is kept; a save's is made already):
+   * what a save stores, not parsed again here, nor deep-copied on every hit.
+   */
+  private remember(key: string, lruKey: string, json: () => string): void {
     // lru-cache reads a ttl of 0 as "never stale": no LRU is meant.
     if (this.opts.lruTtlMs === 0) return;
-    if (this.opts.ttlFor(key).lru !== false) this.lru.set(lruKey, { value });
+    if (this.opts.ttlFor(key).lru !== false) this.lru.set(lruKey, { json: json() });
   }
 
   private lruKey(scope: StoreScope, sid: string, key: string): string {
