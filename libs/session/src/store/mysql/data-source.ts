@@ -80,15 +80,18 @@ function destroyRunner(runner: QueryRunner): void {
 /**
  * mysql2 whose pools pin every new connection's session time zone to UTC before handing it out
  * (the `connection` event comes before the first query is queued): NOW() and CURRENT_TIMESTAMP
- * then agree with the times the driver writes, whatever the server's default zone. `opened`
- * collects the connections, for a start that gives up to close them.
+ * then agree with the times the driver writes, whatever the server's default zone. `start`
+ * collects the connections opened while the pool starts, for a start that gives up to close
+ * them; once it is over (`start.opened` null) nothing is kept: the pool replaces the connections
+ * it loses (a restart, a failover, wait_timeout) for as long as the process runs, and each one
+ * kept would stay in memory for good.
  */
-function utcMysql2(opened: Set<mysql2.PoolConnection>) {
+function utcMysql2(start: { opened: Set<mysql2.PoolConnection> | null }) {
   return {
     ...mysql2,
     createPool: (config: mysql2.PoolOptions) =>
       mysql2.createPool(config).on('connection', (conn) => {
-        if (opened.size < 1000) opened.add(conn);
+        if (start.opened && start.opened.size < 1000) start.opened.add(conn);
         conn.query(`SET time_zone = '${LOOM_TIME_ZONE}'`, () => undefined);
       }),
   };
@@ -157,10 +160,10 @@ export async function openSessionDataSource(opts: MysqlOptions): Promise<DataSou
   const config = mysqlConnectionConfig(opts.url, opts.sslCaFile);
   const startTimeoutMs = opts.startTimeoutMs ?? START_TIMEOUT_MS;
   await ensureDatabase(config, startTimeoutMs);
-  const opened = new Set<mysql2.PoolConnection>();
+  const start: { opened: Set<mysql2.PoolConnection> | null } = { opened: new Set() };
   const dataSource = new DataSource({
     type: 'mysql',
-    driver: utcMysql2(opened),
+    driver: utcMysql2(start),
     connectorPackage: 'mysql2',
     host: config.host,
     port: config.port,
@@ -184,11 +187,11 @@ export async function openSessionDataSource(opts: MysqlOptions): Promise<DataSou
   // Given up on, the pool may still open later: then it is closed, not left to a caller that
   // only saw the start fail.
   const closeAll = () => {
-    opened.forEach((conn) => conn.destroy());
+    start.opened?.forEach((conn) => conn.destroy());
     initializing.then(() => dataSource.destroy()).catch(() => undefined);
   };
   await startStep(config, startTimeoutMs, 'opening the pool', initializing, closeAll);
-  opened.clear();
+  start.opened = null;
   if (opts.migrationsRun !== false)
     try {
       await runMigrationsExclusively(dataSource, config, startTimeoutMs);
