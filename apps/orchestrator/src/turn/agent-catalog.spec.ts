@@ -43,4 +43,31 @@ describe('AgentCatalog', () => {
     await registry.remove('constructor', 'c-1');
     expect(await planned()).toContain('constructor');
   });
+
+  it('forgets the agent types not seen running for the retention (7 days), in memory and stored', async () => {
+    const own = new SystemRepository(new MemorySessionStore());
+    const eightDaysAgo = Date.now() - 8 * 86_400_000;
+    // A deployment that has churned through agent types (renamed, versioned, retired) for months.
+    const gone = Object.fromEntries(
+      Array.from({ length: 500 }, (_, i) => [
+        `old-type-${i}`,
+        {
+          descriptor: { ...tax, agentType: `old-type-${i}`, intents: [`old-type-${i}`] },
+          lastSeenAt: eightDaysAgo,
+        },
+      ]),
+    );
+    await own.saveValue(SystemSessions.catalog, 'agents', gone);
+    const fresh = new MemoryAgentRegistry();
+    const running = { ...tax, agentType: 'vat-law', intents: ['vat-law'] };
+    await fresh.heartbeat(running, 'vat-1', Date.now());
+
+    const catalog = new AgentCatalog(fresh, own);
+    expect((await catalog.agents()).agents.map((a) => a.agentType)).toEqual(['vat-law']);
+    const stored = await own.value<Record<string, unknown>>(SystemSessions.catalog, 'agents');
+    expect(Object.keys(stored ?? {})).toEqual(['vat-law']);
+    const held = (catalog as unknown as { catalog: Record<string, unknown> }).catalog;
+    expect(Object.keys(held)).toEqual(['vat-law']);
+    await fresh.remove('vat-law', 'vat-1');
+  });
 });

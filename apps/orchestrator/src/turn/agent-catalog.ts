@@ -99,9 +99,15 @@ export class AgentCatalog {
     return seen <= at;
   }
 
-  /** Merges what runs now into the catalog; writes it only when something changed or aged. */
+  /**
+   * Merges what runs now into the catalog; writes it only when something changed or aged. A
+   * type not seen running for RETENTION_MS is no longer planned: it leaves the catalog (this
+   * process's copy and the stored one) at the next refresh, so a deployment that renames or
+   * versions its agent types keeps a catalog of the last week's, not of every one it ever ran.
+   */
   private async remember(running: RegisteredAgent[]): Promise<Catalog> {
     const now = Date.now();
+    let changed = false;
     if (!this.catalog || now - this.loadedAt > REFRESH_MS) {
       const [stored, retired] = await Promise.all([
         this.system.value<Catalog>(SystemSessions.catalog, KEY).catch(() => null),
@@ -114,10 +120,14 @@ export class AgentCatalog {
       for (const [type, entry] of Object.entries(this.catalog ?? {}))
         if (!Object.hasOwn(merged, type) || merged[type].lastSeenAt < entry.lastSeenAt)
           merged[type] = entry;
+      for (const [type, entry] of Object.entries(merged))
+        if (!(now - entry.lastSeenAt < RETENTION_MS)) {
+          delete merged[type];
+          changed = true;
+        }
       this.catalog = merged;
       this.loadedAt = now;
     }
-    let changed = false;
     for (const { descriptor } of running) {
       const type = descriptor.agentType;
       const known = Object.hasOwn(this.catalog, type) ? this.catalog[type] : undefined;
