@@ -1,4 +1,10 @@
-import { findKeyword, hasCjk, matchedKeywords } from './keyword-match';
+import {
+  findKeyword,
+  hasCjk,
+  KEYWORD_PATTERNS_KEPT,
+  keywordPatternsCached,
+  matchedKeywords,
+} from './keyword-match';
 
 describe('keyword matching', () => {
   it('matches CJK keywords as substrings', () => {
@@ -32,5 +38,19 @@ describe('keyword matching', () => {
   it('detects CJK text', () => {
     expect(hasCjk('劳动')).toBe(true);
     expect(hasCjk('labour')).toBe(false);
+  });
+});
+
+describe('keyword patterns kept in memory', () => {
+  it('stays bounded however many distinct keywords the agents ever registered', () => {
+    // Keywords come from the registered descriptors: every deploy that changes them, over weeks
+    // of rolling out new versions, brings new ones, and the old are never matched again.
+    for (let i = 0; i < KEYWORD_PATTERNS_KEPT + 2000; i++)
+      findKeyword('the lease of flat 9', `keyword-${i}`);
+    expect(keywordPatternsCached()).toBeLessThanOrEqual(KEYWORD_PATTERNS_KEPT);
+    // A keyword in use keeps matching as before.
+    expect(findKeyword('the lease of flat 9', 'lease')).toEqual([
+      { keyword: 'lease', start: 4, end: 9 },
+    ]);
   });
 });

@@ -1,3 +1,5 @@
+import { LRUCache } from 'lru-cache';
+
 /** One occurrence of a keyword in a text, as UTF-16 offsets into that text. */
 export interface KeywordHit {
   keyword: string;
@@ -7,7 +9,21 @@ export interface KeywordHit {
 
 const CJK = /[\u3040-\u30ff\u3400-\u9fff\uf900-\ufaff]/;
 const ENGLISH_SUFFIXES = '(?:s|es|ed|d|ing)?';
-const patternCache = new Map<string, RegExp>();
+/**
+ * How many keywords' compiled patterns are kept: those matched lately. The keywords are the
+ * registered agents' (and the statutes'): up to MAX_DESCRIPTOR_WORDS per agent type in force,
+ * room for 50 types' before one in use is dropped (each turn matches all of them: a bound below
+ * that would compile them again on every turn). Every deploy that changes a descriptor brings
+ * new ones and the old are never matched again, so one per keyword ever seen would grow for as
+ * long as the process runs. A keyword dropped is compiled again once.
+ */
+export const KEYWORD_PATTERNS_KEPT = 10_000;
+const patternCache = new LRUCache<string, RegExp>({ max: KEYWORD_PATTERNS_KEPT });
+
+/** How many keywords' patterns are held now (for tests). */
+export function keywordPatternsCached(): number {
+  return patternCache.size;
+}
 
 /** True when the text contains Chinese (or other CJK) characters. */
 export function hasCjk(text: string): boolean {
