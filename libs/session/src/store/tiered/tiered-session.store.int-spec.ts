@@ -1011,3 +1011,39 @@ describe('tiered store: a cold read of a long list', () => {
 function hotClient(store: RedisSessionStore): Record<string, (...a: unknown[]) => unknown> {
   return (store as unknown as { redis: Record<string, (...a: unknown[]) => unknown> }).redis;
 }
+
+describe("tiered store: the LRU's copies once they are stale", () => {
+  const alice = { tenantId: 'tenant-a' };
+  let store: TieredSessionStore;
+  let cleanup: () => Promise<void>;
+
+  beforeAll(async () => {
+    const db = await createTestDatabase();
+    const prefix = createTestPrefix();
+    store = new TieredSessionStore(
+      new MysqlSessionStore(await openSessionDataSource({ url: db.url })),
+      new RedisSessionStore(new Redis(TEST_REDIS_URL), prefix.prefix, { authoritative: false }),
+      { ttlFor: ttlRules(DEFAULT_TTL), lruTtlMs: 50 },
+    );
+    cleanup = async () => {
+      await store.close();
+      await Promise.all([db.drop(), prefix.cleanup()]);
+    };
+  });
+  afterAll(() => cleanup());
+
+  it('lets go of them: a burst over many conversations is not held once the process is idle', async () => {
+    // A task session carries its executions' answers (up to 100,000 characters each): ten
+    // thousand of them kept by an idle process is gigabytes, of copies it may no longer serve.
+    const answer = 'x'.repeat(10_000);
+    const sids = Array.from({ length: 200 }, () => newId('c'));
+    for (const sid of sids) await store.save(alice, sid, 'conversation', { answer });
+    for (const sid of sids) expect(await store.get(alice, sid, 'conversation')).toEqual({ answer });
+    const lru = (store as unknown as { lru: { size: number } }).lru;
+    expect(lru.size).toBeGreaterThan(0);
+    // Stale after 50 ms: gone within a few seconds, without a read or write to push them out.
+    const until = Date.now() + 5_000;
+    while (lru.size > 0 && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
+    expect(lru.size).toBe(0);
+  });
+});

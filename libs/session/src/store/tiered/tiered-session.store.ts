@@ -64,6 +64,8 @@ const ABSENT_TTL_SECONDS = 3600;
 const FILL_PAGE_ITEMS = 200;
 /** Default of `deleteTombstoneMs`. */
 const DELETE_TOMBSTONE_MS = 60_000;
+/** How often, at most, the LRU's stale copies are dropped (at lruTtlMs when that is longer). */
+const LRU_SWEEP_MIN_MS = 1000;
 /** Default of `writeDeadlineMs`. */
 const WRITE_DEADLINE_MS = 15_000;
 /** Default of `unknownWriteHoldMs`. */
@@ -89,8 +91,15 @@ interface Pending {
 export class TieredSessionStore implements SessionStore {
   readonly kind = 'tiered';
   readonly guard: HotTierGuard;
-  /** A value's JSON text: a hit is parsed anew, so no caller shares (or changes) the copy. */
+  /**
+   * This process's copies of values read lately (their JSON text: a hit is parsed anew, so no
+   * caller shares or changes the copy), each trusted for lruTtlMs. lru-cache drops a stale entry
+   * only when it is read or pushed out by newer ones: after a burst over many sessions an idle
+   * process would keep up to lruMax values (a task's answers, a shared value) for good, none of
+   * which it may serve. `sweep` drops them.
+   */
   private readonly lru: LRUCache<string, { json: string }>;
+  private readonly sweep?: NodeJS.Timeout;
   private readonly pending = new Map<string, Pending>();
   /** List refills under way in this process (lruKey → the refill). */
   private readonly listFills = new Map<string, Promise<unknown>>();
@@ -106,7 +115,12 @@ export class TieredSessionStore implements SessionStore {
     private readonly opts: TieredOptions,
   ) {
     this.guard = new HotTierGuard(opts.guard ?? DEFAULT_GUARD);
-    this.lru = new LRUCache({ max: opts.lruMax ?? 10_000, ttl: opts.lruTtlMs ?? 1000 });
+    const lruTtlMs = opts.lruTtlMs ?? 1000;
+    this.lru = new LRUCache({ max: opts.lruMax ?? 10_000, ttl: lruTtlMs });
+    if (lruTtlMs > 0) {
+      this.sweep = setInterval(() => this.lru.purgeStale(), Math.max(lruTtlMs, LRU_SWEEP_MIN_MS));
+      this.sweep.unref();
+    }
   }
 
   async save(
@@ -480,6 +494,7 @@ export class TieredSessionStore implements SessionStore {
   }
 
   async close(): Promise<void> {
+    clearInterval(this.sweep);
     await Promise.all([this.durable.close(), this.hot.close()]);
   }
 
