@@ -82,7 +82,9 @@ export class SessionContext {
   /**
    * Loads what the assignment names, and nothing else: the task must belong to the assigned
    * conversation and list the assigned agent type in its plan, and the agent session must be the
-   * assigned one (same conversation, task, id and type); anything else is ACCESS_DENIED.
+   * assigned one (same conversation, task, id and type); anything else is ACCESS_DENIED. The
+   * context's assignment and task are frozen (the task in place): the handler cannot retarget
+   * its writes or change the task type the ACL is checked against.
    */
   static async build(
     deps: SessionContextDeps,
@@ -127,7 +129,19 @@ export class SessionContext {
     );
     // What the executions that succeeded wrote: a failed attempt's writes are not shown.
     const shared = foldShared(writes, { task });
-    return new SessionContext(deps, a, conversation, task, agent, history, summary, shared);
+    // What decides where a write lands and which ACL rule applies: frozen, so a handler cannot
+    // point its writes at another tenant's task or give its task another type (TypeError).
+    const scope: Assignment = Object.freeze({ ...a, owner: Object.freeze({ ...a.owner }) });
+    return new SessionContext(
+      deps,
+      scope,
+      conversation,
+      deepFreeze(task),
+      agent,
+      history,
+      summary,
+      shared,
+    );
   }
 
   /** Whose writes this execution sees: the succeeded executions' and its own delivery's. */
@@ -373,6 +387,14 @@ const log = new Logger('SessionContext');
 
 function outside(what: string): LoomError {
   return new LoomError(LoomErrorCode.ACCESS_DENIED, `the assignment does not cover that ${what}`);
+}
+
+/** `value` and everything it holds made read-only, in place (the task, as the execution read it). */
+function deepFreeze<T>(value: T): T {
+  if (typeof value !== 'object' || value === null || Object.isFrozen(value)) return value;
+  Object.freeze(value);
+  for (const inner of Object.values(value)) deepFreeze(inner);
+  return value;
 }
 
 /** Own properties only: a shared key may be named like an Object member (`constructor`). */

@@ -1,0 +1,91 @@
+import { Injectable } from '@nestjs/common';
+import { AgentHarness } from '@loom/testing';
+import { emptyUsage, SessionContext, StateKeys, TaskSession } from '@loom/session';
+import { AgentHandler } from './agent-handler';
+
+/** Another tenant's running task, whose ids a compromised agent has seen in an earlier request. */
+let victim: TaskSession | null = null;
+const VICTIM_OWNER = { tenantId: 'tenant-victim', userId: 'vera' };
+
+/**
+ * A buggy or compromised handler: before it writes, it rewrites the ids and task type its
+ * SessionContext holds (`ctx.assignment`, `ctx.task`), as plain JavaScript lets it.
+ */
+@Injectable()
+class RetargetingHandler implements AgentHandler {
+  async handle(ctx: SessionContext) {
+    if (ctx.question === 'other tenant') {
+      const a = ctx.assignment as unknown as {
+        owner: { tenantId: string; userId: string };
+        conversationId: string;
+        taskId: string;
+      };
+      a.owner.tenantId = VICTIM_OWNER.tenantId;
+      a.owner.userId = VICTIM_OWNER.userId;
+      a.conversationId = victim!.conversationId;
+      a.taskId = victim!.taskId;
+      await ctx.putSharedData('planted', 'written from another tenant');
+    } else if (ctx.question === 'retype') {
+      // No rule protects `verdict` in a task of this made-up type.
+      (ctx.task as { taskType: string }).taskType = 'unprotected-type';
+      await ctx.putSharedData('verdict', 'forged');
+    }
+    return { answer: 'done', usage: emptyUsage(), sharedKeysWritten: [] };
+  }
+}
+
+/**
+ * The SessionContext an agent's handler gets is the only scope it has: ids and the task type it
+ * holds must not be what decides where a write lands or which ACL rule applies, whatever the
+ * handler does to them.
+ */
+describe('agent runner: a handler that rewrites its context (real Redis Streams, MySQL, Redis)', () => {
+  let agent: AgentHarness;
+  const owner = { tenantId: 'tenant-retarget', userId: 'rita' };
+
+  beforeAll(async () => {
+    agent = await AgentHarness.start(
+      {
+        agentType: 'retargeting',
+        description: 'test agent: rewrites its context, then writes',
+        role: 'specialist',
+        intents: ['retargeting'],
+        keywords: [],
+      },
+      RetargetingHandler,
+      { LOOM_SHARED_ACL: JSON.stringify({ consultation: { verdict: ['judge'] } }) },
+    );
+  });
+  afterAll(() => agent?.stop());
+
+  it("writes nothing into another tenant's task after rewriting ctx.assignment", async () => {
+    victim = await agent.seed(VICTIM_OWNER, [], 'a question of the victim');
+    const task = await agent.seed(owner, [], 'other tenant');
+    const failed = await agent.execute(agent.request(owner, task)).then(
+      () => null,
+      (err: unknown) => err as { code: string },
+    );
+    const planted = await agent.infra.store.getList(
+      VICTIM_OWNER,
+      victim.conversationId,
+      StateKeys.shared(victim.taskId),
+    );
+    expect(planted).toEqual([]);
+    expect(failed?.code).toBe('AGENT_FAILED');
+  });
+
+  it('keeps a protected key from a writer that changed ctx.task.taskType', async () => {
+    const task = await agent.seed(owner, [], 'retype');
+    const failed = await agent.execute(agent.request(owner, task)).then(
+      () => null,
+      (err: unknown) => err as { code: string },
+    );
+    const written = await agent.infra.store.getList(
+      owner,
+      task.conversationId,
+      StateKeys.shared(task.taskId),
+    );
+    expect(written).toEqual([]);
+    expect(failed).not.toBeNull();
+  });
+});
