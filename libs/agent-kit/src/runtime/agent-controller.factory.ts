@@ -1,5 +1,6 @@
-import { Controller, Type, UseInterceptors, ValidationPipe } from '@nestjs/common';
+import { Controller, PipeTransform, Type, UseInterceptors, ValidationPipe } from '@nestjs/common';
 import { BaseRpcContext, Ctx, MessagePattern, Payload, RpcException } from '@nestjs/microservices';
+import { MAX_JSON_DEPTH, MAX_JSON_VALUES } from '@loom/security';
 import {
   agentExecutePattern,
   agentHealthPattern,
@@ -27,6 +28,50 @@ export const rpcValidationPipe = new ValidationPipe({
 });
 
 /**
+ * Runs before rpcValidationPipe: a payload nested deeper than MAX_JSON_DEPTH (as a request
+ * body's) is VALIDATION_FAILED, one of more than MAX_JSON_VALUES values PAYLOAD_TOO_LARGE. The
+ * transport's JSON.parse takes any depth, but class-transformer's walk of the payload recurses:
+ * a few thousand levels overflowed its stack, and the caller got Nest's untyped "Internal server
+ * error". Walked without recursion, stopping at the first level or value past the limits.
+ */
+export const payloadShapePipe: PipeTransform = {
+  transform(value: unknown): unknown {
+    const refused = payloadShapeFault(value);
+    if (refused) throw new RpcException(refused);
+    return value;
+  },
+};
+
+function payloadShapeFault(value: unknown): { code: string; message: string } | null {
+  const stack: Array<{ value: unknown; depth: number }> = [{ value, depth: 0 }];
+  let values = 0;
+  while (stack.length) {
+    const next = stack.pop()!;
+    if (++values + stack.length > MAX_JSON_VALUES)
+      return {
+        code: 'PAYLOAD_TOO_LARGE',
+        message: `invalid payload: more than ${MAX_JSON_VALUES} JSON values`,
+      };
+    if (typeof next.value !== 'object' || next.value === null) continue;
+    const depth = next.depth + 1;
+    if (depth > MAX_JSON_DEPTH)
+      return {
+        code: 'VALIDATION_FAILED',
+        message: `invalid payload: nested deeper than ${MAX_JSON_DEPTH} levels`,
+      };
+    const inner = next.value as Record<string, unknown>;
+    const size = Array.isArray(inner) ? inner.length : Object.keys(inner).length;
+    if (values + stack.length + size > MAX_JSON_VALUES)
+      return {
+        code: 'PAYLOAD_TOO_LARGE',
+        message: `invalid payload: more than ${MAX_JSON_VALUES} JSON values`,
+      };
+    for (const v of Object.values(inner)) stack.push({ value: v, depth });
+  }
+  return null;
+}
+
+/**
  * @MessagePattern needs a constant, and the pattern depends on the agent type: one class per
  * agent. Execute messages run in a CLS context of their own (AgentContextInterceptor), then
  * their shape is validated and their signed assignment verified (AssignmentPipe) before the
@@ -41,7 +86,7 @@ export function createAgentController(agentType: string): Type<unknown> {
     @MessagePattern(agentExecutePattern(agentType))
     @UseInterceptors(AgentContextInterceptor)
     execute(
-      @Payload(rpcValidationPipe, AssignmentPipe) req: ExecuteAgentRequest,
+      @Payload(payloadShapePipe, rpcValidationPipe, AssignmentPipe) req: ExecuteAgentRequest,
       @Ctx() ctx: BaseRpcContext,
     ): Promise<ExecuteAgentResult> {
       // The Redis Streams transport says when it stops waiting; Nest's TCP transport does not.
