@@ -32,4 +32,14 @@ describe('parseEnv: security settings', () => {
       /LOOM_RATE_LIMIT_PER_MINUTE/,
     );
   });
+
+  // A rule is matched by exact name: `research.*` protected no key but one literally named so,
+  // and `follow-*` no task type, while the deployment believed a family of keys protected.
+  it.each([
+    '{"*":{"research.*":["legal-research"]}}',
+    '{"*":{"*":["legal-research"]}}',
+    '{"follow-*":{"verdict":["labor-law"]}}',
+  ])('refuses a wildcard the ACL would not honour, naming LOOM_SHARED_ACL: %s', (acl) => {
+    expect(() => parseEnv({ ...secrets, LOOM_SHARED_ACL: acl })).toThrow(/LOOM_SHARED_ACL: bad/);
+  });
 });

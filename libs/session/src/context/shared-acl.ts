@@ -8,7 +8,12 @@ export * from './audit-log';
 /** Protected shared keys per task type: key → agent types allowed to write it (seed 000); `*` = every task type. */
 export type SharedAclRules = Record<string, Record<string, string[]>>;
 
-const NAME = /^[A-Za-z0-9_.:*-]{1,160}$/;
+/**
+ * A task type or key as rules name it, matched exactly: no `*` in it (only the task type `*`
+ * itself, the rules for every type), since `research.*` or `follow-*` would look like a family
+ * of keys or types protected while matching none.
+ */
+const NAME = /^[A-Za-z0-9_.:-]{1,160}$/;
 
 /**
  * Checks the shape of ACL rules from configuration (LOOM_SHARED_ACL): an object of task types,
@@ -23,7 +28,8 @@ export function parseSharedAclRules(input: unknown): SharedAclRules {
   // Null-prototype objects: a task type or key named `__proto__` is a rule like any other.
   const rules: SharedAclRules = Object.create(null) as SharedAclRules;
   for (const [taskType, keys] of Object.entries(raw)) {
-    if (!NAME.test(taskType)) throw new Error(`bad task type ${JSON.stringify(taskType)}`);
+    if (taskType !== '*' && !NAME.test(taskType))
+      throw new Error(`bad task type ${JSON.stringify(taskType)}`);
     if (!isObject(keys)) throw new Error(`${taskType} must map keys to writer lists`);
     rules[taskType] = Object.create(null) as Record<string, string[]>;
     for (const [key, writers] of Object.entries(keys)) {
