@@ -62,4 +62,14 @@ describe('agent execute payloads past the limits (real Redis Streams, MySQL, Red
     await expect(agent.execute(payload)).rejects.toMatchObject({ code: 'PAYLOAD_TOO_LARGE' });
     expect((await agent.execute(request)).output).toBe('done');
   });
+
+  // Parsed whole before any pipe ran: a payload of hundreds of megabytes could exhaust the
+  // agent's memory, and its redeliveries each instance that took it over.
+  it('refuses a payload over 256 KB of JSON with PAYLOAD_TOO_LARGE, without parsing it', async () => {
+    const task = await agent.seed(owner, [], 'huge');
+    const request = agent.request(owner, task);
+    const payload = { ...request, meta: { ...request.meta, junk: 'x'.repeat(300 * 1024) } };
+    await expect(agent.execute(payload)).rejects.toMatchObject({ code: 'PAYLOAD_TOO_LARGE' });
+    expect((await agent.execute(request)).output).toBe('done');
+  });
 });

@@ -24,6 +24,12 @@ export interface RedisStreamsOptions {
   forgetConsumersAfterMs?: number;
   /** See {@link RedisStreamsClientOptions.commandTimeoutMs}. Default 5000. */
   commandTimeoutMs?: number;
+  /**
+   * A request whose `data` is longer than this (characters of its JSON) is answered
+   * `PAYLOAD_TOO_LARGE` without being parsed. Default 256 KiB (an agent's execute payload is
+   * about 1 KB).
+   */
+  maxRequestChars?: number;
   /** Hands every request to its handler twice (sequentially) to prove handlers idempotent. */
   duplicateDeliveryForTests?: boolean;
 }
@@ -96,6 +102,7 @@ export const DEFAULTS = {
   concurrency: 16,
   timeoutMs: 30000,
   forgetConsumersAfterMs: 3_600_000,
+  maxRequestChars: 256 * 1024,
 } as const;
 
 /** Stream that carries the requests of one pattern (hash tag keeps a pattern on one cluster slot). */

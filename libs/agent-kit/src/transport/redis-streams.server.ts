@@ -402,10 +402,12 @@ export class RedisStreamsServer
       entry.deliveryCount,
       flight.cancel.signal,
     ]);
-    const data = parseJson(fields.data);
     const handler = this.getHandlerByPattern(pattern);
     if (fields.replyTo && !replyToOf(entry))
       return this.deadLetter(entry, 'its replyTo is not a reply stream of this transport');
+    const maxChars = this.options.maxRequestChars ?? DEFAULTS.maxRequestChars;
+    if (tooLarge(entry, maxChars)) return this.refuseTooLarge(entry, maxChars);
+    const data = parseJson(fields.data);
     if (!fields.replyTo || handler?.isEventHandler) {
       if (handler) await this.handleEvent(pattern, { pattern, data }, ctx);
       return execOrThrow(appendFinish(this.cmd!.multi(), entry));
@@ -497,6 +499,22 @@ export class RedisStreamsServer
     await execOrThrow(appendFinish(this.cmd!.multi(), entry));
   }
 
+  /**
+   * A request too large to parse: answered PAYLOAD_TOO_LARGE (an event just dropped), its entry
+   * finished, so no redelivery brings it back to this or another instance.
+   */
+  private async refuseTooLarge(entry: Entry, maxChars: number): Promise<void> {
+    const message = `the request is ${entry.fields.data!.length} characters, over the limit of ${maxChars}`;
+    inRequestContext(entry, () =>
+      this.logger.warn(
+        `Refusing request ${entry.fields.id} (${entry.pattern}, entry ${entry.entryId}): ${message}`,
+      ),
+    );
+    if (!replyToOf(entry)) return execOrThrow(appendFinish(this.cmd!.multi(), entry));
+    const packet = { err: { code: 'PAYLOAD_TOO_LARGE', message }, isDisposed: true };
+    return this.answering && !this.closed ? writeReply(this.cmd!, entry, packet, true) : undefined;
+  }
+
   private async deadLetter(entry: Entry, reason: string): Promise<void> {
     inRequestContext(entry, () =>
       this.logger.error(`Dead-lettering entry ${entry.entryId} of ${entry.pattern}: ${reason}`),
@@ -512,7 +530,10 @@ export class RedisStreamsServer
  * AgentContextInterceptor takes it, so the line is found by the turn's id.
  */
 function inRequestContext(entry: Entry, fn: () => void): void {
-  const data = parseJson(entry.fields.data) as { meta?: unknown } | undefined;
+  // One too large to parse is logged without its correlation id.
+  const data = tooLarge(entry, DEFAULTS.maxRequestChars)
+    ? undefined
+    : (parseJson(entry.fields.data) as { meta?: unknown } | undefined);
   const { correlationId } = pickMdc(data?.meta);
   if (correlationId) runWithMdc({ correlationId }, fn);
   else fn();
@@ -522,4 +543,9 @@ function inRequestContext(entry: Entry, fn: () => void): void {
 function withheld(packet: WritePacket): boolean {
   const err = packet.err === undefined ? undefined : serializeError(packet.err);
   return (err as { code?: unknown } | undefined)?.code === WITHHELD_CODE;
+}
+
+/** Whether the entry's `data` is longer than `maxChars`. */
+function tooLarge(entry: Entry, maxChars: number): boolean {
+  return (entry.fields.data?.length ?? 0) > maxChars;
 }
