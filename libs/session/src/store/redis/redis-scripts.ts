@@ -69,7 +69,8 @@ if ${k} and redis.call('GET', ${k}) ~= ${e} then return 0 end
 /**
  * Writes shared by save and append: owner check, fence check, bookkeeping (one HSET). ARGV[1]
  * tenant, [2] state key, [4] ttl ms, [5] user, [6] now ms, [7] fence. Sets `fresh` when this
- * write claims the session, or writes again one that held nothing but its fence (`remnant`).
+ * write claims the session, or writes again one that held nothing but its fence (`remnant`), and
+ * `indexFresh` when it creates the `_keys` index (see BOOKKEEPING_TTL).
  */
 const WRITE_GUARD = `
 if owner and owner ~= ARGV[1] then return -1 end
@@ -85,6 +86,7 @@ local fields = {'u:' .. ARGV[2], ARGV[6]}
 if fresh then fields[#fields + 1] = 'tenant'; fields[#fields + 1] = ARGV[1] end
 if ARGV[5] ~= '' then fields[#fields + 1] = 'user'; fields[#fields + 1] = ARGV[5] end
 redis.call('HSET', KEYS[1], unpack(fields))
+local indexFresh = redis.call('EXISTS', KEYS[2]) == 0
 redis.call('SADD', KEYS[2], ARGV[2])
 `;
 
@@ -108,10 +110,14 @@ if KEYS[5] then
 end
 `;
 
-/** The session's bookkeeping keys live at least as long as the state key just written. */
+/**
+ * The session's bookkeeping keys live at least as long as the state key just written. An index
+ * this write created (`indexFresh`: every key it listed was deleted, `_meta` stayed) takes the
+ * TTL as a new session's would: SADD made it without one, and it would outlive the session.
+ */
 const BOOKKEEPING_TTL = `
 if ttl > 0 then
-  extend(KEYS[1], ttl, fresh); extend(KEYS[2], ttl, fresh); extend(KEYS[4], ttl, fresh)
+  extend(KEYS[1], ttl, fresh); extend(KEYS[2], ttl, fresh or indexFresh); extend(KEYS[4], ttl, fresh)
 end
 `;
 
@@ -247,6 +253,7 @@ ${NOT_DELETED}${epochHolds('KEYS[8]', 'ARGV[5]')}
 if KEYS[8] then redis.call('PEXPIRE', KEYS[8], ${EPOCH_MS}) end
 local fresh = not owner
 if fresh then redis.call('HSET', KEYS[1], 'tenant', ARGV[1]) end
+local indexFresh = redis.call('EXISTS', KEYS[2]) == 0
 redis.call('SADD', KEYS[2], ARGV[2])
 local ttl = tonumber(ARGV[4])
 if ARGV[3] == '1' then redis.call('ZADD', KEYS[3], 0, '!') end
@@ -342,7 +349,7 @@ return last`;
  * never hides a write that landed first and is overwritten by the next write. Not while KEYS[5],
  * the tombstone of the key's deletion, exists: a save then leaves Redis empty (SAVE_CACHED), so a
  * marker of a read made before that save's MySQL write would hide it. The key joins the _keys
- * index, so purging or deleting the session drops the marker too. Nor while a write of the key is
+ * index (given a TTL when this creates it), so purging or deleting the session drops the marker too. Nor while a write of the key is
  * under way or was lost (KEYS[6], its `_writing` set), as for a refill, nor while the tombstone of
  * the session's deletion (KEYS[7]) lasts (a save then leaves Redis empty too), nor when the epoch
  * of the read that missed (ARGV[5]) is not the session's (KEYS[8], see EPOCH_MS). ARGV[2] marker,
@@ -354,7 +361,11 @@ if redis.call('EXISTS', KEYS[5], KEYS[7]) > 0 then return 0 end
 if under_way(KEYS[6]) ~= 'none' then return 0 end
 ${epochHolds('KEYS[8]', 'ARGV[5]')}
 if not redis.call('SET', KEYS[3], ARGV[2], 'NX', 'PX', tonumber(ARGV[3])) then return 0 end
-redis.call('SADD', KEYS[2], ARGV[4])
+-- An index created here (every key it listed was deleted) lasts as the session's _meta does,
+-- and at least as the marker: SADD made it without a TTL.
+if redis.call('SADD', KEYS[2], ARGV[4]) == 1 and redis.call('PTTL', KEYS[2]) == -1 then
+  redis.call('PEXPIRE', KEYS[2], math.max(tonumber(ARGV[3]), redis.call('PTTL', KEYS[1])))
+end
 return 1`;
 
 /**

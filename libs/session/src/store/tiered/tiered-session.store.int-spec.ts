@@ -244,6 +244,48 @@ describe('tiered store: removing several keys', () => {
 });
 
 /**
+ * Every Redis key of a session lapses: its `_keys` index too. Deleting the last key a session
+ * held in Redis (a task's agent sessions, where they were all Redis had of the conversation: its
+ * other copies had lapsed or gone with a Redis restart) leaves the `_meta` hash with its owner;
+ * the index used to come back without a TTL at the session's next write (or absent marker), and
+ * outlived the session in Redis for good.
+ */
+describe('tiered store: a session whose cached keys were all deleted, then written again', () => {
+  const alice = { tenantId: 'tenant-a' };
+  const t = tieredSuite();
+
+  /** Every key of the session in Redis with no TTL. */
+  const persistent = async (sid: string): Promise<string[]> => {
+    const found: string[] = [];
+    const pattern = `${t.hot.keys.session(sid).replace(/[*?[\]\\]/g, '\\$&')}:*`;
+    for (const key of await t.redis.keys(pattern))
+      if ((await t.redis.pttl(key)) === -1) found.push(key);
+    return found;
+  };
+
+  it('gives the index a TTL again when a write brings it back', async () => {
+    const sid = newId('c');
+    await t.store.save(alice, sid, 'agent:a_only1234', { step: 1 });
+    await t.store.deleteKeys(alice, sid, ['agent:a_only1234']);
+    await t.store.save(alice, sid, 'conversation', { title: 'x' });
+    await t.store.append(alice, sid, 'messages', { text: 'hi' });
+    expect(await t.redis.smembers(t.hot.keys.keys(sid))).toEqual(
+      expect.arrayContaining(['conversation', 'messages']),
+    );
+    expect(await persistent(sid)).toEqual([]);
+  });
+
+  it('gives the index a TTL again when an absent marker brings it back', async () => {
+    const sid = newId('c');
+    await t.store.save(alice, sid, 'agent:a_only5678', { step: 1 });
+    await t.store.deleteKeys(alice, sid, ['agent:a_only5678']);
+    expect(await t.store.get(alice, sid, 'summary')).toBeNull();
+    expect(await t.redis.smembers(t.hot.keys.keys(sid))).toEqual(['summary']);
+    expect(await persistent(sid)).toEqual([]);
+  });
+});
+
+/**
  * Defence in depth: no route reaches the store with another tenant's id, but should one, the
  * store must not touch the owner's cache. A deletion's tombstone and a write's record of being
  * under way used to be left on the session before any owner check: the owner's cached copies
