@@ -34,17 +34,24 @@ const RETRY_DELAY_MS = 500;
 
 /**
  * A request's XADD, once per request id: KEYS the stream and the request's marker (same hash
- * slot), ARGV the marker's lifetime (ms), then the entry's fields. Returns the entry id, the
- * first one's when the marker says it was added already: ioredis sends a command again after a
- * reconnect when its connection dropped before the answer, and one that had run (a reset right
- * after it) was added twice, the request run twice by the agent.
+ * slot), ARGV the marker's lifetime (ms), the stream's retention (ms), then the entry's fields.
+ * Returns the entry id, the first one's when the marker says it was added already: ioredis sends
+ * a command again after a reconnect when its connection dropped before the answer, and one that
+ * had run (a reset right after it) was added twice, the request run twice by the agent.
+ * The XADD drops the stream's entries added more than the retention ago (MINID, on Redis's
+ * clock, as entry ids are): past their deadline, worth nothing, and never deleted otherwise when
+ * no instance of the agent type reads the stream (stopped for good but not retired).
  */
 const SEND_ONCE = `
 local first = redis.call('GET', KEYS[2])
 if first then return first end
-local id = redis.call('XADD', KEYS[1], '*', unpack(ARGV, 2))
+local t = redis.call('TIME')
+local oldest = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - tonumber(ARGV[2])
+local id = redis.call('XADD', KEYS[1], 'MINID', math.max(0, oldest), '*', unpack(ARGV, 3))
 redis.call('SET', KEYS[2], id, 'PX', ARGV[1])
 return id`;
+/** A request stream keeps its requests at least this long (see requestRetentionMs). */
+const MIN_REQUEST_RETENTION_MS = 3_600_000;
 const READ_BATCH = 100;
 
 /** The two clocks of a pending call. */
@@ -67,6 +74,12 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
   private readonly logger = new Logger(RedisStreamsClient.name);
   private readonly timeoutMs: number;
   private readonly maxExecutionMs: number;
+  /**
+   * How long a request stays in its stream at most (ms): at least an hour and twice
+   * `maxExecutionMs`, so long after its deadline (a request past it is skipped unanswered). Each
+   * XADD drops those older; a request read and answered goes at once anyway.
+   */
+  readonly requestRetentionMs: number;
   private readonly blockMs: number;
   private cmd?: RedisClient;
   /** The time requests' deadlines are written on (Redis's, on `cmd`), as servers check them. */
@@ -92,6 +105,8 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
     this.replyKey = replyStreamKey(options.keyPrefix, this.clientId);
     this.timeoutMs = options.timeoutMs ?? DEFAULTS.timeoutMs;
     this.maxExecutionMs = Math.max(this.timeoutMs, options.maxExecutionMs ?? this.timeoutMs);
+    this.requestRetentionMs =
+      options.requestRetentionMs ?? Math.max(MIN_REQUEST_RETENTION_MS, 2 * this.maxExecutionMs);
     this.blockMs = options.blockMs ?? DEFAULTS.blockMs;
   }
 
@@ -172,9 +187,17 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
       const once = String(sendBy === undefined ? this.maxExecutionMs : 2 * commandTimeoutMs);
       const marker = sentMarkerKey(this.options.keyPrefix, pattern, id);
       const send = () =>
-        cmd.eval(SEND_ONCE, 2, key, marker, once, ...fields, 'data', data) as Promise<
-          string | null
-        >;
+        cmd.eval(
+          SEND_ONCE,
+          2,
+          key,
+          marker,
+          once,
+          this.requestRetentionMs,
+          ...fields,
+          'data',
+          data,
+        ) as Promise<string | null>;
       // READONLY: a failover left the connection on the demoted primary, which ran nothing;
       // sent again once it has connected to the new one.
       send()

@@ -60,6 +60,12 @@ export interface RedisStreamsClientOptions {
    * reset is noticed then, not after the kernel's retransmission time-out. Default 5000.
    */
   commandTimeoutMs?: number;
+  /**
+   * A request stays in its stream this long at most (ms): each request's XADD drops the entries
+   * added longer ago, read or not (a stream no agent instance reads would keep them for good).
+   * Default the longer of an hour and twice `maxExecutionMs`: well past their deadlines.
+   */
+  requestRetentionMs?: number;
 }
 
 /** The error object a failed call rejects with (besides the handler's own RpcException payloads). */
