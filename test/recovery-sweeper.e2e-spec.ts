@@ -150,4 +150,22 @@ describe('recovery: the sweeper', () => {
     await next.release();
     expect(next.fence).toBe(left[live.conversationId] + 1);
   });
+
+  /**
+   * A run purged 200 idle conversations and removed 1,000 fences at most, every 10 min: 28,800
+   * conversations a day. A deployment whose conversations go idle faster (or are deleted faster
+   * than 144,000 a day, each leaving its fence) fell behind for good: MySQL grew without bound.
+   * A run now goes on in bounded batches while they come back full, for up to a minute.
+   */
+  it('keeps purging while batches come back full: a backlog past one batch goes in one run', async () => {
+    const many = [];
+    for (let i = 0; i < 210; i++) many.push(await conversation(60_000));
+    const run = await sweeper.sweep();
+    const left = (await Promise.all(many.map(({ id }) => infra.store.exists(bob, id)))).filter(
+      Boolean,
+    ).length;
+    console.log(`sweeper backlog: ${JSON.stringify({ run, left })}`);
+    expect(left).toBe(0);
+    expect(run.conversations).toBe(210);
+  });
 });
