@@ -8,7 +8,7 @@ import {
   TaskRepository,
   TaskStatus,
 } from '@loom/session';
-import { runWithMdc } from '@loom/observability';
+import { pickMdc, runWithMdc } from '@loom/observability';
 import { TaskResumer } from '../turn/task-resumer';
 import { TaskLeases } from '../turn/task-run';
 
@@ -88,10 +88,16 @@ export class TaskRecovery {
     return { indexed: entries.length, due: started.length, finished };
   }
 
-  /** Recovers one task in a CLS context of its own; false when it was busy, renewed or failed. */
+  /**
+   * Recovers one task in a CLS context of its own; false when it was busy, renewed or failed. The
+   * context's correlation id is the one of the turn that started the task (its run-index entry
+   * recorded it), so the recovery's lines and agent calls are found by the turn's id; a new
+   * `r_…` id for an entry written before ids were recorded.
+   */
   recover(entry: RunEntry): Promise<boolean> {
     const { tenantId, userId, conversationId, taskId } = entry;
-    const fields = { correlationId: newId('r'), tenantId, userId, conversationId, taskId };
+    const correlationId = pickMdc(entry).correlationId ?? newId('r');
+    const fields = { correlationId, tenantId, userId, conversationId, taskId };
     return runWithMdc(fields, async () => {
       try {
         return await this.recoverLocked(entry);

@@ -1,6 +1,7 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
 import { randomBytes } from 'crypto';
 import { LOOM_ENV, LoomEnv } from '@loom/agent-kit';
+import { currentMdc } from '@loom/observability';
 import {
   LockHandle,
   LoomError,
@@ -272,6 +273,9 @@ export class TaskLeases {
     lock: LockHandle,
     createdAt = new Date(this.now()).toISOString(),
   ): RunEntry {
+    // The work's correlation id (the turn's, or, resumed by a recovery, the turn's again): a
+    // recovery of the task runs under it. Read from CLS, in memory: no round trip.
+    const { correlationId } = currentMdc();
     return {
       taskId,
       tenantId: owner.tenantId,
@@ -281,6 +285,7 @@ export class TaskLeases {
       lockToken: lock.token,
       fence: lock.fence,
       createdAt,
+      ...(correlationId ? { correlationId } : {}),
     };
   }
 

@@ -34,6 +34,12 @@ export interface RunEntry {
    */
   fence?: number;
   createdAt: string;
+  /**
+   * The correlation id of the turn (or retry) that started the work: a recovery of the task runs
+   * under it, so its lines and its agent calls are found by the turn's id. Absent in entries
+   * written before it was recorded (a recovery then gets an id of its own).
+   */
+  correlationId?: string;
 }
 
 /** A store that removes a run entry only while its `fence` is not newer, in one statement. */
