@@ -1,6 +1,7 @@
 import { Controller, INestMicroservice, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { MessagePattern, Payload } from '@nestjs/microservices';
+import Redis from 'ioredis';
 import { lastValueFrom } from 'rxjs';
 import { Writable } from 'stream';
 import { createPinoLogger, LoomLogger } from '@loom/observability';
@@ -107,6 +108,33 @@ describe('Redis Streams server: lines about one request carry its correlation id
     );
     expect(calls).toBe(0);
     expect(lines().find((l) => /^Skipping request/.test(String(l.msg)))).toMatchObject({
+      correlationId,
+    });
+  });
+
+  // The handler ran and answered, but its reply could not be written (here: the reply stream's
+  // key holds a value of another type, as a Redis write refused for any reason): the entry stays
+  // pending, and this line is all that tells of it.
+  it('a request whose reply could not be written', async () => {
+    const correlationId = `unwritten-${Date.now()}`;
+    const client = await startClient(20_000);
+    const reply = lastValueFrom(client.send(PATTERN, { meta: { correlationId }, work: 1 }));
+    reply.catch(() => undefined);
+    await startServer('S1');
+    await waitFor('the handler to take the request', () => calls === 1);
+    const redis = new Redis(TEST_REDIS_URL);
+    try {
+      await redis.del(client.replyKey);
+      await redis.set(client.replyKey, 'not a stream', 'PX', 60_000);
+    } finally {
+      redis.disconnect();
+    }
+    hanging.splice(0).forEach((resolve) => resolve());
+    await waitFor('the failed write to be logged', () =>
+      lines().some((l) => /^Entry .* WRONGTYPE/.test(String(l.msg))),
+    );
+    expect(lines().find((l) => /^Entry .* WRONGTYPE/.test(String(l.msg)))).toMatchObject({
+      level: 'error',
       correlationId,
     });
   });

@@ -388,7 +388,10 @@ export class RedisStreamsServer
   private settle(work: Promise<void>, entry: Entry): Promise<void> {
     return work.catch((err) => {
       if (this.closed) return;
-      this.logger.error(`Entry ${entry.entryId} of ${entry.pattern}: ${errorMessage(err)}`);
+      // Outside the execution's context (it has ended, or never began): the request's own id.
+      inRequestContext(entry, () =>
+        this.logger.error(`Entry ${entry.entryId} of ${entry.pattern}: ${errorMessage(err)}`),
+      );
     });
   }
 
@@ -525,9 +528,10 @@ export class RedisStreamsServer
 }
 
 /**
- * Runs `fn` (a line logged about an entry outside its execution: skipped, dead-lettered) in a
- * log context holding the request's correlation id, taken from its `meta` when well-formed as
- * AgentContextInterceptor takes it, so the line is found by the turn's id.
+ * Runs `fn` (a line logged about an entry outside its execution: skipped, dead-lettered, its
+ * reply or finish not written) in a log context holding the request's correlation id, taken from
+ * its `meta` when well-formed as AgentContextInterceptor takes it, so the line is found by the
+ * turn's id.
  */
 function inRequestContext(entry: Entry, fn: () => void): void {
   // One too large to parse is logged without its correlation id.
