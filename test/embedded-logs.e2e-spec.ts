@@ -39,10 +39,15 @@ describe('system: log lines of the embedded profile name their service', () => {
       timeoutMs: 30_000,
     });
     const id = (await api('POST', '/v1/conversations', {})).body.conversationId;
-    const turn = await api('POST', `/v1/conversations/${id}/messages`, {
-      content: '我跟公司签的劳动合同有问题',
-    });
+    const correlationId = `embedded-${randomBytes(6).toString('hex')}`;
+    const turn = await api(
+      'POST',
+      `/v1/conversations/${id}/messages`,
+      { content: '我跟公司签的劳动合同有问题' },
+      { 'x-correlation-id': correlationId },
+    );
     expect(turn.status).toBe(201);
+    expect(turn.headers.get('x-correlation-id')).toBe(correlationId);
 
     const lines = child.lines
       .map((l): Line | null => {
@@ -61,6 +66,11 @@ describe('system: log lines of the embedded profile name their service', () => {
       ['labor-law', 'labor-law-agent'],
       ['legal-research', 'legal-research-agent'],
     ]);
+    // Through the TCP transport too, every line of the turn (the orchestrator's and each
+    // agent's) carries the turn's correlation id.
+    const ofTurn = lines.filter((l) => l.taskId === turn.body.taskId);
+    expect(ofTurn.filter((l) => l.service !== 'orchestrator').length).toBeGreaterThan(1);
+    for (const line of [...ofTurn, ...executing]) expect(line).toMatchObject({ correlationId });
     const access = lines.filter((l) => l.msg === 'request completed');
     expect(access.length).toBeGreaterThan(0);
     expect(new Set(access.map((l) => l.service))).toEqual(new Set(['orchestrator']));

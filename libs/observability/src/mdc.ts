@@ -31,3 +31,12 @@ export function runWithMdc<T>(fields: Partial<LoomClsStore>, fn: () => T): T {
     return fn();
   });
 }
+
+/**
+ * Runs `fn` outside any CLS context: what it starts that outlives the caller's work (a shared
+ * connection, its socket's events, a loop) logs with no request's fields, rather than with those
+ * of whichever request happened to start it first.
+ */
+export function outsideMdc<T>(fn: () => T): T {
+  return ClsServiceManager.getClsService<LoomClsStore>().exit(fn);
+}

@@ -1,5 +1,5 @@
 import { Inject, Injectable, OnApplicationShutdown, OnModuleInit } from '@nestjs/common';
-import { ClientProxy, ClientProxyFactory, Transport } from '@nestjs/microservices';
+import { ClientTCP } from '@nestjs/microservices';
 import { firstValueFrom, timeout } from 'rxjs';
 import {
   AGENT_REGISTRY,
@@ -12,6 +12,7 @@ import {
   LoomEnv,
   RedisStreamsClient,
 } from '@loom/agent-kit';
+import { outsideMdc } from '@loom/observability';
 import { LoomError, LoomErrorCode } from '@loom/session';
 import { MetricsService } from '../metrics/metrics.service';
 import { checkedResult } from './agent-result';
@@ -26,7 +27,7 @@ import { checkedResult } from './agent-result';
 @Injectable()
 export class AgentDispatcher implements OnModuleInit, OnApplicationShutdown {
   private streams?: RedisStreamsClient;
-  private readonly tcp = new Map<string, ClientProxy>();
+  private readonly tcp = new Map<string, ClientTCP>();
 
   constructor(
     @Inject(LOOM_ENV) private readonly env: LoomEnv,
@@ -89,19 +90,28 @@ export class AgentDispatcher implements OnModuleInit, OnApplicationShutdown {
     for (const c of this.tcp.values()) await c.close();
   }
 
-  private async clientFor(agentType: string): Promise<ClientProxy> {
+  private async clientFor(agentType: string): Promise<RedisStreamsClient | ClientTCP> {
     if (this.streams) return this.streams;
     const cached = this.tcp.get(agentType);
     if (cached) return cached;
     const agent = (await this.registry.live()).find((a) => a.descriptor.agentType === agentType);
     if (!agent?.descriptor.endpoint)
       throw new LoomError(LoomErrorCode.UNAVAILABLE, `no ${agentType} agent is running`);
-    const client = ClientProxyFactory.create({
-      transport: Transport.TCP,
-      options: agent.descriptor.endpoint,
-    });
+    const client = new SharedTcpClient(agent.descriptor.endpoint);
     this.tcp.set(agentType, client);
     return client;
+  }
+}
+
+/**
+ * Nest's TCP client (the embedded profile's), shared by every turn that calls its agent type. Its
+ * connection opens (again, after it closed) outside the context of the turn that needs it first:
+ * the socket's events (a reset, an error Nest logs) are then no turn's, where they would carry
+ * that turn's ids long after it ended (`apps/embedded/test/tcp-client-log-context.e2e-spec.ts`).
+ */
+class SharedTcpClient extends ClientTCP {
+  override connect(): Promise<any> {
+    return outsideMdc(() => super.connect());
   }
 }
 
