@@ -1,4 +1,5 @@
 import Redis from 'ioredis';
+import { currentMdc, runWithMdc } from '@loom/observability';
 import { createTestPrefix, PrivateRedisServer, sleep, TEST_REDIS_URL } from '@loom/testing';
 import { DeltaChannel, DeltaChannelOptions } from './delta-channel';
 
@@ -44,6 +45,31 @@ describe('DeltaChannel (real Redis)', () => {
     expect(seen).toEqual(['劳动', '合同', ' ok']);
     // The reply text does not outlive the turn in Redis (a conversation deleted right after).
     expect(await redis.exists(key)).toBe(0);
+  });
+
+  // The readers are shared by every turn of the process, and opened by the first one to
+  // subscribe: a turn's onDelta must still run in its own turn's context (its correlation id,
+  // its tenant), not in the opener's, nor, in the embedded profile, in the publishing agent's.
+  it.each([
+    ['Redis', true],
+    ['in memory (embedded)', false],
+  ])('%s: calls onDelta in the context of the turn that subscribed', async (_, withRedis) => {
+    const channel = withRedis ? open().channel : new DeltaChannel(null, prefix);
+    channels.push(channel);
+    const seen: Array<Record<string, string>> = [];
+    const first = runWithMdc({ correlationId: 'turn-first', tenantId: 'tenant-a' }, () =>
+      channel.subscribe('c_ctx_first', 'a_ctx', () => undefined),
+    );
+    const second = runWithMdc({ correlationId: 'turn-second', tenantId: 'tenant-b' }, () =>
+      channel.subscribe('c_ctx_second', 'a_ctx', () => seen.push(currentMdc())),
+    );
+    // As the agent publishes: in its execution's context.
+    await runWithMdc({ correlationId: 'agent-side', agentType: 'labor-law' }, () =>
+      channel.publish('c_ctx_second', 'a_ctx', 'hello'),
+    );
+    await until(() => seen.length === 1);
+    await Promise.all([first.stop(), second.stop()]);
+    expect(seen).toEqual([{ correlationId: 'turn-second', tenantId: 'tenant-b' }]);
   });
 
   it('reads 200 concurrent subscriptions over one connection, each its own deltas in order', async () => {

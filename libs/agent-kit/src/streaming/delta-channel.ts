@@ -1,4 +1,6 @@
+import { AsyncResource } from 'async_hooks';
 import { EventEmitter } from 'events';
+import { outsideMdc } from '@loom/observability';
 import { isCluster, RedisClient } from '@loom/session';
 import { BlockingDeltaReader } from './blocking-delta-reader';
 import { DeltaReader } from './delta-reader';
@@ -82,16 +84,22 @@ export class DeltaChannel {
     onDelta: (text: string) => void,
   ): DeltaSubscription {
     const key = this.key(conversationId, agentSessionId);
+    // Called by a reader every turn shares (or, in memory, by the publishing agent): in the
+    // context of the turn that subscribed, its correlation id and tenant, not theirs.
+    const relay = AsyncResource.bind(onDelta);
     if (!this.redis) {
-      const follow = followOneDelivery(onDelta);
+      const follow = followOneDelivery(relay);
       local.on(key, follow);
       return { stop: async () => void local.off(key, follow) };
     }
     // Closed (the app is stopping): no reader opens again; the stored reply still comes in `done`.
     if (this.closed) return { stop: async () => undefined };
-    const subscriber = new DeltaSubscriber(key, conversationId, onDelta);
-    const reader = this.readers.find((r) => r.accepts(key)) ?? this.openReader(this.redis);
-    reader.add(subscriber);
+    const subscriber = new DeltaSubscriber(key, conversationId, relay);
+    const redis = this.redis;
+    const reader =
+      this.readers.find((r) => r.accepts(key)) ?? outsideMdc(() => this.openReader(redis));
+    // Its first add() starts the reader's loop, which reads for every turn from then on.
+    outsideMdc(() => reader.add(subscriber));
     return { stop: () => reader.stop(subscriber) };
   }
 
@@ -102,7 +110,7 @@ export class DeltaChannel {
   }
 
   /**
-   * Opened at the first subscription and kept (a reader idle between turns costs one idle
+   * Opened at the first subscription (outside that turn's context: it reads for every turn) and kept (a reader idle between turns costs one idle
    * connection; closing it would bring back a connection, or a cluster's topology, per turn).
    */
   private openReader(redis: RedisClient): DeltaReader {
