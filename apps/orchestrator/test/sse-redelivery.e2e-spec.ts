@@ -1,6 +1,7 @@
 import { Injectable, INestMicroservice } from '@nestjs/common';
 import request from 'supertest';
 import { AgentHandler, AgentTools, bootstrapAgent } from '@loom/agent-kit';
+import { currentMdc } from '@loom/observability';
 import { SessionContext } from '@loom/session';
 import { InProcessOrchestrator, startInProcessOrchestrator } from './in-process.support';
 
@@ -16,6 +17,8 @@ const descriptor = {
 /** Set once the first delivery has streamed the start of its answer (then it hangs). */
 let firstStreamed: () => void = () => undefined;
 let deliveries = 0;
+/** The correlation id each delivery's handler ran under. */
+const correlationIds: Array<string | undefined> = [];
 
 /**
  * Streams `you said: <question>` in pieces. The first delivery streams only its first piece and
@@ -26,6 +29,7 @@ class OnceHangingHandler implements AgentHandler {
   async handle(ctx: SessionContext, tools: AgentTools): Promise<any> {
     const answer = `you said: ${ctx.question}`;
     const pieces = [answer.slice(0, 10), answer.slice(10, 15), answer.slice(15)];
+    correlationIds.push(currentMdc().correlationId);
     if (++deliveries === 1) {
       tools.onDelta?.(pieces[0]);
       firstStreamed();
@@ -77,6 +81,7 @@ describe('a streamed turn whose execution is delivered again (HTTP, in-process)'
       .post(`/v1/conversations/${id}/messages`)
       .set('authorization', auth)
       .set('accept', 'text/event-stream')
+      .set('x-correlation-id', 'sse-redelivered-turn')
       .send({ content: 'echo this once' })
       .then((res) => res);
 
@@ -87,6 +92,8 @@ describe('a streamed turn whose execution is delivered again (HTTP, in-process)'
     const res = await turn;
 
     expect(deliveries).toBe(2);
+    // The delivery another instance reclaimed (XAUTOCLAIM) runs under the turn's id too.
+    expect(correlationIds).toEqual(['sse-redelivered-turn', 'sse-redelivered-turn']);
     const got = events(res.text);
     expect(got.at(-1)?.[0]).toBe('done');
     const reply = got.at(-1)![1].reply.content;
