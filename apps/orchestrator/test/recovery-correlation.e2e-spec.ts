@@ -13,6 +13,7 @@ import {
   TaskStatus,
 } from '@loom/session';
 import { TaskRecovery } from '../src/recovery/task-recovery.service';
+import { TaskLeases } from '../src/turn/task-run';
 import {
   executionFixture,
   InProcessOrchestrator,
@@ -158,5 +159,37 @@ describe('a recovered task keeps its turn’s correlation id (in-process, real s
     expect(about.some((l) => /^recovered /.test(String(l.msg)))).toBe(true);
     expect(about.length).toBeGreaterThan(1);
     for (const line of about) expect(line).toMatchObject({ correlationId: given });
+  });
+
+  // Last: a hand-over is this orchestrator's last act (what it runs from then on is handed over).
+  it("hands a running task over on shutdown with the turn's ids on its lines", async () => {
+    const given = `handed-over-${Date.now()}`;
+    const conv = await request(orch.app.getHttpServer())
+      .post('/v1/conversations')
+      .set('authorization', orch.auth('alice', 'acme'))
+      .send({});
+    const turn = request(orch.app.getHttpServer())
+      .post(`/v1/conversations/${conv.body.conversationId}/messages`)
+      .set('authorization', orch.auth('alice', 'acme'))
+      .set('x-correlation-id', given)
+      .send({ content: 'echo then hang over the shutdown' })
+      .then((r) => r);
+    const until = Date.now() + 10_000;
+    while (!seen.has('echo then hang over the shutdown')) {
+      if (Date.now() > until) throw new Error('the agent never got the turn');
+      await sleep(20);
+    }
+    // What ShutdownHandOver does when the process is told to stop (outside any request).
+    const leases = orch.get(TaskLeases);
+    await leases.capLeases(Date.now() + 5000);
+    expect(await leases.handOverAll()).toBe(1);
+    expect((await turn).status).toBe(503);
+    hanging.splice(0).forEach((r) => r());
+    const handed = lines().find((l) => /^handed t_\S+ over/.test(String(l.msg)));
+    expect(handed).toMatchObject({
+      correlationId: given,
+      tenantId: 'acme',
+      conversationId: conv.body.conversationId,
+    });
   });
 });

@@ -1,4 +1,5 @@
 import { Inject, Injectable, Logger } from '@nestjs/common';
+import { AsyncResource } from 'async_hooks';
 import { randomBytes } from 'crypto';
 import { LOOM_ENV, LoomEnv } from '@loom/agent-kit';
 import { currentMdc } from '@loom/observability';
@@ -43,6 +44,11 @@ export class TaskRun {
   private handedOver = false;
   private abandon: (err: Error) => void = () => undefined;
   private readonly abandoned = new Promise<never>((_, reject) => (this.abandon = reject));
+  /**
+   * Runs `fn` in the context the run was opened in (CLS: the turn's or the recovery's ids), for
+   * what the shutdown does to it from its own: the lines of a hand-over name the task's turn.
+   */
+  readonly inContext = AsyncResource.bind(<T>(fn: () => T): T => fn());
 
   constructor(
     readonly owner: Owner,
@@ -99,7 +105,11 @@ export class TaskRun {
    * A run whose agents are done finishes instead (false). Whatever its agents still do is
    * idempotent by agentSessionId: the replica that resumes the task gets their results.
    */
-  async handOver(): Promise<boolean> {
+  handOver(): Promise<boolean> {
+    return this.inContext(() => this.giveUp());
+  }
+
+  private async giveUp(): Promise<boolean> {
     if (this.settled || this.closed) return false;
     this.handedOver = true;
     this.stop();
@@ -261,7 +271,9 @@ export class TaskLeases {
   async capLeases(until: number): Promise<void> {
     this.cap = until;
     await atMostAtOnce(this.running(), RUN_WRITES_AT_ONCE, (run) =>
-      run.checkpoint().catch((err) => this.log.warn(`lease cap failed: ${err.message}`)),
+      run.inContext(() =>
+        run.checkpoint().catch((err) => this.log.warn(`lease cap failed: ${err.message}`)),
+      ),
     );
   }
 
