@@ -29,6 +29,11 @@ class RetargetingHandler implements AgentHandler {
       // No rule protects `verdict` in a task of this made-up type.
       (ctx.task as { taskType: string }).taskType = 'unprotected-type';
       await ctx.putSharedData('verdict', 'forged');
+    } else if (ctx.question === 'redelivery id') {
+      // Its write carries the real delivery; the result would name another, which the
+      // orchestrator drops as invalid: the execution then counts all of its deliveries' writes.
+      await ctx.putSharedData('draft', 'this delivery');
+      (ctx as unknown as { delivery: string }).delivery = 'not a delivery id!';
     }
     return { answer: 'done', usage: emptyUsage(), sharedKeysWritten: [] };
   }
@@ -87,5 +92,14 @@ describe('agent runner: a handler that rewrites its context (real Redis Streams,
     );
     expect(written).toEqual([]);
     expect(failed).not.toBeNull();
+  });
+
+  it('keeps ctx.delivery as the runner made it: assigning it fails the execution', async () => {
+    const task = await agent.seed(owner, [], 'redelivery id');
+    const outcome = await agent.execute(agent.request(owner, task)).then(
+      (result) => ({ delivery: result.delivery, code: null }),
+      (err: unknown) => ({ delivery: null, code: (err as { code: string }).code }),
+    );
+    expect(outcome).toEqual({ delivery: null, code: 'AGENT_FAILED' });
   });
 });

@@ -61,9 +61,12 @@ export class SessionContext {
   private readonly written = new Set<string>();
   /**
    * This run of the execution's handler: its writes carry it, and only the delivery whose
-   * result the task records has its writes shown to others (see `sharedVisibleTo`).
+   * result the task records has its writes shown to others (see `sharedVisibleTo`). Read-only
+   * at runtime too (assigning it is a TypeError): the result names it, and a result naming
+   * another (or no valid id) would show the writes of every delivery of the execution, a
+   * failed earlier one's half-done writes included.
    */
-  readonly delivery = newId('d');
+  declare readonly delivery: string;
   /** Characters of each private-memory entry's `"key":value` (remember), once first measured. */
   private memorySizes?: Map<string, number>;
   private memoryBodyChars = 0;
@@ -77,7 +80,9 @@ export class SessionContext {
     readonly history: ConversationMessage[],
     readonly summary: ConversationSummary | null,
     private sharedView: Record<string, SharedEntry>,
-  ) {}
+  ) {
+    Object.defineProperty(this, 'delivery', { value: newId('d'), enumerable: true });
+  }
 
   /**
    * Loads what the assignment names, and nothing else: the task must belong to the assigned
