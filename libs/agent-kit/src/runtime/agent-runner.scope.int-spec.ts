@@ -1,6 +1,14 @@
 import { Injectable } from '@nestjs/common';
 import { AgentHarness } from '@loom/testing';
-import { emptyUsage, SessionContext, StateKeys, TaskSession } from '@loom/session';
+import {
+  AgentSession,
+  emptyUsage,
+  MAX_MEMORY_JSON_CHARS,
+  newId,
+  SessionContext,
+  StateKeys,
+  TaskSession,
+} from '@loom/session';
 import { AgentHandler } from './agent-handler';
 
 /** Another tenant's running task, whose ids a compromised agent has seen in an earlier request. */
@@ -34,6 +42,17 @@ class RetargetingHandler implements AgentHandler {
       // orchestrator drops as invalid: the execution then counts all of its deliveries' writes.
       await ctx.putSharedData('draft', 'this delivery');
       (ctx as unknown as { delivery: string }).delivery = 'not a delivery id!';
+    } else if (ctx.question === 'big memory') {
+      // Past what remember() allows, by assigning the private state directly.
+      ctx.agent.localMemory = { big: 'm'.repeat(MAX_MEMORY_JSON_CHARS) };
+    } else if (ctx.question === 'big messages') {
+      const at = new Date().toISOString();
+      ctx.agent.messages = [{ role: 'tool', content: 'x'.repeat(MAX_MEMORY_JSON_CHARS), at }];
+    } else if (ctx.question === 'big tool calls') {
+      const at = new Date().toISOString();
+      ctx.agent.toolCalls = [
+        { tool: 'search', input: 'q', output: 'y'.repeat(MAX_MEMORY_JSON_CHARS), at },
+      ];
     }
     return { answer: 'done', usage: emptyUsage(), sharedKeysWritten: [] };
   }
@@ -101,5 +120,27 @@ describe('agent runner: a handler that rewrites its context (real Redis Streams,
       (err: unknown) => ({ delivery: null, code: (err as { code: string }).code }),
     );
     expect(outcome).toEqual({ delivery: null, code: 'AGENT_FAILED' });
+  });
+
+  it.each([
+    ['big memory', 'private memory'],
+    ['big messages', 'private messages'],
+    ['big tool calls', 'tool calls'],
+  ])('stores nothing of private state over its limit (%s): AGENT_FAILED', async (q, what) => {
+    const task = await agent.seed(owner, [], q);
+    const agentSessionId = newId('a');
+    const failed = await agent.execute(agent.request(owner, task, agentSessionId)).then(
+      () => null,
+      (err: unknown) => err as { code: string; message: string },
+    );
+    expect(failed?.code).toBe('AGENT_FAILED');
+    expect(failed?.message).toContain(what);
+    const stored = await agent.infra.store.get<AgentSession>(
+      owner,
+      task.conversationId,
+      StateKeys.agent(agentSessionId),
+    );
+    expect(stored?.status).toBe('FAILED');
+    expect(JSON.stringify(stored).length).toBeLessThan(MAX_MEMORY_JSON_CHARS);
   });
 });

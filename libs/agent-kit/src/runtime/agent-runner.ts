@@ -10,6 +10,7 @@ import {
   ExecutionStatus,
   LoomError,
   LoomErrorCode,
+  privateStateProblem,
   SESSION_INFRA,
   SessionContext,
   SessionInfra,
@@ -250,6 +251,15 @@ export class AgentRunner {
         replayed: false,
         delivery: ctx.delivery,
       };
+      // remember() bounds the memory as it goes; a handler that assigned ctx.agent's fields
+      // directly is bounded here, before anything of it is stored.
+      const over = privateStateProblem(ctx.agent);
+      if (over)
+        throw new LoomError(
+          LoomErrorCode.AGENT_FAILED,
+          `the handler left ${over.message}`,
+          out.usage ? { usage: out.usage } : undefined,
+        );
       await claim.confirm();
       await this.tasks.saveAgentSession(owner, {
         ...ctx.agent,
@@ -283,7 +293,7 @@ export class AgentRunner {
       if (held)
         await this.tasks
           .saveAgentSession(owner, {
-            ...ctx.agent,
+            ...withoutOversized(ctx.agent),
             status: ExecutionStatus.FAILED,
             lastError: this.storable(boundedMessage(describe(err))),
             ...assigned(claims),
@@ -326,6 +336,17 @@ export class AgentRunner {
 function assigned(c: ReturnType<AssignmentSigner['verify']>) {
   const { agentSessionId, conversationId, taskId, agentType } = c;
   return { agentSessionId, conversationId, taskId, agentType };
+}
+
+/**
+ * The agent session as a failed execution stores it: a part of its private state over its limit
+ * (or not storable at all) is stored empty, not as the handler left it.
+ */
+function withoutOversized(agent: AgentSession): AgentSession {
+  const over = privateStateProblem(agent);
+  if (!over) return agent;
+  const empty = { localMemory: {}, messages: [], toolCalls: [] };
+  return { ...agent, ...Object.fromEntries(over.parts.map((p) => [p, empty[p]])) };
 }
 
 /**
