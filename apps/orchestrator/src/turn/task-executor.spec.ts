@@ -220,6 +220,11 @@ describe('reportedKeys', () => {
   it('keeps the strings an agent reports, within bounds, and nothing else', () => {
     expect(reportedKeys(['b', 'a'])).toEqual(['b', 'a']);
     expect(reportedKeys(['ok', 7, null, 'x'.repeat(257)])).toEqual(['ok']);
+    // Key names are identifiers: a reported "key" carrying free text (an e-mail) is left out.
+    expect(reportedKeys(['ok', 'alice@example.com', 'a note', 'research.statutes'])).toEqual([
+      'ok',
+      'research.statutes',
+    ]);
     expect(reportedKeys('research')).toEqual([]);
     expect(reportedKeys(undefined)).toEqual([]);
     expect(reportedKeys(Array.from({ length: 150 }, (_, i) => `k${i}`))).toHaveLength(100);

@@ -14,6 +14,7 @@ import {
   newId,
   Owner,
   PlanStep,
+  SHARED_KEY_PATTERN,
   TaskRepository,
   TaskSession,
   Usage,
@@ -422,10 +423,12 @@ export function reportedUsage(u: unknown): Usage | null {
     : null;
 }
 
-/** The shared keys an agent says it wrote: strings of a key's length, at most 100 of them. */
+/** The shared keys an agent says it wrote: key names (SHARED_KEY_PATTERN), at most 100 of them. */
 export function reportedKeys(keys: unknown): string[] {
   return Array.isArray(keys)
-    ? keys.filter((k): k is string => typeof k === 'string' && k.length <= 256).slice(0, 100)
+    ? keys
+        .filter((k): k is string => typeof k === 'string' && SHARED_KEY_PATTERN.test(k))
+        .slice(0, 100)
     : [];
 }
 

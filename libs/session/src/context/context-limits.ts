@@ -2,6 +2,12 @@ import { LoomError, LoomErrorCode } from '../errors/session-error';
 
 /** A task-shared key: 1 to this many characters. */
 export const MAX_SHARED_KEY_CHARS = 256;
+/**
+ * A task-shared key is an identifier, not text: letters, digits and `_ . : -` (as LOOM_SHARED_ACL
+ * names keys), so no e-mail address, name or sentence reaches the task, its audit trail and the
+ * logs under it (stored redaction covers values, never key names).
+ */
+export const SHARED_KEY_PATTERN = new RegExp(`^[A-Za-z0-9_.:-]{1,${MAX_SHARED_KEY_CHARS}}$`);
 /** One shared value, in characters of its JSON: every later agent's prompt may carry it. */
 export const MAX_SHARED_VALUE_JSON_CHARS = 256 * 1024;
 /** Distinct shared keys in one task. */

@@ -211,6 +211,25 @@ describe('SessionContext: the assignment bounds what an agent touches', () => {
     expect(Object.keys(labor.getAgentMemory())).toContain('__proto__');
   });
 
+  it('refuses shared key names that carry free text or, with stored redaction, personal data', async () => {
+    const fresh = task(convId);
+    await tasks.create(owner, fresh);
+    const research = await build('legal-research', { taskId: fresh.taskId });
+    const auditedBefore = (await audit.entries(owner, convId)).length;
+    for (const key of [
+      'alice@example.com',
+      'note for Alice Zhang',
+      '张三的合同',
+      'line\nbreak',
+      'protected.alice@example.com',
+      'caller.13800138000',
+    ])
+      expect([key, await code(research.putSharedData(key, 1))]).toEqual([key, 'VALIDATION_FAILED']);
+    expect(await tasks.shared(owner, convId, fresh.taskId)).toEqual({});
+    expect(await audit.entries(owner, convId)).toHaveLength(auditedBefore);
+    await research.putSharedData('research.case-1:2024_v2', 1); // an identifier passes
+  });
+
   it('bounds shared writes (key, value, key count) and refuses values JSON cannot hold, writing nothing', async () => {
     const fresh = task(convId);
     await tasks.create(owner, fresh);

@@ -18,6 +18,7 @@ import {
   MAX_SHARED_KEY_CHARS,
   MAX_SHARED_KEYS,
   MAX_SHARED_VALUE_JSON_CHARS,
+  SHARED_KEY_PATTERN,
   tooLarge,
 } from './context-limits';
 import { recentTurns, withinTokenBudget } from './history';
@@ -180,7 +181,7 @@ export class SessionContext {
    * ACCESS_DENIED (audited) for a protected key this agent type may not write; an overwrite of
    * another agent's value is logged with both agents and audited. The value is redacted first
    * when stored redaction is configured. Bounded: a key of 1 to MAX_SHARED_KEY_CHARS
-   * characters, a value of at most MAX_SHARED_VALUE_JSON_CHARS of JSON as stored (redacted),
+   * identifier characters (SHARED_KEY_PATTERN; with stored redaction, none redaction changes), a value of at most MAX_SHARED_VALUE_JSON_CHARS of JSON as stored (redacted),
    * at most MAX_SHARED_KEYS keys a task (VALIDATION_FAILED, PAYLOAD_TOO_LARGE; nothing written).
    * The key count is read before the write, not checked in it: agents of one task writing new
    * keys at the same moment may each pass it, so a task can end up with a few more (at most one
@@ -188,10 +189,17 @@ export class SessionContext {
    */
   async putSharedData(key: string, raw: unknown): Promise<void> {
     const a = this.assignment;
-    if (typeof key !== 'string' || key.length === 0 || key.length > MAX_SHARED_KEY_CHARS)
+    if (typeof key !== 'string' || !SHARED_KEY_PATTERN.test(key))
       throw new LoomError(
         LoomErrorCode.VALIDATION_FAILED,
-        `a shared key is a string of 1 to ${MAX_SHARED_KEY_CHARS} characters`,
+        `a shared key is 1 to ${MAX_SHARED_KEY_CHARS} letters, digits and _ . : -`,
+      );
+    // With stored redaction, a key whose name redaction would change (a phone or resident id
+    // number in it) is refused: key names are stored, audited and logged as they are.
+    if (this.deps.acl.storable(key) !== key)
+      throw new LoomError(
+        LoomErrorCode.VALIDATION_FAILED,
+        'a shared key may not carry personal data (a phone or id number)',
       );
     // A write the ACL denies is ACCESS_DENIED and audited as such, whatever its size or the
     // task's key count: those limits must not hide a denied write from the audit trail.
