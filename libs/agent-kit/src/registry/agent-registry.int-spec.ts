@@ -67,6 +67,21 @@ describe('RedisAgentRegistry', () => {
     expect(await redis.exists(started, descriptors)).toBe(0);
   });
 
+  // Its heartbeat zset keeps no TTL (only its beats prune it): the ids a dead type leaves there
+  // are never read as live, so neither GET /v1/agents nor the planner sees the type.
+  it('lists no instance of a type whose instances all died, whatever ids its keys still hold', async () => {
+    const staleMs = 100;
+    const registry = new RedisAgentRegistry(redis, prefix.prefix, staleMs);
+    const type = `dead-${++n}`;
+    await registry.heartbeat(descriptorOf(type), 'dead-1', Date.now());
+    expect((await registry.live()).map((a) => a.descriptor.agentType)).toContain(type);
+    await new Promise((r) => setTimeout(r, staleMs * 4 + 100)); // its other keys have expired
+    expect(
+      await redis.zscore(`${prefix.prefix}agents:{registry}:${type}`, 'dead-1'),
+    ).not.toBeNull();
+    expect((await registry.live()).map((a) => a.descriptor.agentType)).not.toContain(type);
+  });
+
   /**
    * Beats of `registry` as sent from a host whose clock is `skewMs` off; the rest of the test
    * (the orchestrator's reads) runs on this host's clock.
