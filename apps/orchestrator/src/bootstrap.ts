@@ -102,9 +102,8 @@ function answerRaw(
  * A chunked body declares no length. The JSON parser refuses one past the limit only once it
  * has read the rest, and a client that keeps sending would be read (and answered 408) for the
  * whole request time-out. Counted here as it arrives: past the limit, 413 at once with
- * `Connection: close`, the rest dropped, and the socket destroyed a second after the answer if
- * the client has not closed its side by then. The parser's own 413, when it comes, finds the
- * answer sent (HttpErrorFilter then only ends the response).
+ * `Connection: close`, and the connection closed as `lingerOnClose` does. The parser's own 413,
+ * when it comes, finds the answer sent (HttpErrorFilter then only ends the response).
  */
 function refuseOnceTooLarge(req: Request, res: Response): void {
   let received = 0;
@@ -114,7 +113,6 @@ function refuseOnceTooLarge(req: Request, res: Response): void {
     req.off('data', count);
     if (res.headersSent) return;
     const statusCode = 413;
-    res.once('finish', () => setTimeout(() => req.socket.destroy(), 1_000).unref());
     res.status(statusCode).set('Connection', 'close').json({
       statusCode,
       code: LoomErrorCode.PAYLOAD_TOO_LARGE,
@@ -122,6 +120,44 @@ function refuseOnceTooLarge(req: Request, res: Response): void {
     });
   };
   req.on('data', count);
+}
+
+/** After an answer that closes the connection, what the client still sends is read for so long… */
+export const LINGER_MS = 2_000;
+/** …and up to so much, then the socket is destroyed: a client streaming an endless body is cut. */
+export const LINGER_BYTES = 8 * 1024 * 1024;
+
+/**
+ * An answer that closes the connection before its request's body was read (413, 401, 415, 429 …)
+ * would have Node destroy the socket once it is written, the rest of the body unread: the kernel
+ * then resets the connection, and a client still sending its body (or one that reads only once
+ * it has sent it all, as Python's requests does) gets `EPIPE` / `ECONNRESET` instead of the
+ * answer. Instead, as a lingering close: our side is ended (FIN) once the answer is written, and
+ * whatever the client still sends is read and dropped, no longer parsed as HTTP, until it closes
+ * its side, for at most LINGER_MS and LINGER_BYTES; then the socket is destroyed.
+ */
+function lingerOnClose(req: IncomingMessage, res: ServerResponse): void {
+  res.once('prefinish', () => {
+    if (req.complete) return;
+    const socket = req.socket;
+    // Node's server calls socket.destroySoon() once the last answer is written (and only then).
+    socket.destroySoon = () => {
+      let discarded = 0;
+      const timer = setTimeout(() => socket.destroy(), LINGER_MS).unref();
+      socket.once('close', () => clearTimeout(timer));
+      // The HTTP parser's listener off: nothing more is parsed (nor a pipelined request run).
+      // Adding ours takes the socket back from the parser.
+      socket.removeAllListeners('data');
+      socket.on('data', (chunk: Buffer) => {
+        discarded += chunk.length;
+        if (discarded > LINGER_BYTES) socket.destroy();
+      });
+      socket.once('end', () => socket.destroy());
+      socket.end();
+      if (socket.readableEnded) socket.destroy();
+      else socket.resume();
+    };
+  });
 }
 
 /**
@@ -174,8 +210,14 @@ export async function createOrchestrator(env: LoomEnv): Promise<INestApplication
   // which a client trickling its body would hold a connection.
   server.requestTimeout = REQUEST_TIMEOUT_MS;
   server.headersTimeout = Math.min(server.headersTimeout, REQUEST_TIMEOUT_MS);
-  // First of all: the request's CLS context (correlation id) and its access-log line, so that
-  // a request any middleware below refuses is answered with its id and logged like any other.
+  // Before any answer: one that closes the connection lets the client read it (lingerOnClose).
+  app.use((req: Request, res: Response, next: NextFunction) => {
+    lingerOnClose(req, res);
+    next();
+  });
+  // Then, before anything else: the request's CLS context (correlation id) and its access-log
+  // line, so that a request any middleware below refuses is answered with its id and logged like
+  // any other.
   app.use(new ClsMiddleware(CLS_MIDDLEWARE).use);
   const requestLog = app.get(RequestLogMiddleware);
   app.use((req: Request, res: Response, next: NextFunction) => requestLog.use(req, res, next));
