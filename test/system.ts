@@ -38,15 +38,20 @@ export interface RunningSystem {
   stop(): Promise<void>;
 }
 
-/** Every app as a real process on its own database and key prefix (built by `npm run build`). */
+/**
+ * Every app as a real process on its own database and key prefix (built by `npm run build`). A
+ * suite that gives its own MYSQL_URL gets no database here. If the apps do not get ready, they
+ * are stopped and the database and keys removed before this rejects: the suite, which has no
+ * system to stop, would leave them on the shared servers.
+ */
 export async function startSystem(opts: SystemOptions = {}): Promise<RunningSystem> {
-  const db = await createTestDatabase('loom_sys');
+  const db = opts.env?.MYSQL_URL ? null : await createTestDatabase('loom_sys');
   const prefix = createTestPrefix('loomsys');
   const port = await freePort();
   const jwtSecret = randomBytes(24).toString('hex');
   const env: Record<string, string> = {
     REDIS_URL: TEST_REDIS_URL,
-    MYSQL_URL: db.url,
+    ...(db ? { MYSQL_URL: db.url } : {}),
     LOOM_KEY_PREFIX: prefix.prefix,
     LOOM_JWT_SECRET: jwtSecret,
     LOOM_AGENT_SECRET: randomBytes(24).toString('hex'),
@@ -98,14 +103,19 @@ export async function startSystem(opts: SystemOptions = {}): Promise<RunningSyst
     ready: (agentTypes = startedAgentTypes(sys)) => ready(sys, agentTypes),
     stop: async () => {
       await stopAll(sys.children);
-      await Promise.all([db.drop(), prefix.cleanup()]);
+      await Promise.all([db?.drop(), prefix.cleanup()]);
     },
   };
   for (const app of APPS as string[]) {
     if (opts.without?.includes(app)) continue;
     for (let i = 0; i < (opts.instances?.[app] ?? 1); i++) sys.start(app);
   }
-  await ready(sys, startedAgentTypes(sys));
+  try {
+    await ready(sys, startedAgentTypes(sys));
+  } catch (err) {
+    await sys.stop();
+    throw err;
+  }
   return sys;
 }
 
@@ -120,10 +130,21 @@ function startedAgentTypes(sys: RunningSystem): string[] {
 }
 
 async function ready(sys: RunningSystem, agentTypes: string[]): Promise<void> {
-  await waitFor(async () => (await fetch(`${sys.base}/health`)).status === 200, {
-    what: 'orchestrator health',
-    timeoutMs: 60000,
-  });
+  // An orchestrator that exited (a setting it refuses, say) is not waited for a minute.
+  const exited = (c: AppProcess) => c.exitCode !== null || c.signalCode !== null;
+  let gone: AppProcess[] = [];
+  await waitFor(
+    async () => {
+      const orchestrators = sys.processes('orchestrator');
+      if (orchestrators.length && orchestrators.every(exited)) return (gone = orchestrators);
+      return (await fetch(`${sys.base}/health`)).status === 200;
+    },
+    { what: 'orchestrator health', timeoutMs: 60000 },
+  );
+  if (gone.length)
+    throw new Error(
+      `the orchestrator exited before it was ready: ${gone[0].lines.slice(-3).join(' | ')}`,
+    );
   const token = sys.token('probe', 'probe');
   await waitFor(
     async () => {
