@@ -43,25 +43,37 @@ export async function startInProcessOrchestrator(
 ): Promise<InProcessOrchestrator> {
   const db = await createTestDatabase(`loom_${name}`);
   const prefix = createTestPrefix(`loom${name}`);
-  const env = parseEnv({
-    REDIS_URL: TEST_REDIS_URL,
-    MYSQL_URL: db.url,
-    LOOM_KEY_PREFIX: prefix.prefix,
-    LOOM_JWT_SECRET: randomBytes(24).toString('hex'),
-    LOOM_AGENT_SECRET: randomBytes(24).toString('hex'),
-    LOG_LEVEL: 'warn',
-    ...options.env,
-  });
-  const agents = options.agents ? await options.agents(env) : [];
-  const app = await createOrchestrator(env);
-  await app.init();
+  const agents: INestMicroservice[] = [];
+  let app: INestApplication | undefined;
+  let env: LoomEnv;
+  // A start that fails leaves the suite nothing to close: the database and keys go with it here.
+  try {
+    env = parseEnv({
+      REDIS_URL: TEST_REDIS_URL,
+      MYSQL_URL: db.url,
+      LOOM_KEY_PREFIX: prefix.prefix,
+      LOOM_JWT_SECRET: randomBytes(24).toString('hex'),
+      LOOM_AGENT_SECRET: randomBytes(24).toString('hex'),
+      LOG_LEVEL: 'warn',
+      ...options.env,
+    });
+    if (options.agents) agents.push(...(await options.agents(env)));
+    app = await createOrchestrator(env);
+    await app.init();
+  } catch (err) {
+    await app?.close().catch(() => undefined);
+    for (const agent of agents) await agent.close().catch(() => undefined);
+    await Promise.all([db.drop(), prefix.cleanup()]);
+    throw err;
+  }
+  const started = app;
   return {
-    app,
+    app: started,
     env,
     auth: (sub, tid) => `Bearer ${signJwt({ sub, tid }, env.LOOM_JWT_SECRET)}`,
-    get: <T>(token: Type<T> | string | symbol) => app.get<T>(token, { strict: false }),
+    get: <T>(token: Type<T> | string | symbol) => started.get<T>(token, { strict: false }),
     close: async () => {
-      await app.close();
+      await started.close();
       for (const agent of agents) await agent.close();
       await Promise.all([db.drop(), prefix.cleanup()]);
     },
