@@ -64,35 +64,47 @@ export class AgentHarness {
     const db = await createTestDatabase('loom_agent');
     const prefix = createTestPrefix('loomagent');
     const secret = randomBytes(24).toString('hex');
-    const env = parseEnv({
-      REDIS_URL: TEST_REDIS_URL,
-      MYSQL_URL: db.url,
-      LOOM_KEY_PREFIX: prefix.prefix,
-      LOOM_JWT_SECRET: randomBytes(24).toString('hex'),
-      LOOM_AGENT_SECRET: secret,
-      LOG_LEVEL: 'warn',
-      ...(extraEnv ?? {}),
-    });
-    const app = await bootstrapAgent(agent, env);
-    const client = new RedisStreamsClient({
-      redisUrl: env.REDIS_URL,
-      keyPrefix: env.LOOM_KEY_PREFIX,
-      timeoutMs: 20_000,
-    });
-    const infra = await createSessionInfra(sessionOptionsFrom(env));
+    let app: INestMicroservice | undefined;
+    let client: RedisStreamsClient | undefined;
+    let infra: Awaited<ReturnType<typeof createSessionInfra>> | undefined;
+    // A start that fails leaves the suite no harness to stop: the database and keys go here.
+    try {
+      const env = parseEnv({
+        REDIS_URL: TEST_REDIS_URL,
+        MYSQL_URL: db.url,
+        LOOM_KEY_PREFIX: prefix.prefix,
+        LOOM_JWT_SECRET: randomBytes(24).toString('hex'),
+        LOOM_AGENT_SECRET: secret,
+        LOG_LEVEL: 'warn',
+        ...(extraEnv ?? {}),
+      });
+      app = await bootstrapAgent(agent, env);
+      client = new RedisStreamsClient({
+        redisUrl: env.REDIS_URL,
+        keyPrefix: env.LOOM_KEY_PREFIX,
+        timeoutMs: 20_000,
+      });
+      infra = await createSessionInfra(sessionOptionsFrom(env));
+    } catch (err) {
+      await client?.close().catch(() => undefined);
+      await app?.close().catch(() => undefined);
+      await Promise.all([db.drop(), prefix.cleanup()]);
+      throw err;
+    }
     const conversations = new ConversationRepository(infra.store, { idleExpiryDays: 30 });
+    const [started, rpc, session] = [app, client, infra];
     return new AgentHarness(
       descriptor.agentType,
-      app,
-      client,
-      infra,
+      started,
+      rpc,
+      session,
       conversations,
-      new TaskRepository(infra.store),
+      new TaskRepository(session.store),
       new AssignmentSigner(secret),
       async () => {
-        await client.close();
-        await app.close();
-        await infra.close();
+        await rpc.close();
+        await started.close();
+        await session.close();
         await Promise.all([db.drop(), prefix.cleanup()]);
       },
     );
