@@ -1,6 +1,7 @@
 import { randomBytes } from 'crypto';
 import type Redis from 'ioredis';
 import { duplicateRedis } from '@loom/session';
+import { dropConnectionAndWait } from '../transport/redis-streams.util';
 import { DeltaReader, DeltaRound, ENTRIES_PER_READ, MAX_KEYS_PER_READ } from './delta-reader';
 import { DeltaSubscriber, entriesBySubscriber, XReadReply } from './delta-subscriber';
 
@@ -103,6 +104,7 @@ export class BlockingDeltaReader extends DeltaReader {
   }
 
   protected async disconnect(): Promise<void> {
-    this.connection.disconnect();
+    // Not disconnect(): the socketTimeout of a read still out would hold the process open.
+    await dropConnectionAndWait(this.connection);
   }
 }

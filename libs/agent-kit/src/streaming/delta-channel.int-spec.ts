@@ -1,6 +1,12 @@
 import Redis from 'ioredis';
 import { currentMdc, runWithMdc } from '@loom/observability';
-import { createTestPrefix, PrivateRedisServer, sleep, TEST_REDIS_URL } from '@loom/testing';
+import {
+  createTestPrefix,
+  PrivateRedisServer,
+  sleep,
+  TEST_REDIS_URL,
+  trackTimers,
+} from '@loom/testing';
 import { DeltaChannel, DeltaChannelOptions } from './delta-channel';
 
 /** The connections named `name` that `redis`'s server holds (CLIENT LIST lines). */
@@ -120,6 +126,23 @@ describe('DeltaChannel (real Redis)', () => {
     expect(seen).toEqual(['at once', 'last']);
     expect(await redis.exists(`${prefix}deltas:{c_wake}:a_second`)).toBe(0);
   }, 5000);
+
+  it('close() while the reader blocks leaves no timer of its command pending', async () => {
+    // ioredis 5 keeps the socketTimeout timer (BLOCK + 2 s) of a command in flight when its
+    // connection is disconnected (redis/ioredis#2147): a closed process would stay up for it.
+    const timers = trackTimers();
+    try {
+      const { channel, connectionName } = open({ blockMs: 30_000 });
+      channel.subscribe('c_close', 'a_close', () => undefined);
+      await until(
+        async () => (await clients(redis, connectionName))[0]?.includes(' flags=b ') ?? false,
+      );
+      await channel.close();
+      expect(timers.live()).toEqual([]);
+    } finally {
+      timers.restore();
+    }
+  });
 
   it('stop() delivers what was published just before it, then deletes the stream', async () => {
     const { channel } = open({ blockMs: 30_000 });

@@ -1,5 +1,6 @@
 import type { Cluster } from 'ioredis';
 import { duplicateRedis } from '@loom/session';
+import { dropConnectionAndWait } from '../transport/redis-streams.util';
 import {
   DeltaReader,
   DeltaRound,
@@ -107,7 +108,8 @@ export class PolledDeltaReader extends DeltaReader {
   }
 
   protected async disconnect(): Promise<void> {
-    this.connection.disconnect();
+    // Not disconnect(): the socketTimeout of a read still out would hold the process open.
+    await dropConnectionAndWait(this.connection);
   }
 }
 

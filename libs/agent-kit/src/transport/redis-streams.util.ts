@@ -135,6 +135,25 @@ export function dropConnection(redis: RedisClient | undefined): void {
   }
 }
 
+/** How long a dropped socket may take to close: ioredis destroys it then (its disconnectTimeout). */
+const SOCKET_CLOSE_MS = 2000;
+
+/**
+ * {@link dropConnection}, then waits until the sockets it had open are closed (2 s at most): the
+ * caller's close() resolves with nothing of it left, not even ioredis's own timer that destroys
+ * a socket still open 2 s after its end.
+ */
+export async function dropConnectionAndWait(redis: RedisClient | undefined): Promise<void> {
+  if (!redis) return;
+  const nodes = redis instanceof Cluster ? redis.nodes('all') : [redis];
+  const open = nodes.filter((node) => ['connecting', 'connect', 'ready'].includes(node.status));
+  const closed = open.map((node) => new Promise((resolve) => node.once('end', resolve)));
+  dropConnection(redis);
+  const gaveUp = new AbortController();
+  await Promise.race([Promise.all(closed), sleep(SOCKET_CLOSE_MS, gaveUp.signal)]);
+  gaveUp.abort();
+}
+
 /** Turns the flat `[field, value, field, value]` array of a stream entry into an object. */
 export function fieldsToRecord(fields: unknown): Record<string, string> {
   const record: Record<string, string> = {};
