@@ -68,21 +68,39 @@ export class ConsumerGroup {
 
   /**
    * `XREADGROUP … COUNT count STREAMS …keys 0`: entries already delivered to this consumer and
-   * not acknowledged (deleted ones left out), as a first delivery. After its reader reconnects:
-   * ioredis sends again a read whose answer a reset lost, and that read finds nothing new, while
-   * what the lost one delivered sits pending here (see RedisStreamsServer.lookBack). Not
-   * blocking: on the command connection.
+   * not acknowledged (deleted ones left out). After its reader reconnects: ioredis sends again a
+   * read whose answer a reset lost, and that read finds nothing new, while what the lost one
+   * delivered sits pending here (see RedisStreamsServer.lookBack). Not blocking: on the command
+   * connection. Each with the deliveries Redis counted before this read (XPENDING, one call per
+   * stream): the one this run stands for was lost or left unrun, but those before it may have
+   * run (progress reported: not judged by startBy) or failed (maxDeliveries).
    */
   async readOwnPending(cmd: RedisClient, keys: string[], count: number): Promise<Entry[]> {
     const reply = (await cmd.call(
       ...['XREADGROUP', 'GROUP', CONSUMER_GROUP, this.consumer, 'COUNT', count],
       ...['STREAMS', ...keys, ...keys.map(() => '0')],
     )) as StreamsReply | null;
-    return (reply ?? []).flatMap(([key, entries]) =>
-      entries.flatMap(([entryId, raw]) =>
-        Array.isArray(raw) ? [this.entry(key, entryId, raw, 1)] : [],
-      ),
-    );
+    const read = (reply ?? []).filter(([, entries]) => entries.length > 0);
+    return (
+      await Promise.all(
+        read.map(async ([key, entries]) => {
+          const first = entries[0][0];
+          const last = entries[entries.length - 1][0];
+          const rows = (await cmd.call(
+            ...['XPENDING', key, CONSUMER_GROUP, first, last, entries.length, this.consumer],
+          )) as [string, string, number, number][];
+          // XREADGROUP of our history counted one more delivery: this one.
+          const counts = new Map(rows.map(([id, , , n]) => [id, Math.max(1, n - 1)]));
+          return entries.flatMap(([entryId, raw]) => {
+            const deliveries = counts.get(entryId);
+            // No row: acknowledged meanwhile.
+            return Array.isArray(raw) && deliveries
+              ? [this.entry(key, entryId, raw, deliveries)]
+              : [];
+          });
+        }),
+      )
+    ).flat();
   }
 
   /**

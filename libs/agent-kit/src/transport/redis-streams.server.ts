@@ -307,9 +307,14 @@ export class RedisStreamsServer
       return [];
     });
     if (this.loopsAbandoned) return;
+    const maxDeliveries = this.options.maxDeliveries ?? DEFAULTS.maxDeliveries;
     for (const entry of pending) {
-      if (this.inFlight.has(`${entry.key} ${entry.entryId}`) || this.slots.free() <= 0) continue;
-      this.dispatch(entry);
+      if (this.inFlight.has(`${entry.key} ${entry.entryId}`)) continue;
+      // As the reclaim loop does: one delivered too often is not run again anywhere.
+      if (entry.deliveryCount > maxDeliveries) {
+        const reason = `delivered ${entry.deliveryCount} times (max ${maxDeliveries})`;
+        void this.settle(this.deadLetter(entry, reason), entry);
+      } else if (this.slots.free() > 0) this.dispatch(entry);
     }
   }
 
