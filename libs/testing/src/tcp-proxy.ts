@@ -92,6 +92,32 @@ export class FreezableTcpProxy {
   }
 
   /**
+   * The connections open now are reset as soon as the target answers a command of theirs whose
+   * request holds `command` (say `XAUTOCLAIM`), the answer lost: that command has run, and its
+   * client only learns that its connection was reset. Once, on the first connection that sends it.
+   */
+  resetOnAnswerTo(command: string): void {
+    const wanted = command.toUpperCase();
+    let done = false;
+    for (const pair of [...this.pairs]) {
+      const { client, upstream } = pair;
+      const watch = (chunk: Buffer): void => {
+        if (done || !chunk.toString('latin1').toUpperCase().includes(wanted)) return;
+        done = true;
+        client.off('data', watch);
+        upstream.unpipe(client);
+        upstream.once('data', () => {
+          this.pairs.delete(pair);
+          client.resetAndDestroy();
+          upstream.destroy();
+        });
+        upstream.resume();
+      };
+      client.on('data', watch);
+    }
+  }
+
+  /**
    * Freezes the connections open now, for good, and lets new ones through: a database that
    * failed over without a reset (its old host gone, the address now leading to the new one).
    */

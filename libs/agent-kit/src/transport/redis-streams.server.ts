@@ -149,6 +149,9 @@ export class RedisStreamsServer
     const keys = [...this.streams.keys()];
     const readGroups = isCluster(this.cmd) && keys.length > 1 ? keys.map((k) => [k]) : [keys];
     this.readers = readGroups.map((_, i) => this.connection('reader', i));
+    // A reclaim (XAUTOCLAIM) whose answer a reset lost is sent again, and that copy finds
+    // nothing (the first one reset their idle time): the look-back runs what it took over.
+    this.cmd.on('ready', () => readGroups.forEach((group) => void this.lookBack(group)));
     if (this.streams.size === 0) return callback();
     Promise.all([this.startGroups(), this.clock.sync()]).then(() => {
       this.loops = [
@@ -286,17 +289,20 @@ export class RedisStreamsServer
       // slots goes back to its stream as a new entry, for any server, rather than wait here
       // (kept alive) while another server idles and its caller gives up.
       for (const entry of entries) {
+        // A look-back on the command connection may have seen it pending on us first.
+        if (this.inFlight.has(`${entry.key} ${entry.entryId}`)) continue;
         if (this.slots.free() > 0 || !(await this.requeue(entry))) this.dispatch(entry);
       }
     });
   }
 
   /**
-   * Runs what was delivered to us and runs nowhere here, after a reader connected again: ioredis
-   * sends again a read whose answer a reset lost, and that copy finds nothing new, while what the
-   * lost read delivered sits pending on us, unrun; left to the reclaim loop it waited claimIdleMs,
-   * by when its callers had given up. One read of our pending entries on the command connection
-   * (the reader is blocked in ioredis' copy); best effort: what it misses is reclaimed as before.
+   * Runs what was delivered to us and runs nowhere here, after a reader or the command
+   * connection connected again: ioredis sends again a read (or an XAUTOCLAIM) whose answer a
+   * reset lost, and that copy finds nothing new, while what the lost one delivered sits pending
+   * on us, unrun; left to the reclaim loop it waited claimIdleMs, by when its callers had given
+   * up. One read of our pending entries on the command connection (the reader is blocked in
+   * ioredis' copy); best effort: what it misses is reclaimed as before.
    */
   private async lookBack(keys: string[]): Promise<void> {
     if (!this.groupsReady || !this.cmd || this.stop.signal.aborted) return;
