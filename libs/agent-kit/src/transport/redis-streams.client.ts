@@ -228,7 +228,8 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
     const marker = sentMarkerKey(this.options.keyPrefix, pattern, id);
     const data = JSON.stringify(packet.data ?? null);
     const once = String(this.maxExecutionMs);
-    await this.cmd.eval(SEND_ONCE, 2, key, marker, once, 'id', id, 'data', data);
+    const retention = this.requestRetentionMs;
+    await this.cmd.eval(SEND_ONCE, 2, key, marker, once, retention, 'id', id, 'data', data);
     return undefined as T;
   }
 
