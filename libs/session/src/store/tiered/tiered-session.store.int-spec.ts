@@ -879,7 +879,11 @@ describe('tiered store: deleting keys while Redis fails', () => {
       const sid = newId('c');
       await orchestrator.save(scope, sid, 'conversation', { title: 'x' });
       await agent.save(scope, sid, key, { status: 'RUNNING' });
+      // Cut off for good before the deletion: connect() below finds the socket closed, not
+      // still closing (ioredis refuses to connect a client that has not ended yet).
+      const ended = new Promise((resolve) => flaky.once('end', resolve));
       flaky.disconnect();
+      await ended;
       expect(await orchestrator.deleteKeys(scope, sid, [key])).toBe(false);
       await flaky.connect();
       // Redis answers again: a hot write that succeeds starts the repair, which drops the copy.
