@@ -49,7 +49,9 @@ export function createTestPrefix(prefix = 'loomtest'): {
           if (keys.length) await redis.del(...keys);
         } while (cursor !== '0');
       } finally {
-        redis.disconnect();
+        // QUIT: the server closes the socket; disconnect() would arm ioredis's 2 s end timer.
+        if (redis.status === 'ready') await redis.quit().catch(() => redis.disconnect());
+        else redis.disconnect();
       }
     },
   };
