@@ -59,6 +59,16 @@ function tieredSuite() {
   return t;
 }
 
+/**
+ * Cuts a connected client off until it is connected again, waiting until it has ended: ioredis
+ * refuses to connect() a client whose socket is still closing ("already connecting/connected"),
+ * and the commands sent meanwhile meet a closed client every time.
+ */
+async function cutOff(redis: Redis): Promise<void> {
+  const ended = new Promise((resolve) => redis.once('end', resolve));
+  redis.disconnect();
+  await ended;
+}
 describe('tiered store: keys MySQL does not hold', () => {
   const alice = { tenantId: 'tenant-a' };
   const bob = { tenantId: 'tenant-b' };
@@ -645,7 +655,7 @@ describe('tiered store: more missed Redis writes than it can list', () => {
       const sids = Array.from({ length: 5 }, () => newId('c'));
       for (const sid of sids) await writer.save(scope, sid, 'conversation', { v: 1 });
 
-      flaky.disconnect();
+      await cutOff(flaky);
       for (const sid of sids) await writer.save(scope, sid, 'conversation', { v: 2 });
       await flaky.connect();
       for (const sid of sids)
@@ -844,7 +854,7 @@ describe('tiered store: deleting keys while Redis fails', () => {
       const sid = newId('c');
       await store.save(scope, sid, 'conversation', { title: 'x' });
       await store.save(scope, sid, 'agent:a_one12345', { notes: 1 });
-      flaky.disconnect();
+      await cutOff(flaky);
       expect(await store.deleteKeys(scope, sid, ['agent:a_one12345'])).toBe(false);
       expect(await store.durable.get(scope, sid, 'agent:a_one12345')).toBeNull();
       await flaky.connect();
@@ -879,11 +889,7 @@ describe('tiered store: deleting keys while Redis fails', () => {
       const sid = newId('c');
       await orchestrator.save(scope, sid, 'conversation', { title: 'x' });
       await agent.save(scope, sid, key, { status: 'RUNNING' });
-      // Cut off for good before the deletion: connect() below finds the socket closed, not
-      // still closing (ioredis refuses to connect a client that has not ended yet).
-      const ended = new Promise((resolve) => flaky.once('end', resolve));
-      flaky.disconnect();
-      await ended;
+      await cutOff(flaky);
       expect(await orchestrator.deleteKeys(scope, sid, [key])).toBe(false);
       await flaky.connect();
       // Redis answers again: a hot write that succeeds starts the repair, which drops the copy.
