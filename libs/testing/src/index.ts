@@ -11,3 +11,4 @@ export * from './private-redis-cluster';
 export * from './chaos/run-chaos';
 export * from './prometheus-text';
 export * from './live-timers';
+export * from './proxied-redis';

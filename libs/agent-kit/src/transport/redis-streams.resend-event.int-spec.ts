@@ -1,7 +1,7 @@
 import { Controller, INestMicroservice, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { EventPattern, Payload } from '@nestjs/microservices';
-import { FreezableTcpProxy, PrivateRedisServer, sleep } from '@loom/testing';
+import { ProxiedRedis, sleep, startProxiedRedis } from '@loom/testing';
 import { lastValueFrom } from 'rxjs';
 import { RedisStreamsClient, RedisStreamsServer } from './index';
 
@@ -24,28 +24,22 @@ class EventModule {}
  * cancellation or a progress note acted on twice).
  */
 describe('Redis Streams transport: an event is not sent again after a reset (private redis-server)', () => {
-  let redis: PrivateRedisServer;
-  let proxy: FreezableTcpProxy;
+  let rig: ProxiedRedis;
   let app: INestMicroservice;
   let client: RedisStreamsClient;
   const keyPrefix = 'loomresendev:';
 
   beforeAll(async () => {
-    redis = await PrivateRedisServer.start();
-    proxy = await FreezableTcpProxy.start({ host: '127.0.0.1', port: redis.port });
-    const strategy = new RedisStreamsServer({ redisUrl: redis.url, keyPrefix, blockMs: 200 });
+    rig = await startProxiedRedis();
+    const strategy = new RedisStreamsServer({ redisUrl: rig.redis.url, keyPrefix, blockMs: 200 });
     app = await NestFactory.createMicroservice(EventModule, { strategy, logger: false });
     await app.listen();
   });
-  afterAll(async () => {
-    await Promise.race([Promise.allSettled([client?.close(), app?.close()]), sleep(5000)]);
-    await proxy.close();
-    await redis.kill();
-  });
+  afterAll(() => rig?.stop(client?.close(), app?.close()));
 
   it('hands an event that reached Redis just before a reset to its handler once', async () => {
     client = new RedisStreamsClient({
-      redisUrl: `redis://127.0.0.1:${proxy.port}`,
+      redisUrl: rig.proxiedUrl,
       keyPrefix,
       blockMs: 10_000,
       commandTimeoutMs: 4000,
@@ -54,7 +48,7 @@ describe('Redis Streams transport: an event is not sent again after a reset (pri
     await lastValueFrom(client.emit(EVENT, { n: 1 }), { defaultValue: undefined });
     for (let i = 0; i < 100 && handled.length < 1; i++) await sleep(20);
 
-    proxy.resetOnNextAnswer();
+    rig.proxy.resetOnNextAnswer();
     await lastValueFrom(client.emit(EVENT, { n: 2 }), { defaultValue: undefined });
     await sleep(1500); // a copy added again would have been handled by now
     expect(handled).toEqual([{ n: 1 }, { n: 2 }]);

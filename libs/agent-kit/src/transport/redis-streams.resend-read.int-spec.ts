@@ -1,7 +1,7 @@
 import { Controller, INestMicroservice, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { MessagePattern, Payload } from '@nestjs/microservices';
-import { FreezableTcpProxy, PrivateRedisServer, sleep } from '@loom/testing';
+import { ProxiedRedis, sleep, startProxiedRedis } from '@loom/testing';
 import { lastValueFrom } from 'rxjs';
 import { RedisStreamsClient, RedisStreamsServer } from './index';
 
@@ -24,35 +24,29 @@ class EchoModule {}
  * callers had given up (TIMEOUT).
  */
 describe('Redis Streams transport: requests a lost read delivered are run (private redis-server)', () => {
-  let redis: PrivateRedisServer;
-  let proxy: FreezableTcpProxy;
+  let rig: ProxiedRedis;
   let app: INestMicroservice;
   let client: RedisStreamsClient;
   const keyPrefix = 'loomresendrd:';
 
   beforeAll(async () => {
-    redis = await PrivateRedisServer.start();
-    proxy = await FreezableTcpProxy.start({ host: '127.0.0.1', port: redis.port });
+    rig = await startProxiedRedis();
     const strategy = new RedisStreamsServer({
-      redisUrl: `redis://127.0.0.1:${proxy.port}`,
+      redisUrl: rig.proxiedUrl,
       keyPrefix,
       blockMs: 20_000,
       claimIdleMs: 120_000,
     });
     app = await NestFactory.createMicroservice(EchoModule, { strategy, logger: false });
     await app.listen();
-    client = new RedisStreamsClient({ redisUrl: redis.url, keyPrefix, timeoutMs: 10_000 });
+    client = new RedisStreamsClient({ redisUrl: rig.redis.url, keyPrefix, timeoutMs: 10_000 });
     await client.connect();
   });
-  afterAll(async () => {
-    await Promise.race([Promise.allSettled([client?.close(), app?.close()]), sleep(5000)]);
-    await proxy.close();
-    await redis.kill();
-  });
+  afterAll(() => rig?.stop(client?.close(), app?.close()));
 
   it('runs a request whose delivery was lost to a reset of the reader', async () => {
     await sleep(300); // the agent's reader is blocked in its XREADGROUP
-    proxy.resetOnNextAnswer(); // its next answer: the request below
+    rig.proxy.resetOnNextAnswer(); // its next answer: the request below
     await expect(lastValueFrom(client.send(PATTERN, { n: 1 }))).resolves.toEqual({
       ran: { n: 1 },
     });

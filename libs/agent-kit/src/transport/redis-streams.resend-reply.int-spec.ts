@@ -1,7 +1,7 @@
 import { Controller, INestMicroservice, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { MessagePattern } from '@nestjs/microservices';
-import { FreezableTcpProxy, PrivateRedisServer, sleep } from '@loom/testing';
+import { ProxiedRedis, startProxiedRedis } from '@loom/testing';
 import { Observable } from 'rxjs';
 import { RedisStreamsClient, RedisStreamsServer } from './index';
 
@@ -32,31 +32,25 @@ class StreamingModule {}
  * ioredis once reconnected, and its caller received that value twice.
  */
 describe('Redis Streams transport: a streamed reply sent again after a reset reaches its caller once (private redis-server)', () => {
-  let redis: PrivateRedisServer;
-  let proxy: FreezableTcpProxy;
+  let rig: ProxiedRedis;
   let app: INestMicroservice;
   let client: RedisStreamsClient;
   const keyPrefix = 'loomresendrep:';
 
   beforeAll(async () => {
-    redis = await PrivateRedisServer.start();
-    proxy = await FreezableTcpProxy.start({ host: '127.0.0.1', port: redis.port });
+    rig = await startProxiedRedis();
     const strategy = new RedisStreamsServer({
-      redisUrl: `redis://127.0.0.1:${proxy.port}`,
+      redisUrl: rig.proxiedUrl,
       keyPrefix,
       blockMs: 200,
       commandTimeoutMs: 4000,
     });
     app = await NestFactory.createMicroservice(StreamingModule, { strategy, logger: false });
     await app.listen();
-    client = new RedisStreamsClient({ redisUrl: redis.url, keyPrefix, timeoutMs: 20_000 });
+    client = new RedisStreamsClient({ redisUrl: rig.redis.url, keyPrefix, timeoutMs: 20_000 });
     await client.connect();
   });
-  afterAll(async () => {
-    await Promise.race([Promise.allSettled([client?.close(), app?.close()]), sleep(5000)]);
-    await proxy.close();
-    await redis.kill();
-  });
+  afterAll(() => rig?.stop(client?.close(), app?.close()));
 
   it('delivers each value of a streamed answer once when its reply is sent again', async () => {
     let open: () => void = () => undefined;
@@ -71,7 +65,7 @@ describe('Redis Streams transport: a streamed reply sent again after a reset rea
       }),
     );
     await running;
-    proxy.resetOnNextAnswer(); // the next answer on the agent's connections: the first reply's
+    rig.proxy.resetOnNextAnswer(); // the next answer on the agent's connections: the first reply's
     open();
     await done;
     expect(answers).toEqual([1, 2]);

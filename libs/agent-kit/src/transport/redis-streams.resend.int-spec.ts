@@ -1,7 +1,7 @@
 import { Controller, INestMicroservice, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { MessagePattern, Payload } from '@nestjs/microservices';
-import { FreezableTcpProxy, PrivateRedisServer, sleep } from '@loom/testing';
+import { ProxiedRedis, sleep, startProxiedRedis } from '@loom/testing';
 import { lastValueFrom } from 'rxjs';
 import { RedisStreamsClient, RedisStreamsServer } from './index';
 
@@ -26,30 +26,24 @@ class CountingModule {}
  * twice, or a second answer racing the first).
  */
 describe('Redis Streams transport: a request is not sent again after a reset (private redis-server)', () => {
-  let redis: PrivateRedisServer;
-  let proxy: FreezableTcpProxy;
+  let rig: ProxiedRedis;
   let app: INestMicroservice;
   let client: RedisStreamsClient;
   const keyPrefix = 'loomresend:';
 
   beforeAll(async () => {
-    redis = await PrivateRedisServer.start();
-    proxy = await FreezableTcpProxy.start({ host: '127.0.0.1', port: redis.port });
-    const strategy = new RedisStreamsServer({ redisUrl: redis.url, keyPrefix, blockMs: 200 });
+    rig = await startProxiedRedis();
+    const strategy = new RedisStreamsServer({ redisUrl: rig.redis.url, keyPrefix, blockMs: 200 });
     app = await NestFactory.createMicroservice(CountingModule, { strategy, logger: false });
     await app.listen();
   });
-  afterAll(async () => {
-    await Promise.race([Promise.allSettled([client?.close(), app?.close()]), sleep(5000)]);
-    await proxy.close();
-    await redis.kill();
-  });
+  afterAll(() => rig?.stop(client?.close(), app?.close()));
 
   const call = (data: unknown): Promise<any> => lastValueFrom(client.send(PATTERN, data));
 
   it('runs a request that reached Redis just before a reset once, and answers it once', async () => {
     client = new RedisStreamsClient({
-      redisUrl: `redis://127.0.0.1:${proxy.port}`,
+      redisUrl: rig.proxiedUrl,
       keyPrefix,
       timeoutMs: 20_000,
       blockMs: 10_000,
@@ -59,7 +53,7 @@ describe('Redis Streams transport: a request is not sent again after a reset (pr
     await expect(call({ n: 1 })).resolves.toEqual({ ran: { n: 1 } });
     await sleep(300); // the reply's XDEL answered
 
-    proxy.resetOnNextAnswer();
+    rig.proxy.resetOnNextAnswer();
     const answers: unknown[] = [];
     await new Promise<void>((done) =>
       client.send(PATTERN, { n: 2 }).subscribe({
