@@ -48,6 +48,7 @@ import {
   createConnection,
   errorMessage,
   listenOnBoth,
+  onReconnected,
   parseJson,
   sleep,
   unwrapBoth,
@@ -151,7 +152,8 @@ export class RedisStreamsServer
     this.readers = readGroups.map((_, i) => this.connection('reader', i));
     // A reclaim (XAUTOCLAIM) whose answer a reset lost is sent again, and that copy finds
     // nothing (the first one reset their idle time): the look-back runs what it took over.
-    this.cmd.on('ready', () => readGroups.forEach((group) => void this.lookBack(group)));
+    // On a cluster, after a reset of one master's connection too (see onReconnected).
+    onReconnected(this.cmd, () => readGroups.forEach((group) => void this.lookBack(group)));
     if (this.streams.size === 0) return callback();
     Promise.all([this.startGroups(), this.clock.sync()]).then(() => {
       this.loops = [
@@ -272,8 +274,9 @@ export class RedisStreamsServer
 
   private readLoop(reader: RedisClient, keys: string[]): Promise<void> {
     const blockMs = this.options.blockMs ?? DEFAULTS.blockMs;
-    // Once the reader has connected again, what is pending on us is looked at (see lookBack).
-    reader.on('ready', () => void this.lookBack(keys));
+    // Once the reader has connected again, what is pending on us is looked at (see lookBack):
+    // on a cluster, once its connection to a master has (see onReconnected).
+    onReconnected(reader, () => void this.lookBack(keys));
     return this.loop('read', async () => {
       await this.slots.wait();
       // The reclaim loop may have taken the slot between the wait and now; and XREADGROUP reads

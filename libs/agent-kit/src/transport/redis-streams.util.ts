@@ -1,6 +1,6 @@
 import { LoggerService } from '@nestjs/common';
 import { openRedis, RedisClient, RedisTarget } from '@loom/session';
-import { Cluster } from 'ioredis';
+import Redis, { Cluster } from 'ioredis';
 
 /** ioredis events, called as `(connectionType, ...eventArgs)`. */
 export type RedisStreamsEvents = Record<string, (...args: any[]) => void>;
@@ -105,6 +105,20 @@ export function createConnection(
     redis.on(event, (...args: unknown[]) => callback(hooks.type, ...args));
   }
   return redis;
+}
+
+/**
+ * Calls `reconnected` each time `redis` has connected again: a standalone connection's `ready`;
+ * on a cluster, also each node connection's. A reset of one master's connection is no
+ * reconnect of the Cluster client (no `ready` of its own): ioredis drops that node, opens a new
+ * one (`+node`) and sends the commands the reset left unanswered there again.
+ */
+export function onReconnected(redis: RedisClient, reconnected: () => void): void {
+  redis.on('ready', reconnected);
+  if (redis instanceof Cluster)
+    redis.on('+node', (node: Redis) => {
+      if (!node.options.readOnly) node.once('ready', reconnected);
+    });
 }
 
 /** Redis refused a write because it is a replica now (nothing ran). */
