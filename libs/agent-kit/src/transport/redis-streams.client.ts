@@ -94,8 +94,12 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
    * master holding it (`nodeClocks`), and each XADD teaches its stream's own.
    */
   private readonly sendBy = new SendBy((key) => this.serverClockOf(key)?.offsetFloor());
-  /** On a cluster, each master's clock by `host:port`, read when the client is ready. */
-  private readonly nodeClocks = new Map<string, SharedClock>();
+  /**
+   * On a cluster, each master's clock by `host:port`, read on its connection when the client is
+   * ready and whenever ioredis opens a new one to it (`+node`: the old one ended, the master
+   * restarted or failed over at its address, and a reading on it would fail for good).
+   */
+  private readonly nodeClocks = new Map<string, { node: Redis; clock: SharedClock }>();
   private listeners: PendingListener[] = [];
   /** Per pending call, the `seq` of the replies it was given (a streamed answer's values). */
   private readonly seen = new Map<string, Set<string>>();
@@ -123,7 +127,10 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
     void this.clock.sync();
     const cmd = this.cmd;
     this.nodeClocks.clear();
-    if (isCluster(cmd)) cmd.on('ready', () => masters(cmd).forEach((n) => this.nodeClock(n)));
+    if (isCluster(cmd)) {
+      cmd.on('ready', () => masters(cmd).forEach((n) => this.nodeClock(n)));
+      cmd.on('+node', (node: Redis) => node.options.readOnly || this.nodeClock(node));
+    }
     this.reader = this.connection('reader');
     this.readLoop = this.readReplies(this.reader);
   }
@@ -244,14 +251,22 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
     return node && this.nodeClock(node);
   }
 
+  /**
+   * The clock of `node`, a master's connection: read once on it, and again while no reading has
+   * answered (a master away at the client's start). A new connection to the same `host:port`
+   * gets a clock of its own: the one before it ended, and the server behind it may be another
+   * host's (a failover or restart at the same address), its reading worth nothing here.
+   */
   private nodeClock(node: Redis): SharedClock {
     const name = `${node.options.host}:${node.options.port}`;
-    let clock = this.nodeClocks.get(name);
-    if (!clock) {
-      clock = new SharedClock(node);
-      this.nodeClocks.set(name, clock);
-      void clock.sync();
+    const known = this.nodeClocks.get(name);
+    if (known?.node === node) {
+      if (known.clock.offsetFloor() === undefined) void known.clock.sync();
+      return known.clock;
     }
+    const clock = new SharedClock(node);
+    this.nodeClocks.set(name, { node, clock });
+    void clock.sync();
     return clock;
   }
 
