@@ -17,7 +17,12 @@ export const TURN_RETRY_AFTER_S = 1;
 @Injectable()
 export class TurnAdmission {
   private inFlight = 0;
-  /** Turns held per conversation (by tenant): an entry per conversation with a turn held. */
+  /**
+   * Turns held per conversation and owner: an entry per conversation with a turn held. Counted
+   * before the owner check, so by the caller's own tenant and user: another user's requests to
+   * the id (each a 404 in the end) neither take the owner's slots nor learn, from a 409, that the
+   * conversation exists and is busy.
+   */
   private readonly perConversation = new Map<string, number>();
 
   constructor(
@@ -27,7 +32,7 @@ export class TurnAdmission {
 
   /** Takes a slot, or throws 409 or 503; the function returned gives it back (once). */
   admit(owner: Owner, conversationId: string): () => void {
-    const key = `${owner.tenantId} ${conversationId}`;
+    const key = `${owner.tenantId} ${owner.userId} ${conversationId}`;
     const ofConversation = this.perConversation.get(key) ?? 0;
     if (ofConversation >= this.env.LOOM_MAX_TURNS_PER_CONVERSATION)
       throw new LoomError(LoomErrorCode.CONFLICT, 'the conversation is busy with other turns', {
