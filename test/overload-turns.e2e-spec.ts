@@ -25,6 +25,8 @@ interface Answer {
 describe('system: more turns at once than the orchestrator admits', () => {
   const suite = useOverloadSystem('loom_overload', {
     LOOM_MAX_TURNS_IN_FLIGHT: String(CAP),
+    // one tenant: its share is every slot (LOOM_MAX_TURNS_PER_TENANT)
+    LOOM_MAX_TURNS_PER_TENANT: String(CAP),
     LLM_OFFLINE_DELAY_MS: '3000',
   });
 

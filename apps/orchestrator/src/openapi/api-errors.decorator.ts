@@ -12,7 +12,7 @@ const ERRORS: Record<number, string> = {
   415: 'UNSUPPORTED_MEDIA_TYPE: a body that is not application/json (UTF-8)',
   429: "RATE_LIMITED: the tenant's requests per window are used up (Retry-After says when to retry)",
   502: 'AGENT_FAILED: a required agent failed (the message names the model failure, never its text); DEAD_LETTERED: its request was delivered AGENT_MAX_DELIVERIES times without an answer (a poison message). Neither is worth a retry with the same Idempotency-Key',
-  503: 'UNAVAILABLE (MySQL or Redis out of reach, a busy model provider: with Retry-After in seconds when it said how long to wait, a stopping orchestrator, one holding LOOM_MAX_TURNS_IN_FLIGHT turns or reading LOOM_MAX_MESSAGES_READ_IN_FLIGHT messages, or a MySQL pool too busy to queue one more statement: Retry-After says when to retry) or TIMEOUT (a required agent with no live instance, silent past AGENT_TIMEOUT_MS or still working at AGENT_MAX_EXECUTION_MS): a turn is retried with the same Idempotency-Key',
+  503: 'UNAVAILABLE (MySQL or Redis out of reach, a busy model provider: with Retry-After in seconds when it said how long to wait, a stopping orchestrator, one holding LOOM_MAX_TURNS_IN_FLIGHT turns, or LOOM_MAX_TURNS_PER_TENANT of the calling tenant, or reading LOOM_MAX_MESSAGES_READ_IN_FLIGHT messages, or a MySQL pool too busy to queue one more statement: Retry-After says when to retry) or TIMEOUT (a required agent with no live instance, silent past AGENT_TIMEOUT_MS or still working at AGENT_MAX_EXECUTION_MS): a turn is retried with the same Idempotency-Key',
 };
 
 /** The error responses of a route, each with API.md's body `{ statusCode, code, message }`. */

@@ -12,11 +12,16 @@ export const TURN_RETRY_AFTER_S = 1;
  * turn is 503 UNAVAILABLE with Retry-After at once, before anything is stored, instead of
  * queueing without bound while agents are slower than turns arrive. A conversation's turns run
  * one at a time: past LOOM_MAX_TURNS_PER_CONVERSATION of them, one more is 409 CONFLICT at once
- * (as after the lock wait), so one flooded conversation does not take every other's slots.
+ * (as after the lock wait), so one flooded conversation does not take every other's slots. A
+ * tenant holds at most LOOM_MAX_TURNS_PER_TENANT of them (by default half): past it, its turn is
+ * 503 as past the bound, so one tenant (slow turns, or many at once within its rate limit) does
+ * not refuse every other tenant's turns.
  */
 @Injectable()
 export class TurnAdmission {
   private inFlight = 0;
+  /** Turns held per tenant: an entry per tenant with a turn held. */
+  private readonly perTenant = new Map<string, number>();
   /**
    * Turns held per conversation and owner: an entry per conversation with a turn held. Counted
    * before the owner check, so by the caller's own tenant and user: another user's requests to
@@ -29,6 +34,11 @@ export class TurnAdmission {
     @Inject(LOOM_ENV) private readonly env: LoomEnv,
     private readonly metrics: MetricsService,
   ) {}
+
+  /** The turns one tenant may hold at once. */
+  private get tenantShare(): number {
+    return this.env.LOOM_MAX_TURNS_PER_TENANT ?? Math.ceil(this.env.LOOM_MAX_TURNS_IN_FLIGHT / 2);
+  }
 
   /** Takes a slot, or throws 409 or 503; the function returned gives it back (once). */
   admit(owner: Owner, conversationId: string): () => void {
@@ -44,7 +54,15 @@ export class TurnAdmission {
         `this orchestrator is running ${this.env.LOOM_MAX_TURNS_IN_FLIGHT} turns, its limit: retry later`,
         { retryAfterS: TURN_RETRY_AFTER_S },
       );
+    const ofTenant = this.perTenant.get(owner.tenantId) ?? 0;
+    if (ofTenant >= this.tenantShare)
+      throw new LoomError(
+        LoomErrorCode.UNAVAILABLE,
+        `this orchestrator is running ${this.tenantShare} turns of your tenant, its limit: retry later`,
+        { retryAfterS: TURN_RETRY_AFTER_S },
+      );
     this.perConversation.set(key, ofConversation + 1);
+    this.perTenant.set(owner.tenantId, ofTenant + 1);
     this.metrics.turnsInFlight(++this.inFlight);
     let released = false;
     return () => {
@@ -53,6 +71,9 @@ export class TurnAdmission {
       const left = (this.perConversation.get(key) ?? 1) - 1;
       if (left > 0) this.perConversation.set(key, left);
       else this.perConversation.delete(key);
+      const ofTenantLeft = (this.perTenant.get(owner.tenantId) ?? 1) - 1;
+      if (ofTenantLeft > 0) this.perTenant.set(owner.tenantId, ofTenantLeft);
+      else this.perTenant.delete(owner.tenantId);
       this.metrics.turnsInFlight(--this.inFlight);
     };
   }

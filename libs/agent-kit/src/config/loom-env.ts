@@ -137,6 +137,12 @@ export class LoomEnv {
    */
   @Transform(toInt) @IsInt() @Min(1) @Max(100_000) LOOM_MAX_TURNS_PER_CONVERSATION = 4;
   /**
+   * Orchestrator: of those, the turns of one tenant; one more is 503 UNAVAILABLE at once, so one
+   * tenant cannot take every slot from the others. Unset: half of LOOM_MAX_TURNS_IN_FLIGHT
+   * (rounded up).
+   */
+  @IsOptional() @Transform(toInt) @IsInt() @Min(1) @Max(100_000) LOOM_MAX_TURNS_PER_TENANT?: number;
+  /**
    * Orchestrator: messages the pages of GET …/messages being read at once may hold, each page
    * counting its limit (a page of 200 long replies is tens of MB); one more page is refused at
    * once with 503 UNAVAILABLE and Retry-After. At least 200, the largest page.
