@@ -16,7 +16,11 @@ const READS = 12;
 describe('system: more message pages read at once than the orchestrator admits', () => {
   const suite = useOverloadSystem(
     'loom_overload_messages',
-    { LOOM_MAX_MESSAGES_READ_IN_FLIGHT: String(CAP) },
+    // one tenant: its share is the whole bound (LOOM_MAX_MESSAGES_READ_PER_TENANT)
+    {
+      LOOM_MAX_MESSAGES_READ_IN_FLIGHT: String(CAP),
+      LOOM_MAX_MESSAGES_READ_PER_TENANT: String(CAP),
+    },
     { without: NO_AGENTS },
   );
 

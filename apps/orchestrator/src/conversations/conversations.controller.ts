@@ -246,7 +246,7 @@ export class ConversationsController {
     const limit = q.limit ?? 50;
     // Past LOOM_MAX_MESSAGES_READ_IN_FLIGHT (503, Retry-After), before anything is read. The room
     // is held until the page is built; its serialization follows, at most one page a request.
-    const release = this.reads.admit(limit);
+    const release = this.reads.admit(limit, owner.tenantId);
     try {
       await this.conversations.get(owner, id);
       const items = await this.conversations.messages(owner, id, {

@@ -5,34 +5,60 @@ import { LoomError, LoomErrorCode } from '@loom/session';
 /** Seconds a page refused for want of room is told to wait (Retry-After). */
 export const READ_RETRY_AFTER_S = 1;
 
+/** The largest page of GET …/messages: a tenant may always hold one. */
+const LARGEST_PAGE = 200;
+
 /**
  * The bound on the message pages one orchestrator builds at once (LOOM_MAX_MESSAGES_READ_IN_FLIGHT,
  * in messages: each page counts its `limit`). A page of 200 replies of up to 100,000 characters is
  * tens of MB; past the bound a page is 503 UNAVAILABLE with Retry-After at once, before anything is
  * read, instead of a flood of them exhausting the process's memory. It bounds characters too, as
  * no message is stored longer than an answer (MAX_ANSWER_CHARS; user content is 32,000, an
- * imported legacy message MAX_LEGACY_MESSAGE_CHARS, both checked by this file's spec).
+ * imported legacy message MAX_LEGACY_MESSAGE_CHARS, both checked by this file's spec). One
+ * tenant's pages hold at most LOOM_MAX_MESSAGES_READ_PER_TENANT (by default half, and at least
+ * a page): a few large pages of one tenant do not refuse every other tenant's reads.
  */
 @Injectable()
 export class MessageReadAdmission {
   private inFlight = 0;
+  /** Messages held per tenant: an entry per tenant with a page being read. */
+  private readonly perTenant = new Map<string, number>();
 
   constructor(@Inject(LOOM_ENV) private readonly env: LoomEnv) {}
 
-  /** Takes room for a page of `limit` messages, or throws 503; the function returned gives it back (once). */
-  admit(limit: number): () => void {
-    if (this.inFlight + limit > this.env.LOOM_MAX_MESSAGES_READ_IN_FLIGHT)
+  /** The messages one tenant's pages may hold at once. */
+  private get tenantShare(): number {
+    return (
+      this.env.LOOM_MAX_MESSAGES_READ_PER_TENANT ??
+      Math.max(LARGEST_PAGE, Math.ceil(this.env.LOOM_MAX_MESSAGES_READ_IN_FLIGHT / 2))
+    );
+  }
+
+  /**
+   * Takes room for a page of `limit` messages of `tenantId`, or throws 503; the function returned
+   * gives it back (once).
+   */
+  admit(limit: number, tenantId: string): () => void {
+    const ofTenant = this.perTenant.get(tenantId) ?? 0;
+    if (
+      this.inFlight + limit > this.env.LOOM_MAX_MESSAGES_READ_IN_FLIGHT ||
+      ofTenant + limit > this.tenantShare
+    )
       throw new LoomError(
         LoomErrorCode.UNAVAILABLE,
         'this orchestrator is reading as many messages as it may at once: retry later',
         { retryAfterS: READ_RETRY_AFTER_S },
       );
     this.inFlight += limit;
+    this.perTenant.set(tenantId, ofTenant + limit);
     let released = false;
     return () => {
       if (released) return;
       released = true;
       this.inFlight -= limit;
+      const left = (this.perTenant.get(tenantId) ?? limit) - limit;
+      if (left > 0) this.perTenant.set(tenantId, left);
+      else this.perTenant.delete(tenantId);
     };
   }
 }

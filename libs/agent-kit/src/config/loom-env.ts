@@ -148,6 +148,17 @@ export class LoomEnv {
    * once with 503 UNAVAILABLE and Retry-After. At least 200, the largest page.
    */
   @Transform(toInt) @IsInt() @Min(200) @Max(1_000_000) LOOM_MAX_MESSAGES_READ_IN_FLIGHT = 1000;
+  /**
+   * Orchestrator: of those, the messages one tenant's pages may hold, so a few large pages of one
+   * tenant do not refuse every other tenant's reads. Unset: half of
+   * LOOM_MAX_MESSAGES_READ_IN_FLIGHT (rounded up), and at least 200, the largest page.
+   */
+  @IsOptional()
+  @Transform(toInt)
+  @IsInt()
+  @Min(200)
+  @Max(1_000_000)
+  LOOM_MAX_MESSAGES_READ_PER_TENANT?: number;
   @IsIn(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) LOG_LEVEL = 'info';
   @IsIn(['json', 'pretty']) LOG_FORMAT: 'json' | 'pretty' = 'json';
   @Transform(toBool) @IsBoolean() DB_MIGRATIONS_RUN = true;
