@@ -12,6 +12,7 @@ import { assertJsonBody, MAX_JSON_DEPTH } from '@loom/security';
 import { LoomError, LoomErrorCode } from '@loom/session';
 import { AppModule, CLS_MIDDLEWARE } from './app.module';
 import { authenticateBeforeBody } from './auth/authenticate-before-body';
+import { keepEveryAuthorization } from './auth/authorization-headers';
 import { AuthedRequest } from './auth/jwt-auth.guard';
 import { TokenVerifier } from './auth/token-verifier';
 import { HttpErrorFilter } from './errors/http-error.filter';
@@ -226,6 +227,8 @@ export async function createOrchestrator(env: LoomEnv): Promise<INestApplication
     res.setHeader('Connection', 'close');
     next(new LoomError(LoomErrorCode.VALIDATION_FAILED, 'missing Host header'));
   });
+  // Two Authorization headers are not one token: every one is kept, for TokenVerifier's 401.
+  app.use(keepEveryAuthorization);
   // Who sends a body is known before it is read (a 401 closes the connection instead).
   app.use(authenticateBeforeBody(app.get(TokenVerifier)));
   // Counted against the tenant's rate limit before routing: also what no route takes (404) and a

@@ -22,6 +22,8 @@ export class TokenVerifier {
 
   /** The owner an `Authorization` header's token names; UNAUTHENTICATED when it names none. */
   async owner(header: string | string[] | undefined): Promise<Owner> {
+    // More than one (keepEveryAuthorization): which of them is meant is not for this server to guess.
+    if (Array.isArray(header)) throw unauthenticated('more than one Authorization header');
     const token = bearerToken(header);
     if (!token) throw unauthenticated('missing bearer token');
     let verified: {
