@@ -199,6 +199,8 @@ export async function createOrchestrator(env: LoomEnv): Promise<INestApplication
     bodyParser: false,
     abortOnError: false,
   });
+  // Which framework answers is nobody's business (Express names itself in every response).
+  app.getHttpAdapter().getInstance().disable('x-powered-by');
   const server = app.getHttpServer() as Server;
   server.on('clientError', answerClientError);
   server.on('checkExpectation', refuseExpectation);

@@ -39,6 +39,14 @@ describe('orchestrator (HTTP, in-process)', () => {
     expect(res.headers['x-correlation-id']).toBe('corr-123');
   });
 
+  it('does not name the framework it runs on, in answers or in errors', async () => {
+    const ok = await request(app.getHttpServer()).get('/health');
+    const refused = await request(app.getHttpServer()).get('/v1/conversations');
+    expect([ok.status, refused.status]).toEqual([200, 401]);
+    expect(ok.headers['x-powered-by']).toBeUndefined();
+    expect(refused.headers['x-powered-by']).toBeUndefined();
+  });
+
   it('serves the OpenAPI document with every /v1 route', async () => {
     const res = await request(app.getHttpServer()).get('/docs-json');
     expect(res.status).toBe(200);
