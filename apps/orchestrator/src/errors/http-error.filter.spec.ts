@@ -47,6 +47,19 @@ describe('toErrorBody', () => {
     });
   });
 
+  it('names every Content-Encoding the body parser takes when it refuses another', () => {
+    // body-parser's refusal of `Content-Encoding: zstd`; it inflates gzip, deflate and br.
+    const refused = Object.assign(new Error('unsupported content encoding "zstd"'), {
+      status: 415,
+      type: 'encoding.unsupported',
+    });
+    expect(toErrorBody(refused)).toEqual({
+      statusCode: 415,
+      code: 'UNSUPPORTED_MEDIA_TYPE',
+      message: 'unsupported Content-Encoding (send identity, gzip, deflate or br)',
+    });
+  });
+
   it('answers 500 INTERNAL, without details, for anything else', () => {
     expect(toErrorBody(new TypeError("Cannot read properties of undefined (reading 'x')"))).toEqual(
       { statusCode: 500, code: 'INTERNAL', message: 'internal error' },

@@ -168,7 +168,7 @@ export function toErrorBody(err: unknown): { statusCode: number; code: string; m
 
 /** body-parser's refusals, in words that quote nothing sent. */
 const PARSER_MESSAGE: Record<string, string> = {
-  'encoding.unsupported': 'unsupported Content-Encoding (send identity, gzip or deflate)',
+  'encoding.unsupported': 'unsupported Content-Encoding (send identity, gzip, deflate or br)',
   'charset.unsupported': 'unsupported charset (send UTF-8)',
   'request.aborted': 'the request body was cut short',
   'request.size.invalid': 'the body is not as long as its Content-Length',
