@@ -29,4 +29,21 @@ describe('system: npm run chaos arguments', () => {
     expect(out.stderr.trim().split('\n')).toHaveLength(1);
     expect(out.stderr).toContain('unknown option --minute');
   });
+
+  it.each(['--seed', '--conversations'])(
+    'refuses %s without its value rather than run with a default',
+    (option) => {
+      const out = chaos('--minutes', '0', option);
+      expect(out.status).toBe(2);
+      expect(out.stderr.trim().split('\n')).toHaveLength(1);
+      expect(out.stderr).toContain(`chaos: ${option} needs a value`);
+    },
+  );
+
+  it('refuses an option given twice in one line, naming it', () => {
+    const out = chaos('--minutes', '0', '--seed', '1', '--seed', '2');
+    expect(out.status).toBe(2);
+    expect(out.stderr.trim().split('\n')).toHaveLength(1);
+    expect(out.stderr).toContain('chaos: --seed given twice');
+  });
 });

@@ -16,13 +16,20 @@ async function main(): Promise<void> {
     console.log(USAGE);
     process.exit(0);
   }
-  // A mistyped option (--minute 10) would otherwise run a 2-minute audit of a random seed.
+  // A mistyped option (--minute 10), one left without its value (`--seed` at the end) or one
+  // given twice would otherwise run a 2-minute audit of a random or unintended seed.
+  const seen = new Set<string>();
+  const refuse = (why: string) => {
+    console.error(`chaos: ${why}; ${USAGE}`);
+    process.exit(2);
+  };
   for (let i = 0; i < args.length; i++) {
-    if (VALUED.includes(args[i])) i++;
-    else if (!FLAGS.includes(args[i])) {
-      console.error(`chaos: unknown option ${args[i]}; ${USAGE}`);
-      process.exit(2);
-    }
+    if (!VALUED.includes(args[i]) && !FLAGS.includes(args[i])) refuse(`unknown option ${args[i]}`);
+    if (seen.has(args[i])) refuse(`${args[i]} given twice`);
+    seen.add(args[i]);
+    if (!VALUED.includes(args[i])) continue;
+    if (i + 1 >= args.length || args[i + 1].startsWith('--')) refuse(`${args[i]} needs a value`);
+    i++;
   }
   const opt = (name: string) => {
     const i = args.indexOf(`--${name}`);
