@@ -10,10 +10,16 @@ const path = require('path');
 
 const root = path.resolve(__dirname, '..');
 const USAGE = 'usage: npm run bench:compare -- <git rev> [rounds, default 3]';
-const [rev, roundsArg] = process.argv.slice(2);
+const [rev, roundsArg, extra] = process.argv.slice(2);
 if (rev === '--help' || rev === '-h') {
   console.log(USAGE);
   process.exit(0);
+}
+// Dropped, an extra argument (`HEAD~1 3 turn`, as if it took a benchmark's name) would still
+// start minutes of benchmarks.
+if (extra !== undefined) {
+  console.error(`bench:compare: unexpected argument ${extra}; ${USAGE}`);
+  process.exit(2);
 }
 const rounds = Number(roundsArg ?? 3);
 if (!rev || rev.startsWith('-') || !Number.isInteger(rounds) || rounds < 1) {
