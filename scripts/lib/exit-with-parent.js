@@ -1,6 +1,7 @@
-// Preloaded (node -r) into apps that start:all runs in a process group of their own: a Ctrl-C
-// then reaches only start:all, which stops them in order, but a start:all killed outright
-// (kill -9, the OOM killer) cannot. An app whose parent went away stops as on SIGTERM.
+// Preloaded (node -r) into every app scripts/lib/processes.js starts (start:all, the demo, the
+// benchmarks, the system tests): a parent killed outright (kill, kill -9, the OOM killer, a CI
+// job's time-out) cannot stop its apps, and start:all's run in a process group of their own,
+// which a Ctrl-C does not reach. An app whose parent went away stops as on SIGTERM.
 const parent = process.ppid;
 const timer = setInterval(() => {
   if (process.ppid === parent) return;

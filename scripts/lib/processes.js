@@ -26,8 +26,10 @@ const APPS = [
 // then stops the apps in its own order (start:all: the orchestrator before its agents).
 function startApp(app, env, { silent = true, onLine, detached = false } = {}) {
   const main = path.join(root, 'dist', 'apps', app, 'main.js');
-  // Detached, an app no longer dies with its parent's process group: it watches the parent.
-  const args = detached ? ['-r', path.join(__dirname, 'exit-with-parent.js'), main] : [main];
+  // Every app watches its parent: detached, it no longer dies with its parent's process group,
+  // and either way a parent killed outright (`kill`, a CI job's time-out) cannot stop it, which
+  // would leave it running for good with its port, database and data directory.
+  const args = ['-r', path.join(__dirname, 'exit-with-parent.js'), main];
   const child = spawn(process.execPath, args, {
     cwd: root,
     env: { ...process.env, ...env },
