@@ -1,6 +1,7 @@
 import { Injectable } from '@nestjs/common';
 import request from 'supertest';
 import { AgentHandler, bootstrapAgent } from '@loom/agent-kit';
+import { SessionContext } from '@loom/session';
 import { InProcessOrchestrator, startInProcessOrchestrator } from './in-process.support';
 
 const SKEW_MS = 10 * 60_000;
@@ -208,5 +209,90 @@ describe('message times across replicas whose clocks differ (HTTP, in-process)',
     const view = await request(server).get(`/v1/conversations/${id}`).set('authorization', auth);
     // lastActiveAt: the second turn's, on the deployment's clock, not ten minutes ahead.
     expect(Date.parse(view.body.lastActiveAt) < realNow() + 60_000).toBe(true);
+  });
+});
+
+/** Writes one task-shared value, then answers. */
+@Injectable()
+class Shares implements AgentHandler {
+  async handle(ctx: SessionContext) {
+    await ctx.putSharedData('clockwise.note', 'noted');
+    return { answer: 'shared in time', usage };
+  }
+}
+
+/**
+ * A TaskView shows the task's createdAt and completedAt on the SharedClock: its executions'
+ * startedAt and completedAt (written by the orchestrator) and its shared values' updatedAt
+ * (written by the agent) must be on the same clock, or a host whose wall clock runs ahead
+ * shows executions that start and end minutes after their task completed.
+ */
+describe('execution and shared-write times across skewed clocks (HTTP, in-process)', () => {
+  let orch: InProcessOrchestrator;
+  const realNow = Date.now.bind(Date);
+  beforeAll(async () => {
+    orch = await startInProcessOrchestrator('execclock', {
+      agents: async (env) => [
+        await bootstrapAgent(
+          {
+            agentType: 'clockshare',
+            description: 'shares a note, then answers',
+            role: 'specialist',
+            intents: ['clockshare'],
+            keywords: ['clockshare'],
+          },
+          Shares,
+          env,
+        ),
+      ],
+    });
+  });
+  afterEach(() => jest.useRealTimers());
+  afterAll(() => orch?.close());
+
+  it('a host whose clock runs ahead writes execution and shared-write times on the shared clock', async () => {
+    const server = orch.app.getHttpServer();
+    const auth = orch.auth('olga', 'tenant-clock');
+    const conv = await request(server).post('/v1/conversations').set('authorization', auth);
+    // The orchestrator's and the agent's wall clock (Date.now() and new Date()) ten minutes
+    // ahead; nothing else faked.
+    jest.useFakeTimers({
+      now: realNow() + SKEW_MS,
+      advanceTimers: true,
+      doNotFake: [
+        'hrtime',
+        'nextTick',
+        'performance',
+        'queueMicrotask',
+        'requestAnimationFrame',
+        'cancelAnimationFrame',
+        'requestIdleCallback',
+        'cancelIdleCallback',
+        'setImmediate',
+        'clearImmediate',
+        'setInterval',
+        'clearInterval',
+        'setTimeout',
+        'clearTimeout',
+      ],
+    });
+    const res = await request(server)
+      .post(`/v1/conversations/${conv.body.conversationId}/messages`)
+      .set('authorization', auth)
+      .send({ content: 'clockshare: note the time' });
+    jest.useRealTimers();
+    expect(res.status === 201 ? 201 : res.body).toBe(201);
+    const task = await request(server)
+      .get(`/v1/tasks/${res.body.taskId}`)
+      .set('authorization', auth);
+    expect(task.status).toBe(200);
+    const [execution] = task.body.executions as Array<{ startedAt: string; completedAt: string }>;
+    // Off by seconds at most from the deployment's clock (Redis TIME), not by the host's skew.
+    const offBy = (iso: string) => Math.abs(Date.parse(iso) - realNow());
+    expect({
+      startedAt: offBy(execution.startedAt) < 60_000,
+      completedAt: offBy(execution.completedAt) < 60_000,
+      sharedUpdatedAt: offBy(task.body.sharedContext['clockwise.note'].updatedAt) < 60_000,
+    }).toEqual({ startedAt: true, completedAt: true, sharedUpdatedAt: true });
   });
 });

@@ -45,6 +45,6 @@ describe('a dead-lettered agent request', () => {
   });
 
   it('is not run again by a retry of its turn', () => {
-    expect(reopenFailedSteps(failedTask())).toBe(0);
+    expect(reopenFailedSteps(failedTask(), new Date(0).toISOString())).toBe(0);
   });
 });

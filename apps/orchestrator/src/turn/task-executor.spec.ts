@@ -18,6 +18,9 @@ import {
   usageToCount,
 } from './task-executor';
 
+/** When a reopened step starts (the SharedClock's now, as the retry passes it). */
+const NOW = '2026-01-01T00:00:00.000Z';
+
 const record = (
   agentType: string,
   status: ExecutionStatus,
@@ -136,7 +139,7 @@ describe('reopenFailedSteps', () => {
       failed,
       record('contract-law', ExecutionStatus.FAILED, { code: 'AGENT_FAILED', message: 'filter' }),
     ]);
-    expect(reopenFailedSteps(t)).toBe(1);
+    expect(reopenFailedSteps(t, NOW)).toBe(1);
     expect(t.executions.map((e) => [e.agentType, e.status, e.attempts])).toEqual([
       ['legal-research', ExecutionStatus.COMPLETED, 1],
       ['labor-law', ExecutionStatus.FAILED, 1],
@@ -145,6 +148,7 @@ describe('reopenFailedSteps', () => {
     ]);
     expect(t.executions[3].agentSessionId).not.toBe(failed.agentSessionId);
     expect(t.executions[3].error).toBeNull();
+    expect(t.executions[3].startedAt).toBe(NOW);
     // The failed attempt no longer fails the task: the new one is what counts.
     expect(requiredFailure(t)).toMatchObject({ error: { code: 'AGENT_FAILED' } });
     t.executions.splice(2, 1);
@@ -155,8 +159,8 @@ describe('reopenFailedSteps', () => {
     const t = task([
       record('contract-law', ExecutionStatus.FAILED, { code: 'TIMEOUT', message: 't' }),
     ]);
-    expect(reopenFailedSteps(t)).toBe(1);
-    expect(reopenFailedSteps(t)).toBe(0);
+    expect(reopenFailedSteps(t, NOW)).toBe(1);
+    expect(reopenFailedSteps(t, NOW)).toBe(0);
     expect(t.executions.map((e) => e.status)).toEqual([
       ExecutionStatus.FAILED,
       ExecutionStatus.RUNNING,
@@ -241,10 +245,10 @@ describe("TaskExecutor: a failed execution's error as stored", () => {
       typeof TaskExecutor
     >;
     const executor = new TaskExecutor(...args) as unknown as {
-      failed(r: AgentExecutionRecord, e: LoomError): AgentExecutionRecord;
+      failed(r: AgentExecutionRecord, e: LoomError, at: number): AgentExecutionRecord;
     };
     const e = new LoomError(LoomErrorCode.AGENT_FAILED, message);
-    return executor.failed(record('labor-law', ExecutionStatus.RUNNING), e);
+    return executor.failed(record('labor-law', ExecutionStatus.RUNNING), e, 0);
   };
 
   it('is redacted with LOOM_REDACT_STORED, and kept as it is without', () => {

@@ -120,7 +120,7 @@ export class TaskExecutor implements OnApplicationShutdown {
         recorded.every((r) => r?.status === ExecutionStatus.RUNNING && r.attempts === 1);
       const records = saved
         ? (recorded as AgentExecutionRecord[])
-        : wave.map((step) => dispatchRecord(task, step));
+        : wave.map((step) => dispatchRecord(task, step, new Date(run.now()).toISOString()));
       if (!saved) {
         records.forEach((record) => put(task, record));
         await run.checkpoint();
@@ -180,6 +180,7 @@ export class TaskExecutor implements OnApplicationShutdown {
       return this.failed(
         record,
         new LoomError(LoomErrorCode.AGENT_FAILED, `${agentType} was retired`),
+        run.now(),
       );
     // Dispatched before (its task interrupted): its agent may have finished it and stored the
     // result, then stopped. Taken from the store, the task needs no live instance for work that
@@ -188,7 +189,7 @@ export class TaskExecutor implements OnApplicationShutdown {
     const finished = record.attempts > 1 && (await this.storedResult(owner, task, record));
     if (finished) {
       this.log.log(`${agentType} had finished: its stored result`);
-      return this.completed(record, finished);
+      return this.completed(record, finished, run.now());
     }
     const assignment = this.signer.sign({
       tenantId: owner.tenantId,
@@ -228,12 +229,12 @@ export class TaskExecutor implements OnApplicationShutdown {
         `${agentType} answered (${result.context.historyMessages} history messages` +
           `${result.replayed ? ', stored result' : ''})`,
       );
-      return this.completed(record, result);
+      return this.completed(record, result, run.now());
     } catch (err) {
       const e = LoomError.is(err)
         ? err
         : new LoomError(LoomErrorCode.AGENT_FAILED, 'agent call failed');
-      return this.failed(record, e);
+      return this.failed(record, e, run.now());
     }
   }
 
@@ -267,14 +268,16 @@ export class TaskExecutor implements OnApplicationShutdown {
     }
   }
 
+  /** `at`: when, on the SharedClock (run.now()), as the task's own times are written. */
   private completed(
     record: AgentExecutionRecord,
     result: ExecuteAgentResult,
+    at: number,
   ): AgentExecutionRecord {
     return {
       ...record,
       status: ExecutionStatus.COMPLETED,
-      completedAt: new Date().toISOString(),
+      completedAt: new Date(at).toISOString(),
       error: null,
       context: result.context,
       output: result.output,
@@ -284,12 +287,12 @@ export class TaskExecutor implements OnApplicationShutdown {
     };
   }
 
-  private failed(record: AgentExecutionRecord, e: LoomError): AgentExecutionRecord {
+  private failed(record: AgentExecutionRecord, e: LoomError, at: number): AgentExecutionRecord {
     this.log.warn(`${record.agentType} failed: ${e.code} ${e.message}`);
     return {
       ...record,
       status: ExecutionStatus.FAILED,
-      completedAt: new Date().toISOString(),
+      completedAt: new Date(at).toISOString(),
       // It may quote what the user wrote: stored (and shown) redacted with LOOM_REDACT_STORED.
       error: {
         code: e.code,
@@ -345,10 +348,11 @@ export function replacedExecutions(task: TaskSession): AgentExecutionRecord[] {
  * dispatches it as it dispatches an interrupted one. Completed steps stand, and so does an
  * agent's own failure. Returns how many steps get a new execution.
  */
-export function reopenFailedSteps(task: TaskSession): number {
+export function reopenFailedSteps(task: TaskSession, now: string): number {
   const replaced = new Set(replacedExecutions(task).map((e) => e.agentType));
   for (const step of task.plan)
-    if (replaced.has(step.agentType)) put(task, { ...dispatchRecord(task, step), attempts: 0 });
+    if (replaced.has(step.agentType))
+      put(task, { ...dispatchRecord(task, step, now), attempts: 0 });
   return replaced.size;
 }
 
@@ -358,7 +362,8 @@ export function reopenFailedSteps(task: TaskSession): number {
  */
 export function recordFirstWave(task: TaskSession): void {
   if (task.executions.length > 0) throw new Error('recordFirstWave: the task has executions');
-  for (const step of nextWave(task, new Set())) put(task, dispatchRecord(task, step));
+  for (const step of nextWave(task, new Set()))
+    put(task, dispatchRecord(task, step, task.createdAt));
 }
 
 /** Steps not settled yet whose dependencies all have. */
@@ -368,8 +373,11 @@ function nextWave(task: TaskSession, settled: Set<string>): PlanStep[] {
   );
 }
 
-/** A step's record as it is dispatched: an interrupted one again (same agentSessionId), else new. */
-function dispatchRecord(task: TaskSession, step: PlanStep): AgentExecutionRecord {
+/**
+ * A step's record as it is dispatched: an interrupted one again (same agentSessionId), else new,
+ * started `now` (ISO, on the SharedClock the task's own times are written on).
+ */
+function dispatchRecord(task: TaskSession, step: PlanStep, now: string): AgentExecutionRecord {
   const interrupted = latest(task, step.agentType);
   if (interrupted?.status === ExecutionStatus.RUNNING)
     return { ...interrupted, attempts: interrupted.attempts + 1 };
@@ -378,7 +386,7 @@ function dispatchRecord(task: TaskSession, step: PlanStep): AgentExecutionRecord
     agentType: step.agentType,
     status: ExecutionStatus.RUNNING,
     attempts: 1,
-    startedAt: new Date().toISOString(),
+    startedAt: now,
     completedAt: null,
     error: null,
     context: { historyMessages: 0, summaryIncluded: false, sharedKeys: [] },

@@ -111,7 +111,7 @@ export class TaskRetry {
     // turn or a retry tidies it), as after a crash here. Nothing is awaited from here to the
     // run's opening, so no later hand-over can find it reopened and not yet indexed.
     if (this.leases.handingOverNow) throw shuttingDown();
-    const reopened = reopenFailedSteps(task);
+    const reopened = reopenFailedSteps(task, new Date(this.leases.now()).toISOString());
     this.log.log(`retrying ${taskId} (${task.error?.code}): ${reopened} steps again`);
     task.status = TaskStatus.RUNNING;
     task.error = null;

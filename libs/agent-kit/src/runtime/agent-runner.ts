@@ -67,7 +67,7 @@ export class AgentRunner {
     private readonly cls: ClsService<LoomClsStore>,
     @Inject(SESSION_INFRA) infra: SessionInfra,
     @Inject(LOOM_ENV) private readonly env: LoomEnv,
-    clock: SharedClock,
+    private readonly clock: SharedClock,
   ) {
     // The claim's deadline is the assignment's expiry, written on the orchestrator's SharedClock.
     this.claims = new ExecutionClaims(infra.redis, infra.keys, undefined, clock);
@@ -265,11 +265,11 @@ export class AgentRunner {
         ...ctx.agent,
         messages: [
           ...(ctx.agent.messages ?? []),
-          { role: 'assistant', content: out.answer, at: new Date().toISOString() },
+          { role: 'assistant', content: out.answer, at: this.isoNow() },
         ],
         status: ExecutionStatus.COMPLETED,
         output: result,
-        completedAt: new Date().toISOString(),
+        completedAt: this.isoNow(),
         ...assigned(claims),
       });
       // One line per execution whose work was stored: the chaos audit counts them per id.
@@ -322,9 +322,14 @@ export class AgentRunner {
       toolCalls: [],
       messages: [],
       output: null,
-      startedAt: new Date().toISOString(),
+      startedAt: this.isoNow(),
       completedAt: null,
     };
+  }
+
+  /** Now on the deployment's clock (SharedClock, no round trip), as the task's times are. */
+  private isoNow(): string {
+    return new Date(this.clock.now()).toISOString();
   }
 }
 

@@ -230,7 +230,8 @@ export class SessionContext {
       key,
       value,
       writer: a.agentType,
-      updatedAt: new Date().toISOString(),
+      // The deployment's clock, as the task's own times (a TaskView shows them side by side).
+      updatedAt: this.deps.conversations.now(),
       execution: a.agentSessionId,
       delivery: this.delivery,
     };
