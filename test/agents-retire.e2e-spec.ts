@@ -1,7 +1,11 @@
 import { execFile } from 'child_process';
+import { rmSync, writeFileSync } from 'fs';
+import { tmpdir } from 'os';
+import { join } from 'path';
 import { promisify } from 'util';
 import Redis from 'ioredis';
 import { agentExecutePattern, requestStreamKey } from '@loom/agent-kit';
+import { createSessionInfra, SystemRepository, SystemSessions } from '@loom/session';
 import { client, RunningSystem, startSystem } from './system';
 import { stopLaborLawAfterAnAnswer, waitFor } from './faults.support';
 
@@ -66,6 +70,41 @@ describe('system: retiring an agent type', () => {
         { env: { ...process.env, ...sys.env } },
       );
       expect(cli.stdout).toContain(`retired ${type}`);
+    }
+  });
+
+  // Orchestrators compare a retirement with their last sighting of the type, both on the
+  // deployment's clock (Redis TIME): the command is often run from another machine, and one
+  // whose clock ran minutes behind stamped the retirement before the last sighting, so the
+  // retired type went on being planned (each of its steps waiting AGENT_TIMEOUT_MS).
+  it("stamps the retirement on Redis's clock, not on a skewed host's", async () => {
+    const skew = join(tmpdir(), `loom-retire-skew-${process.pid}.js`);
+    writeFileSync(skew, 'const real = Date.now;\nDate.now = () => real() - 10 * 60_000;\n');
+    try {
+      const cli = await run(
+        process.execPath,
+        ['dist/apps/orchestrator/src/cli/retire-agent.js', '--force', 'skewed-clock'],
+        { env: { ...process.env, ...sys.env, NODE_OPTIONS: `--require ${skew}` } },
+      );
+      expect(cli.stdout).toContain('retired skewed-clock');
+    } finally {
+      rmSync(skew, { force: true });
+    }
+    const infra = await createSessionInfra({
+      mysqlUrl: sys.env.MYSQL_URL,
+      redisUrl: sys.env.REDIS_URL,
+      keyPrefix: sys.env.LOOM_KEY_PREFIX,
+    });
+    try {
+      const retired = await new SystemRepository(infra.store).value<Record<string, number>>(
+        SystemSessions.catalog,
+        'retired',
+      );
+      const [seconds] = await redis.time();
+      const offBy = Math.abs((retired?.['skewed-clock'] ?? 0) - Number(seconds) * 1000);
+      expect({ withinAMinute: offBy < 60_000 }).toEqual({ withinAMinute: true });
+    } finally {
+      await infra.close();
     }
   });
 });

@@ -1,6 +1,6 @@
 import Redis from 'ioredis';
 import { AgentRegistration, RedisAgentRegistry } from '@loom/agent-kit';
-import { SystemRepository, SystemSessions } from '@loom/session';
+import { SharedClock, SystemRepository, SystemSessions } from '@loom/session';
 import { createTestSessionInfra, TEST_REDIS_URL } from '@loom/testing';
 import { AgentCatalog } from '../src/turn/agent-catalog';
 
@@ -39,7 +39,7 @@ describe('the agent catalog during a rolling deploy (Redis registry, MySQL catal
   });
 
   it('plans with the newer instance at every turn and saves the catalog once per change', async () => {
-    const catalog = new AgentCatalog(registry, system);
+    const catalog = new AgentCatalog(registry, system, new SharedClock(redis));
     const saves = jest.spyOn(system, 'saveValue');
     const planned = async () => {
       const { agents } = await catalog.agents();
@@ -66,7 +66,7 @@ describe('the agent catalog during a rolling deploy (Redis registry, MySQL catal
     expect(stored?.['tax-law'].descriptor).toEqual(newer);
 
     // Another orchestrator (or this one after its refresh) reads the same and writes nothing.
-    const other = new AgentCatalog(registry, system);
+    const other = new AgentCatalog(registry, system, new SharedClock(redis));
     expect((await other.agents()).agents).toEqual([newer]);
     expect(saves).toHaveBeenCalledTimes(2);
 

@@ -7,7 +7,13 @@ import {
   retireRequestStream,
   sessionOptionsFrom,
 } from '@loom/agent-kit';
-import { createSessionInfra, SessionInfra, SystemRepository, SystemSessions } from '@loom/session';
+import {
+  createSessionInfra,
+  SessionInfra,
+  SharedClock,
+  SystemRepository,
+  SystemSessions,
+} from '@loom/session';
 import { RETIRED_KEY } from '../turn/agent-catalog';
 import { parseRetireArgs, RETIRE_USAGE } from './retire-args';
 
@@ -48,7 +54,11 @@ async function main(args: string[]): Promise<number> {
       );
       return 1;
     }
-    for (const type of types) retired[type] = Date.now();
+    // On the deployment's clock (Redis TIME), as orchestrators stamp their sightings of a type:
+    // this host's may be minutes off theirs (the command is often run from another machine).
+    const clock = new SharedClock(infra.redis);
+    await clock.sync();
+    for (const type of types) retired[type] = Math.round(clock.now());
     await system.saveValue(SystemSessions.catalog, RETIRED_KEY, retired);
     process.stdout.write(
       `retired ${types.join(', ')}: orchestrators stop planning them within a minute; ` +

@@ -17,7 +17,9 @@ describe('AgentCatalog', () => {
   const registry = new MemoryAgentRegistry();
   // A new catalog is a new orchestrator (or the same one after its refresh interval).
   const planned = async () =>
-    (await new AgentCatalog(registry, system).agents()).agents.map((a) => a.agentType);
+    (await new AgentCatalog(registry, system, { now: () => Date.now() }).agents()).agents.map(
+      (a) => a.agentType,
+    );
 
   it('keeps a stopped agent type until it is retired, and takes it back when it runs again', async () => {
     await registry.heartbeat(tax, 'tax-1', Date.now());
@@ -34,6 +36,31 @@ describe('AgentCatalog', () => {
     expect(await planned()).toEqual(['tax-law']);
     await registry.remove('tax-law', 'tax-2');
     expect(await planned()).toEqual(['tax-law']); // seen again after it was retired
+  });
+
+  // `agents:retire` stamps the retirement on the deployment's clock (Redis TIME): an
+  // orchestrator whose host clock runs ahead stamped its last sighting of the type minutes in
+  // the future, after the retirement, and kept planning the retired type (its steps waited
+  // AGENT_TIMEOUT_MS each) until the sighting aged out, 7 days later.
+  it('stops planning a retired type on an orchestrator whose host clock runs ahead', async () => {
+    const own = new SystemRepository(new MemorySessionStore());
+    const realNow = Date.now.bind(Date);
+    const shared = { now: () => realNow() }; // Redis's clock, as the SharedClock carries it
+    const vat = { ...tax, agentType: 'vat-law', intents: ['vat-law'] };
+    try {
+      jest.spyOn(Date, 'now').mockImplementation(() => realNow() + 5 * 60_000);
+      const catalog = () => new AgentCatalog(registry, own, shared);
+      await registry.heartbeat(vat, 'vat-1', Date.now());
+      expect((await catalog().agents()).agents.map((a) => a.agentType)).toContain('vat-law');
+      await registry.remove('vat-law', 'vat-1');
+
+      await own.saveValue(SystemSessions.catalog, RETIRED_KEY, { 'vat-law': shared.now() + 1 });
+      const after = catalog();
+      expect((await after.agents()).agents.map((a) => a.agentType)).not.toContain('vat-law');
+      expect(await after.retiredNow('vat-law')).toBe(true);
+    } finally {
+      jest.restoreAllMocks();
+    }
   });
 
   it('keeps a stopped agent type named like an Object member (`constructor`)', async () => {
@@ -62,7 +89,7 @@ describe('AgentCatalog', () => {
     const running = { ...tax, agentType: 'vat-law', intents: ['vat-law'] };
     await fresh.heartbeat(running, 'vat-1', Date.now());
 
-    const catalog = new AgentCatalog(fresh, own);
+    const catalog = new AgentCatalog(fresh, own, { now: () => Date.now() });
     expect((await catalog.agents()).agents.map((a) => a.agentType)).toEqual(['vat-law']);
     const stored = await own.value<Record<string, unknown>>(SystemSessions.catalog, 'agents');
     expect(Object.keys(stored ?? {})).toEqual(['vat-law']);

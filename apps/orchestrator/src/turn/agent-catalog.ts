@@ -8,7 +8,13 @@ import {
   RegisteredAgent,
   wellFormedDescriptor,
 } from '@loom/agent-kit';
-import { LoomError, LoomErrorCode, SystemRepository, SystemSessions } from '@loom/session';
+import {
+  LoomError,
+  LoomErrorCode,
+  SharedClock,
+  SystemRepository,
+  SystemSessions,
+} from '@loom/session';
 
 interface CatalogEntry {
   descriptor: AgentRegistration;
@@ -48,6 +54,11 @@ export class AgentCatalog {
   constructor(
     @Inject(AGENT_REGISTRY) private readonly registry: AgentRegistry,
     private readonly system: SystemRepository,
+    /**
+     * The deployment's clock (Redis TIME, no round trip of its own): last sightings are compared
+     * with retirements stamped by `agents:retire` on another host, and with other replicas'.
+     */
+    @Inject(SharedClock) private readonly clock: { now(): number },
   ) {}
 
   async agents(): Promise<{ agents: AgentDescriptor[]; live: Set<string> }> {
@@ -56,7 +67,7 @@ export class AgentCatalog {
     });
     const catalog = await this.remember(running);
     const live = new Set(running.map((a) => a.descriptor.agentType));
-    const now = Date.now();
+    const now = this.clock.now();
     const agents = Object.entries(catalog)
       .filter(
         ([type, e]) =>
@@ -106,7 +117,7 @@ export class AgentCatalog {
    * versions its agent types keeps a catalog of the last week's, not of every one it ever ran.
    */
   private async remember(running: RegisteredAgent[]): Promise<Catalog> {
-    const now = Date.now();
+    const now = this.clock.now();
     let changed = false;
     if (!this.catalog || now - this.loadedAt > REFRESH_MS) {
       const [stored, retired] = await Promise.all([
