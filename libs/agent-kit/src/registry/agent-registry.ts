@@ -130,12 +130,13 @@ return out`;
 /**
  * KEYS the descriptors hash, the type's three keys and its departures, ARGV the type and the
  * staleness (ms): 1 and everything of the type deleted, or 0 when an instance was heard from
- * within it.
+ * within it. The departures stay (they expire by themselves, see REMOVE): a beat of an instance
+ * that left, landing after this, must still record nothing, or the retired type runs again.
  */
 const FORGET = `${IN_FORCE}
 if redis.call('ZCOUNT', KEYS[2], serverNow() - tonumber(ARGV[2]), '+inf') > 0 then return 0 end
 redis.call('HDEL', KEYS[1], ARGV[1])
-redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4])
 return 1`;
 
 /**
@@ -238,7 +239,8 @@ export class RedisAgentRegistry implements AgentRegistry {
   /**
    * Removes a type from the registry (its descriptor and its instances' keys), only while no
    * instance of it has been heard from within the staleness: a retired type leaves nothing
-   * behind. False when one still runs.
+   * behind but its recent departures, which expire by themselves (four times the staleness) and
+   * keep a late beat of a stopped instance from bringing the type back. False when one still runs.
    */
   async forget(agentType: string): Promise<boolean> {
     const forget = (this.redis as unknown as Record<string, ForgetCommand>).loomRegistryForget;
