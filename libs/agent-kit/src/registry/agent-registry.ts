@@ -183,14 +183,20 @@ export class RedisAgentRegistry implements AgentRegistry {
       redis.defineCommand('loomRegistryRemove', { numberOfKeys: 4, lua: REMOVE });
   }
 
+  /** Departures (`remove`) not settled yet: the connection stays open for them. */
+  private readonly leaving = new Set<Promise<unknown>>();
+
   /**
    * Closes a connection of its own when the app stops (an open socket keeps an in-process app,
    * e.g. in e2e tests, from exiting). Waits a turn first: every shutdown hook of the module has
-   * then issued its calls (the heartbeat's `remove`), and QUIT goes after them.
+   * then issued its calls (the heartbeat's `remove`), and QUIT goes after them. A departure still
+   * waiting for Redis (out of reach for a moment) is given its whole command time-out first:
+   * closing the connection under it would leave the stopped instance listed for the staleness.
    */
   async onApplicationShutdown(): Promise<void> {
     if (!this.ownsConnection) return;
     await new Promise((r) => setImmediate(r));
+    await Promise.allSettled([...this.leaving]);
     const quit = this.redis.quit().catch(() => undefined);
     await Promise.race([quit, new Promise((r) => setTimeout(r, 1000).unref())]);
     this.redis.disconnect();
@@ -227,13 +233,19 @@ export class RedisAgentRegistry implements AgentRegistry {
   /** Also refuses the instance's later beats: one sent before may still reach Redis after. */
   async remove(agentType: string, instanceId: string): Promise<void> {
     const remove = (this.redis as unknown as Record<string, RemoveCommand>).loomRegistryRemove;
-    await remove.call(
+    const left = remove.call(
       this.redis,
       ...this.typeKeys(agentType),
       this.leftKey(agentType),
       instanceId,
       this.staleMs,
     );
+    this.leaving.add(left);
+    try {
+      await left;
+    } finally {
+      this.leaving.delete(left);
+    }
   }
 
   /**

@@ -74,4 +74,36 @@ describe('Registry: a heartbeat that lands after the deregistration (private red
       admin.disconnect();
     }
   }, 30_000);
+
+  // An agent stops while its Redis is briefly out of reach: its heartbeat service leaves the
+  // registry while the registry's own shutdown closes the connection (both shutdown hooks run
+  // together). Closing it a second after QUIT dropped the departure still waiting for Redis
+  // (given 2 s, its command time-out), and the stopped instance stayed listed, planned for, for
+  // the staleness (15 s).
+  it('lets a departure sent as the agent stops wait for Redis before the connection closes', async () => {
+    const env = {
+      LOOM_PROFILE: 'distributed',
+      REDIS_URL: `redis://127.0.0.1:${proxy.port}`,
+      LOOM_KEY_PREFIX: prefix,
+    } as LoomEnv;
+    const registry = createRegistry(env) as RedisAgentRegistry;
+    const admin = new Redis(server.url);
+    const orchestrator = new RedisAgentRegistry(admin, prefix);
+    try {
+      await registry.heartbeat(descriptor, 'agent-2', Date.now());
+      expect((await orchestrator.live()).map((a) => a.instances)).toEqual([1]);
+
+      proxy.freeze(); // Redis out of reach for a moment, within the departure's time-out
+      const left = registry.remove(descriptor.agentType, 'agent-2');
+      const closed = registry.onApplicationShutdown();
+      await sleep(1500);
+      proxy.thaw();
+      await Promise.all([left, closed]);
+      expect(await orchestrator.live()).toEqual([]);
+    } finally {
+      proxy.thaw();
+      await registry.onApplicationShutdown();
+      admin.disconnect();
+    }
+  }, 30_000);
 });
