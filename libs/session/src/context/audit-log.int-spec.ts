@@ -102,4 +102,47 @@ describe('the ACL audit trail and a conversation re-created under its id (MySQL)
     expect(await denied(ctx.putSharedData('protected.verdict', 'y'))).not.toBe('OK');
     expect(await audit.entries(bob, convId)).toEqual([]);
   });
+
+  // An audit entry is read beside the task's times (the SharedClock's): it is stamped on the
+  // deployment's clock too, not on the agent host's, which may be minutes off.
+  it("stamps an audit entry on the deployment's clock, as the shared writes it decides on", async () => {
+    const deployment = Date.parse('2030-01-02T03:04:05.678Z'); // far from this host's clock
+    const clock = { now: () => deployment };
+    const conversations = new ConversationRepository(store, { idleExpiryDays: 30, clock });
+    const tasks = new TaskRepository(store);
+    const audit = new StoreAuditLog(store);
+    const acl = new SharedContextAcl({ '*': { 'protected.verdict': ['labor-law'] } }, { audit });
+    const convId = (await conversations.create(alice)).meta.conversationId;
+    const task = runningTask(convId);
+    await tasks.create(alice, task);
+    const assignment = {
+      owner: alice,
+      conversationId: convId,
+      taskId: task.taskId,
+      agentSessionId: newId('a'),
+      agentType: 'legal-research',
+      agentId: 'instance-1',
+    };
+    const ctx = await SessionContext.build(
+      { conversations, tasks, acl },
+      assignment,
+      { historyTokens: 1000, maxMessages: 10 },
+      {
+        ...assignment,
+        status: ExecutionStatus.RUNNING,
+        attempts: 1,
+        lastError: null,
+        localMemory: {},
+        toolCalls: [],
+        messages: [],
+        output: null,
+        startedAt: new Date(deployment).toISOString(),
+        completedAt: null,
+      },
+    );
+    await ctx.putSharedData('protected.verdict', 'x').catch(() => undefined);
+    expect((await audit.entries(alice, convId)).map((e) => [e.decision, e.at])).toEqual([
+      ['DENIED', new Date(deployment).toISOString()],
+    ]);
+  });
 });

@@ -299,6 +299,7 @@ export class SessionContext {
       writer: a.agentType,
       previousWriter,
       agentSessionId: a.agentSessionId,
+      at: this.deps.conversations.now(), // the deployment's clock, no round trip
     });
   }
 

@@ -66,6 +66,11 @@ export interface SharedWriteAttempt {
    * only while its task runs it (not into a conversation re-created under the same id).
    */
   agentSessionId?: string;
+  /**
+   * When (ISO), on the deployment's clock (SharedClock) as the task's times: what the audit
+   * entry records. This host's clock without it.
+   */
+  at?: string;
 }
 
 export interface SharedContextAclOptions {
@@ -143,7 +148,7 @@ export class SharedContextAcl {
         a.owner,
         a.conversationId,
         {
-          at: new Date().toISOString(),
+          at: a.at ?? new Date().toISOString(),
           taskId: a.taskId,
           agentType: a.writer,
           key: a.key,
