@@ -176,6 +176,21 @@ function refuseConnect(_req: IncomingMessage, socket: Socket): void {
   );
 }
 
+/**
+ * The server's socket time-out (server.timeout, HTTP_SEND_TIMEOUT_MS): Node fires it once a
+ * socket has neither received anything nor got a write of ours further for so long. Cut here: a
+ * socket with an answer still unsent, its client no longer reading (its bytes, a page of tens of
+ * MB or a stream's events, would otherwise sit in memory for as long as the client keeps the
+ * connection open). Node fires it too for its keep-alive time-out, which it sets in place of
+ * server.timeout once an answer is written: that idle socket is closed, as Node would. Anything
+ * else is left alone: a request still arriving is requestTimeout's (408), and a request being
+ * worked on with nothing to send yet (a turn waiting for its agents) is not cut; the timer runs
+ * again from its first write.
+ */
+function onSocketTimeout(this: Server, socket: Socket): void {
+  if (socket.writableLength > 0 || socket.timeout !== this.timeout) socket.destroy();
+}
+
 /** An `Expect` other than 100-continue: Node answers 417 with no body; this is the API's shape. */
 function refuseExpectation(_req: IncomingMessage, res: ServerResponse): void {
   const body = JSON.stringify({
@@ -213,6 +228,9 @@ export async function createOrchestrator(env: LoomEnv): Promise<INestApplication
   // which a client trickling its body would hold a connection.
   server.requestTimeout = REQUEST_TIMEOUT_MS;
   server.headersTimeout = Math.min(server.headersTimeout, REQUEST_TIMEOUT_MS);
+  // An answer the client stops taking is not held for good: see onSocketTimeout.
+  server.timeout = env.HTTP_SEND_TIMEOUT_MS;
+  server.on('timeout', onSocketTimeout);
   // Before any answer: one that closes the connection lets the client read it (lingerOnClose).
   app.use((req: Request, res: Response, next: NextFunction) => {
     lingerOnClose(req, res);

@@ -127,6 +127,12 @@ export class LoomEnv {
    */
   @Transform(toInt) @IsInt() @Min(100) @Max(MAX_TIMER_MS) SSE_KEEPALIVE_MS = 15_000;
   /**
+   * Orchestrator: an answer whose bytes the client has not taken for this long (it reads nothing,
+   * its window stays shut) has its connection closed, so a client that never reads cannot hold a
+   * socket and the answer's memory for good. A connection with nothing left to send is not cut.
+   */
+  @Transform(toInt) @IsInt() @Min(100) @Max(MAX_TIMER_MS) HTTP_SEND_TIMEOUT_MS = 60_000;
+  /**
    * Orchestrator: turns (JSON or streamed) this process runs or queues at once; one more is
    * refused at once with 503 UNAVAILABLE and Retry-After rather than held while agents lag.
    */
