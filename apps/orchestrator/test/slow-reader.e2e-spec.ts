@@ -34,7 +34,7 @@ describe('a client that never reads its answer', () => {
 
   beforeAll(async () => {
     orch = await startInProcessOrchestrator('slow_reader', {
-      env: { HTTP_SEND_TIMEOUT_MS: '1000', LOOM_MAX_MESSAGES_READ_IN_FLIGHT: '200' },
+      env: { HTTP_SEND_TIMEOUT_MS: '1000', LOOM_MAX_MESSAGES_READ_IN_FLIGHT: '400' },
       agents: async (env) => [
         await bootstrapAgent(
           {
@@ -73,10 +73,10 @@ describe('a client that never reads its answer', () => {
   });
 
   /**
-   * Asks for the page of 200 on a raw socket that never reads; resolves with the server's side
-   * of that connection once the answer is stuck in its write buffer.
+   * Asks for the page of 200 (`pages` times) on a raw socket that never reads; resolves with the
+   * server's side of that connection once the answer is stuck in its write buffer.
    */
-  const askAndNeverRead = () =>
+  const askAndNeverRead = (pages = 1) =>
     new Promise<Socket>((resolve, reject) => {
       let serverSide: Socket | undefined;
       const onConnection = (socket: Socket) => {
@@ -86,9 +86,12 @@ describe('a client that never reads its answer', () => {
       server.on('connection', onConnection);
       const client = connect(port, '127.0.0.1', () => {
         client.pause();
+        // `pages` requests pipelined: each answer after the one before.
         client.write(
-          `GET /v1/conversations/${conversationId}/messages?limit=200 HTTP/1.1\r\n` +
-            `Host: x\r\nAuthorization: ${auth}\r\n\r\n`,
+          (
+            `GET /v1/conversations/${conversationId}/messages?limit=200 HTTP/1.1\r\n` +
+            `Host: x\r\nAuthorization: ${auth}\r\n\r\n`
+          ).repeat(pages),
         );
       });
       clients.push(client);
@@ -99,6 +102,14 @@ describe('a client that never reads its answer', () => {
         resolve(serverSide);
       }, 20);
     });
+
+  const page = () =>
+    fetch(`http://127.0.0.1:${port}/v1/conversations/${conversationId}/messages?limit=200`, {
+      headers: { authorization: auth },
+    }).then(async (res) => [
+      res.status,
+      res.status === 200 ? ((await res.json()) as { items: unknown[] }).items.length : 0,
+    ]);
 
   /** Resolves once the socket closes, or after `ms` (its destroyed flag then tells). */
   const closed = (socket: Socket, ms: number) =>
@@ -133,8 +144,21 @@ describe('a client that never reads its answer', () => {
   it('is cut off once its answer stops moving', async () => {
     const stuck = await askAndNeverRead();
     // Closed by the server, not held for as long as the client keeps its side open (the bound
-    // here is 15 times HTTP_SEND_TIMEOUT_MS, only so that a failure does not hang the suite).
-    await closed(stuck, 15_000);
+    // here is 60 times HTTP_SEND_TIMEOUT_MS, only so that a failure does not hang the suite).
+    await closed(stuck, 60_000);
     expect(stuck.destroyed).toBe(true);
+  });
+
+  it('holds its room among the pages read at once until its answer is written or cut off', async () => {
+    // Two pages of 200, pipelined: the bound (400) taken, the second's answer queued behind the first.
+    const stuck = await askAndNeverRead(2);
+    // Its pages are built and waiting in memory: they still count against the bound on pages.
+    expect(await page()).toEqual([503, 0]);
+    await closed(stuck, 60_000);
+    // Their room is given back, the queued page's too: two pages are read at once.
+    expect(await Promise.all([page(), page()])).toEqual([
+      [200, 200],
+      [200, 200],
+    ]);
   });
 });

@@ -242,21 +242,22 @@ export class ConversationsController {
     @CurrentOwner() owner: Owner,
     @Param('id') id: string,
     @Query() q: ListMessagesQuery,
+    @Res({ passthrough: true }) res: Response,
   ) {
     const limit = q.limit ?? 50;
     // Past LOOM_MAX_MESSAGES_READ_IN_FLIGHT (503, Retry-After), before anything is read. The room
-    // is held until the page is built; its serialization follows, at most one page a request.
+    // is held until the response closes: the page, serialized, stays in memory until the client
+    // has taken it (or its connection is cut, HTTP_SEND_TIMEOUT_MS), not only while it is built.
     const release = this.reads.admit(limit, owner.tenantId);
-    try {
-      await this.conversations.get(owner, id);
-      const items = await this.conversations.messages(owner, id, {
-        afterSeq: q.afterSeq ?? 0,
-        limit,
-      });
-      return { items: items.map(messageView) };
-    } finally {
-      release();
-    }
+    res.once('close', release);
+    // A client gone before this ran: its response closed already, and will not again.
+    if (res.destroyed) release();
+    await this.conversations.get(owner, id);
+    const items = await this.conversations.messages(owner, id, {
+      afterSeq: q.afterSeq ?? 0,
+      limit,
+    });
+    return { items: items.map(messageView) };
   }
 }
 

@@ -9,8 +9,9 @@ export const READ_RETRY_AFTER_S = 1;
 const LARGEST_PAGE = 200;
 
 /**
- * The bound on the message pages one orchestrator builds at once (LOOM_MAX_MESSAGES_READ_IN_FLIGHT,
- * in messages: each page counts its `limit`). A page of 200 replies of up to 100,000 characters is
+ * The bound on the message pages one orchestrator builds or is sending at once
+ * (LOOM_MAX_MESSAGES_READ_IN_FLIGHT, in messages: each page counts its `limit`, from before it is
+ * read until its response closes). A page of 200 replies of up to 100,000 characters is
  * tens of MB; past the bound a page is 503 UNAVAILABLE with Retry-After at once, before anything is
  * read, instead of a flood of them exhausting the process's memory. It bounds characters too, as
  * no message is stored longer than an answer (MAX_ANSWER_CHARS; user content is 32,000, an

@@ -149,7 +149,7 @@ export class LoomEnv {
    */
   @IsOptional() @Transform(toInt) @IsInt() @Min(1) @Max(100_000) LOOM_MAX_TURNS_PER_TENANT?: number;
   /**
-   * Orchestrator: messages the pages of GET …/messages being read at once may hold, each page
+   * Orchestrator: messages the pages of GET …/messages being read or sent at once may hold, each page
    * counting its limit (a page of 200 long replies is tens of MB); one more page is refused at
    * once with 503 UNAVAILABLE and Retry-After. At least 200, the largest page.
    */
