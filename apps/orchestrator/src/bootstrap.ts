@@ -228,6 +228,10 @@ export async function createOrchestrator(env: LoomEnv): Promise<INestApplication
   // which a client trickling its body would hold a connection.
   server.requestTimeout = REQUEST_TIMEOUT_MS;
   server.headersTimeout = Math.min(server.headersTimeout, REQUEST_TIMEOUT_MS);
+  // Node checks both only every connectionsCheckingInterval (30 s by default, read when the
+  // server starts listening): a request trickled a byte at a time was answered 408 after up to
+  // twice REQUEST_TIMEOUT_MS. Checked every second instead (one pass over the open connections).
+  (server as Server & { connectionsCheckingInterval: number }).connectionsCheckingInterval = 1_000;
   // An answer the client stops taking is not held for good: see onSocketTimeout.
   server.timeout = env.HTTP_SEND_TIMEOUT_MS;
   server.on('timeout', onSocketTimeout);

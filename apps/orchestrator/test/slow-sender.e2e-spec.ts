@@ -1,5 +1,6 @@
 import { Server } from 'http';
 import { AddressInfo, connect } from 'net';
+import { REQUEST_TIMEOUT_MS } from '../src/bootstrap';
 import { InProcessOrchestrator, startInProcessOrchestrator } from './in-process.support';
 
 /**
@@ -44,5 +45,12 @@ describe('a client slow to send its request', () => {
     const { answer } = await trickle('GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ', 0);
     expect(answer).toMatch(/^HTTP\/1\.1 408 /);
     expect(answer).toContain('"code":"REQUEST_TIMEOUT"');
+  });
+
+  it('answers headers trickled a byte at a time 408 once the request time-out has passed', async () => {
+    const { answer, ms } = await trickle('GET /health HTTP/1.1\r\nHost: x\r\nX-Slow: ', 1500);
+    expect(answer).toMatch(/^HTTP\/1\.1 408 /);
+    // The documented bound (30 s), give or take Node's check of it: not up to twice that.
+    expect(ms).toBeLessThan(REQUEST_TIMEOUT_MS + 10_000);
   });
 });
