@@ -76,10 +76,13 @@ function answerClientError(err: NodeJS.ErrnoException, socket: Socket): void {
 
 /**
  * Writes a whole HTTP/1.1 error response in the API's shape on a socket no route answers on, and
- * closes the socket: at once when the client closes its side, else a second later. Ending our
- * side alone would leave the socket open for as long as the client keeps its own side open, and
- * the server's close (a graceful stop) waiting on it. Anything more the client sends is dropped;
- * a reset must not become an uncaught error.
+ * closes the socket as lingerOnClose does: what the client still sends (the rest of a body after
+ * a 431 or a 408) is read and dropped, no longer parsed (the HTTP parser, in error, would raise
+ * the error again at the next bytes, and the socket was destroyed then: the client still sending
+ * got a reset instead of the answer), until the client closes its side, for at most LINGER_MS and
+ * LINGER_BYTES. Ending our side alone would leave the socket open for as long as the client keeps
+ * its own side open, and the server's close (a graceful stop) waiting on it. A reset must not
+ * become an uncaught error.
  */
 function answerRaw(
   socket: Socket,
@@ -91,12 +94,11 @@ function answerRaw(
 ): void {
   const body = JSON.stringify({ statusCode, code, message });
   socket.on('error', () => socket.destroy());
-  socket.resume();
-  setTimeout(() => socket.destroy(), 1_000).unref();
-  socket.end(
+  socket.write(
     `HTTP/1.1 ${statusCode} ${reason}\r\n${headers}Content-Type: application/json; charset=utf-8\r\n` +
       `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
   );
+  endLingering(socket);
 }
 
 /**
@@ -142,23 +144,29 @@ function lingerOnClose(req: IncomingMessage, res: ServerResponse): void {
     if (req.complete) return;
     const socket = req.socket;
     // Node's server calls socket.destroySoon() once the last answer is written (and only then).
-    socket.destroySoon = () => {
-      let discarded = 0;
-      const timer = setTimeout(() => socket.destroy(), LINGER_MS).unref();
-      socket.once('close', () => clearTimeout(timer));
-      // The HTTP parser's listener off: nothing more is parsed (nor a pipelined request run).
-      // Adding ours takes the socket back from the parser.
-      socket.removeAllListeners('data');
-      socket.on('data', (chunk: Buffer) => {
-        discarded += chunk.length;
-        if (discarded > LINGER_BYTES) socket.destroy();
-      });
-      socket.once('end', () => socket.destroy());
-      socket.end();
-      if (socket.readableEnded) socket.destroy();
-      else socket.resume();
-    };
+    socket.destroySoon = () => endLingering(socket);
   });
+}
+
+/**
+ * Ends our side of `socket` (FIN once what is written has gone), reads and drops what the client
+ * still sends until it closes its side, for at most LINGER_MS and LINGER_BYTES, then destroys it.
+ */
+function endLingering(socket: Socket): void {
+  let discarded = 0;
+  const timer = setTimeout(() => socket.destroy(), LINGER_MS).unref();
+  socket.once('close', () => clearTimeout(timer));
+  // The HTTP parser's listener off: nothing more is parsed (nor a pipelined request run).
+  // Adding ours takes the socket back from the parser.
+  socket.removeAllListeners('data');
+  socket.on('data', (chunk: Buffer) => {
+    discarded += chunk.length;
+    if (discarded > LINGER_BYTES) socket.destroy();
+  });
+  socket.once('end', () => socket.destroy());
+  socket.end();
+  if (socket.readableEnded) socket.destroy();
+  else socket.resume();
 }
 
 /**

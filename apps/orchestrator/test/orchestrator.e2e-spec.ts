@@ -8,7 +8,7 @@ import { LABOR_LAW_DESCRIPTOR } from '../../labor-law-agent/src/labor-law.descri
 import { LaborLawHandler } from '../../labor-law-agent/src/labor-law.handler';
 import { LEGAL_RESEARCH_DESCRIPTOR } from '../../legal-research-agent/src/legal-research.descriptor';
 import { LegalResearchHandler } from '../../legal-research-agent/src/legal-research.handler';
-import { createOrchestrator } from '../src/bootstrap';
+import { createOrchestrator, LINGER_MS } from '../src/bootstrap';
 import { InProcessOrchestrator, rawHttp, startInProcessOrchestrator } from './in-process.support';
 const { signJwt } = require('../../../scripts/lib/processes');
 
@@ -421,8 +421,8 @@ describe('orchestrator (HTTP, in-process)', () => {
       expect(tunnel).toMatch(/^HTTP\/1\.1 405 [\s\S]*\r\nAllow: \r\n/);
       expect(tunnel).toContain('"code":"METHOD_NOT_ALLOWED"');
     }
-    // Its socket is no longer the server's to time out: it is closed, not held for as long as a
-    // client keeps its own side open (a write then meets a reset).
+    // Its socket is no longer the server's to time out: it is closed once LINGER_MS is over, not
+    // held for as long as a client keeps its own side open (a write then meets a reset).
     const reset = await new Promise<string>((resolve) => {
       const socket = connect({ port, host: '127.0.0.1', allowHalfOpen: true }, () =>
         socket.write('CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n'),
@@ -432,7 +432,7 @@ describe('orchestrator (HTTP, in-process)', () => {
         setTimeout(() => {
           socket.write('x');
           setTimeout(() => socket.write('y'), 200);
-        }, 1_500),
+        }, LINGER_MS + 500),
       );
       socket.on('error', (err: NodeJS.ErrnoException) => resolve(err.code ?? 'error'));
       socket.setTimeout(5_000, () => (socket.destroy(), resolve('still open')));

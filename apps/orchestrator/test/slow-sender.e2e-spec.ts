@@ -53,4 +53,36 @@ describe('a client slow to send its request', () => {
     // The documented bound (30 s), give or take Node's check of it: not up to twice that.
     expect(ms).toBeLessThan(REQUEST_TIMEOUT_MS + 10_000);
   });
+
+  it('lets a client still sending its body read the 431 its headers got', async () => {
+    // As Python's requests does: the whole request written (1 MB of body, 64 KB every 80 ms,
+    // about 1.3 s), only then the answer read. Within LINGER_MS (2 s), as after any answer that
+    // closes its connection before its body was read (body-too-large.e2e-spec.ts).
+    const got = await new Promise<string>((resolve) => {
+      let answer = '';
+      const chunk = Buffer.alloc(64 * 1024, 'x');
+      const socket = connect(port, '127.0.0.1', () => {
+        socket.pause();
+        socket.write(
+          `POST /v1/conversations HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(20_000)}\r\n` +
+            `Content-Type: application/json\r\nContent-Length: ${16 * chunk.length}\r\n\r\n`,
+        );
+        let sent = 0;
+        const more = setInterval(() => {
+          if (sent === 16 || socket.destroyed) {
+            clearInterval(more);
+            socket.on('data', (d) => (answer += d.toString()));
+            socket.resume();
+            return;
+          }
+          sent += 1;
+          socket.write(chunk);
+        }, 80);
+      });
+      socket.on('error', (err) => resolve(`${answer}[${(err as NodeJS.ErrnoException).code}]`));
+      socket.on('close', () => resolve(answer));
+    });
+    expect(got).toMatch(/^HTTP\/1\.1 431 /);
+    expect(got).toContain('"code":"HEADERS_TOO_LARGE"');
+  });
 });
