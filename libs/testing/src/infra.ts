@@ -17,15 +17,23 @@ export async function createTestDatabase(
 ): Promise<{ name: string; url: string; drop: () => Promise<void> }> {
   const name = uniqueName(prefix);
   const admin = await createConnection(TEST_MYSQL_URL);
-  await admin.query(`CREATE DATABASE \`${name}\` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci`);
-  await admin.end();
+  try {
+    await admin.query(
+      `CREATE DATABASE \`${name}\` CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci`,
+    );
+  } finally {
+    await admin.end();
+  }
   return {
     name,
     url: `${TEST_MYSQL_URL.replace(/\/$/, '')}/${name}`,
     drop: async () => {
       const conn = await createConnection(TEST_MYSQL_URL);
-      await conn.query(`DROP DATABASE IF EXISTS \`${name}\``);
-      await conn.end();
+      try {
+        await conn.query(`DROP DATABASE IF EXISTS \`${name}\``);
+      } finally {
+        await conn.end();
+      }
     },
   };
 }
