@@ -1,4 +1,5 @@
 import { execFileSync } from 'child_process';
+import { randomBytes } from 'crypto';
 import { createConnection } from 'mysql2/promise';
 import Redis from 'ioredis';
 import { createTestDatabase, TEST_MYSQL_URL, TEST_REDIS_URL } from '@loom/testing';
@@ -20,13 +21,13 @@ describe('startSystem leaves nothing on the shared servers', () => {
       await conn.end();
     }
   };
-  const ownKeys = async () => {
+  const ownKeys = async (match = `loomsys_${process.pid}_*`) => {
     const redis = new Redis(TEST_REDIS_URL, { maxRetriesPerRequest: 1 });
     try {
       const keys: string[] = [];
       let cursor = '0';
       do {
-        const [next, found] = await redis.scan(cursor, 'MATCH', `loomsys_${process.pid}_*`);
+        const [next, found] = await redis.scan(cursor, 'MATCH', match);
         cursor = next;
         keys.push(...found);
       } while (cursor !== '0');
@@ -62,6 +63,21 @@ describe('startSystem leaves nothing on the shared servers', () => {
     } finally {
       await own.drop();
     }
+  });
+
+  it('given its own LOOM_KEY_PREFIX, leaves no key under it', async () => {
+    const prefix = `loomsysown_${process.pid}_${randomBytes(4).toString('hex')}:`;
+    const sys = await startSystem({
+      env: { LOOM_KEY_PREFIX: prefix },
+      without: ['contract-law-agent', 'legal-research-agent'],
+    });
+    try {
+      // The apps ran on it: the agent's registration, the database's claim.
+      expect(await ownKeys(`${prefix}*`)).not.toEqual([]);
+    } finally {
+      await sys.stop();
+    }
+    expect(await ownKeys(`${prefix}*`)).toEqual([]);
   });
 
   it('an orchestrator that never gets ready: the apps stopped, no database or keys left', async () => {

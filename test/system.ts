@@ -1,6 +1,11 @@
 import { ChildProcess } from 'child_process';
 import { randomBytes } from 'crypto';
-import { createTestDatabase, createTestPrefix, TEST_REDIS_URL } from '@loom/testing';
+import {
+  createTestDatabase,
+  createTestPrefix,
+  deleteKeysUnder,
+  TEST_REDIS_URL,
+} from '@loom/testing';
 const { APPS, startApp, stopAll, freePort, waitFor, signJwt } = require('../scripts/lib/processes');
 
 export type AppProcess = ChildProcess & { app: string; lines: string[] };
@@ -40,9 +45,10 @@ export interface RunningSystem {
 
 /**
  * Every app as a real process on its own database and key prefix (built by `npm run build`). A
- * suite that gives its own MYSQL_URL gets no database here. If the apps do not get ready, they
- * are stopped and the database and keys removed before this rejects: the suite, which has no
- * system to stop, would leave them on the shared servers.
+ * suite that gives its own MYSQL_URL gets no database here; one that gives its own
+ * LOOM_KEY_PREFIX has the keys under it removed by `stop()` all the same. If the apps do not get
+ * ready, they are stopped and the database and keys removed before this rejects: the suite,
+ * which has no system to stop, would leave them on the shared servers.
  */
 export async function startSystem(opts: SystemOptions = {}): Promise<RunningSystem> {
   const db = opts.env?.MYSQL_URL ? null : await createTestDatabase('loom_sys');
@@ -59,11 +65,15 @@ export async function startSystem(opts: SystemOptions = {}): Promise<RunningSyst
     LOG_LEVEL: 'info',
     ...opts.env,
   };
-  const envFor = (app: string, extra: Record<string, string> = {}) => ({
-    ...env,
-    ...opts.appEnv?.[app],
-    ...extra,
-  });
+  // The prefixes the apps ran on: a suite's own LOOM_KEY_PREFIX (for all, one app or one
+  // process) in place of the one made here. Its keys are on the shared Redis too: stop()
+  // removes them.
+  const keyPrefixes = new Set<string>();
+  const envFor = (app: string, extra: Record<string, string> = {}) => {
+    const appEnv = { ...env, ...opts.appEnv?.[app], ...extra };
+    if (appEnv.LOOM_KEY_PREFIX) keyPrefixes.add(appEnv.LOOM_KEY_PREFIX);
+    return appEnv;
+  };
   const base = `http://127.0.0.1:${port}`;
   const exited: AppProcess[] = [];
   const sys: RunningSystem = {
@@ -103,7 +113,7 @@ export async function startSystem(opts: SystemOptions = {}): Promise<RunningSyst
     ready: (agentTypes = startedAgentTypes(sys)) => ready(sys, agentTypes),
     stop: async () => {
       await stopAll(sys.children);
-      await Promise.all([db?.drop(), prefix.cleanup()]);
+      await Promise.all([db?.drop(), ...[...keyPrefixes].map(deleteKeysUnder)]);
     },
   };
   for (const app of APPS as string[]) {

@@ -44,23 +44,28 @@ export function createTestPrefix(prefix = 'loomtest'): {
   cleanup: () => Promise<void>;
 } {
   const keyPrefix = `${uniqueName(prefix)}:`;
-  return {
-    prefix: keyPrefix,
-    cleanup: async () => {
-      const redis = new Redis(TEST_REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 });
-      try {
-        await redis.connect();
-        let cursor = '0';
-        do {
-          const [next, keys] = await redis.scan(cursor, 'MATCH', `${keyPrefix}*`, 'COUNT', 1000);
-          cursor = next;
-          if (keys.length) await redis.del(...keys);
-        } while (cursor !== '0');
-      } finally {
-        // QUIT: the server closes the socket; disconnect() would arm ioredis's 2 s end timer.
-        if (redis.status === 'ready') await redis.quit().catch(() => redis.disconnect());
-        else redis.disconnect();
-      }
-    },
-  };
+  return { prefix: keyPrefix, cleanup: () => deleteKeysUnder(keyPrefix) };
+}
+
+/**
+ * Deletes every key under `keyPrefix` on the shared test Redis (SCAN, never KEYS). A prefix that
+ * is empty or a bare `*` is refused: it would match other people's keys.
+ */
+export async function deleteKeysUnder(keyPrefix: string): Promise<void> {
+  if (!keyPrefix.replace(/\*/g, ''))
+    throw new Error(`refusing to delete keys under '${keyPrefix}'`);
+  const redis = new Redis(TEST_REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 1 });
+  try {
+    await redis.connect();
+    let cursor = '0';
+    do {
+      const [next, keys] = await redis.scan(cursor, 'MATCH', `${keyPrefix}*`, 'COUNT', 1000);
+      cursor = next;
+      if (keys.length) await redis.del(...keys);
+    } while (cursor !== '0');
+  } finally {
+    // QUIT: the server closes the socket; disconnect() would arm ioredis's 2 s end timer.
+    if (redis.status === 'ready') await redis.quit().catch(() => redis.disconnect());
+    else redis.disconnect();
+  }
 }
