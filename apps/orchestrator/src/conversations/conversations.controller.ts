@@ -27,7 +27,7 @@ import { redactDeep } from '@loom/security';
 import { assertId, ConversationRepository, LoomError, LoomErrorCode, Owner } from '@loom/session';
 import { Authenticated } from '../auth/authenticated.decorator';
 import { CurrentOwner } from '../auth/owner.decorator';
-import { retryAfterHeader, toErrorBody } from '../errors/http-error.filter';
+import { expectedFailure, retryAfterHeader, toErrorBody } from '../errors/http-error.filter';
 import { ApiErrors, ApiIdParam } from '../openapi/api-errors.decorator';
 import { ConversationList, ConversationView, MessageList, TurnView } from '../openapi/views.schema';
 import { TurnAdmission } from '../turn/turn-admission';
@@ -220,7 +220,7 @@ export class ConversationsController {
       const body = toErrorBody(err);
       // The stream's status was 200: logged here as the error filter logs a JSON turn's.
       const retryAfter = retryAfterHeader(err);
-      if (body.statusCode >= 500 && !retryAfter)
+      if (body.statusCode >= 500 && !expectedFailure(err))
         this.log.error(err instanceof Error ? err : String(err));
       else this.log.warn(`streamed turn failed: ${body.statusCode} ${body.code}`);
       // A JSON answer's Retry-After (a busy model provider's) cannot follow the 200: the event

@@ -16,7 +16,9 @@ import {
   LoomError,
   LoomErrorCode,
 } from '@loom/session';
+import { isShutdownRefusal } from '../lifecycle/shutdown-refusal';
 import { rateLimitRefusal } from '../security/count-before-routing';
+import { markExpectedFailure } from '../security/request-log.middleware';
 
 const STATUS: Record<string, number> = {
   [LoomErrorCode.UNAUTHENTICATED]: 401,
@@ -62,14 +64,25 @@ export class HttpErrorFilter implements ExceptionFilter {
       [statusCode, code] = [405, LoomErrorCode.METHOD_NOT_ALLOWED];
       message = `method not allowed; allowed: ${allowed.join(', ')}`;
     }
-    // A refusal that says when to retry (a full orchestrator, a busy provider) is load, not a fault.
     const retryAfter = retryAfterHeader(err);
-    if (retryAfter) this.log.warn(`${statusCode} ${code}: ${message}`);
-    else if (statusCode >= 500) this.log.error(err instanceof Error ? err : String(err));
+    if (expectedFailure(err)) {
+      this.log.warn(`${statusCode} ${code}: ${message}`);
+      markExpectedFailure(res);
+    } else if (statusCode >= 500) this.log.error(err instanceof Error ? err : String(err));
     if (res.headersSent) return void res.end();
     if (retryAfter) res.setHeader('Retry-After', retryAfter);
     res.status(statusCode).json({ statusCode, code, message });
   }
+}
+
+/**
+ * A failure that is no fault, logged as a warning (the error filter's line, the access log's and
+ * a streamed turn's): a refusal that says when to retry (a full orchestrator, a busy provider) is
+ * load, and a turn handed over because this orchestrator is stopping is a deploy. Any other 5xx
+ * is logged as an error.
+ */
+export function expectedFailure(err: unknown): boolean {
+  return retryAfterHeader(err) !== undefined || isShutdownRefusal(err);
 }
 
 /** The longest Retry-After Loom passes on (seconds): a provider's hint past it is not kept. */

@@ -15,6 +15,14 @@ interface Res {
   on(event: 'finish' | 'close', fn: () => void): void;
 }
 
+/** Responses whose failure is expected (see `expectedFailure` in the error filter). */
+const expectedFailures = new WeakSet<object>();
+
+/** Logs this response's access-log line as a warning, not an error: its failure is no fault. */
+export function markExpectedFailure(res: object): void {
+  expectedFailures.add(res);
+}
+
 /**
  * One access-log line per request (what pino-http would log: `request completed`, or `request
  * aborted` when the client closed it before its answer was sent whole), written in the request's CLS
@@ -55,7 +63,13 @@ export class RequestLogMiddleware implements NestMiddleware {
             ms,
           }
         : { msg: 'request completed', method: req.method, path, status: res.statusCode, ms };
-      const write = () => (res.statusCode >= 500 ? this.log.error(entry) : this.log.log(entry));
+      // A failure the error filter found expected (load, a shutdown's hand-over) is a warning.
+      const write = () =>
+        expectedFailures.has(res)
+          ? this.log.warn(entry)
+          : res.statusCode >= 500
+            ? this.log.error(entry)
+            : this.log.log(entry);
       if (store) this.cls.runWith(store, write);
       else write();
     };

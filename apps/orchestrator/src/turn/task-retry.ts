@@ -4,7 +4,6 @@ import {
   ExecutionClaims,
   LockHandle,
   LoomError,
-  LoomErrorCode,
   Owner,
   SESSION_INFRA,
   SessionInfra,
@@ -14,6 +13,7 @@ import {
   TaskStatus,
 } from '@loom/session';
 import { runWithMdc } from '@loom/observability';
+import { shutdownRefusal } from '../lifecycle/shutdown-refusal';
 import { conversationWentOn, wentOnSince } from './conversation-went-on';
 import { TaskCompletion } from './task-completion';
 import { reopenFailedSteps, replacedExecutions, transientFailure } from './task-executor';
@@ -21,10 +21,7 @@ import { TaskResumer } from './task-resumer';
 import { TaskLeases } from './task-run';
 
 const shuttingDown = (): LoomError =>
-  new LoomError(
-    LoomErrorCode.UNAVAILABLE,
-    'this orchestrator is shutting down: retry with the same Idempotency-Key',
-  );
+  shutdownRefusal('this orchestrator is shutting down: retry with the same Idempotency-Key');
 
 /** A task that failed for a passing reason (503: TIMEOUT, UNAVAILABLE): its retry runs it again. */
 export const retryable = (task: TaskSession): boolean =>

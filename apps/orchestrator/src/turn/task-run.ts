@@ -5,8 +5,6 @@ import { LOOM_ENV, LoomEnv } from '@loom/agent-kit';
 import { currentMdc } from '@loom/observability';
 import {
   LockHandle,
-  LoomError,
-  LoomErrorCode,
   Owner,
   RunEntry,
   SESSION_OPTIONS,
@@ -15,6 +13,7 @@ import {
   TaskRepository,
   TaskSession,
 } from '@loom/session';
+import { shutdownRefusal } from '../lifecycle/shutdown-refusal';
 
 /** This orchestrator process, as named in the leases it holds. */
 export const ORCHESTRATOR_ID = Symbol('ORCHESTRATOR_ID');
@@ -129,8 +128,7 @@ export class TaskRun {
     await this.lock.release().catch(() => undefined);
     this.opts.log.log(`handed ${this.task.taskId} over: this orchestrator is shutting down`);
     this.abandon(
-      new LoomError(
-        LoomErrorCode.UNAVAILABLE,
+      shutdownRefusal(
         'this orchestrator is shutting down; another replica finishes the turn: retry with the same Idempotency-Key',
       ),
     );
@@ -155,7 +153,7 @@ export class TaskRun {
   private enqueue(prepare: () => void): Promise<void> {
     // Handed over: the next wave is not dispatched, the task not written by this process again.
     if (this.closed && this.handedOver)
-      return Promise.reject(new LoomError(LoomErrorCode.UNAVAILABLE, 'the task was handed over'));
+      return Promise.reject(shutdownRefusal('the task was handed over'));
     if (this.closed) return Promise.resolve();
     const write = this.chain.then(() => {
       prepare();
