@@ -1,6 +1,7 @@
 import { randomBytes } from 'crypto';
+import { createConnection } from 'mysql2/promise';
 import { AppChild, appProcesses } from '../app-processes';
-import { createTestDatabase } from '../infra';
+import { PrivateMariaDb } from '../private-mariadb';
 import { sleep } from '../private-redis';
 import { ChaosRedis, ClusterChaosRedis, StandaloneChaosRedis } from './chaos-redis';
 
@@ -38,7 +39,8 @@ export interface LogTally {
 /**
  * Every app as real processes (two orchestrators on fixed ports, `agentInstances` of each agent)
  * on a private redis-server, or a private Redis Cluster (`redisCluster`), which the killer may
- * pause and restart empty, and a database of its own.
+ * pause and restart empty, and a private MariaDB server (never the shared one), which the killer
+ * may stop and start again.
  */
 export class ChaosCluster {
   readonly slots: Slot[] = [];
@@ -55,8 +57,8 @@ export class ChaosCluster {
   readonly stopMs: Record<string, number> = {};
   private readonly procs = appProcesses();
   private jwtSecret = '';
-  private dropDb: () => Promise<void> = async () => undefined;
   mysqlUrl = '';
+  mysql: PrivateMariaDb | null = null;
   redis!: ChaosRedis;
   prefix = 'loomchaos:';
   private closing = false;
@@ -83,13 +85,17 @@ export class ChaosCluster {
     this.redis = redisCluster
       ? await ClusterChaosRedis.start()
       : await StandaloneChaosRedis.start();
-    const db = await createTestDatabase('loom_chaos');
-    this.dropDb = db.drop;
-    this.mysqlUrl = db.url;
+    this.mysql = await PrivateMariaDb.start();
+    const admin = await createConnection(this.mysql.url);
+    await admin.query(
+      'CREATE DATABASE loom_chaos CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci',
+    );
+    await admin.end();
+    this.mysqlUrl = `${this.mysql.url}/loom_chaos`;
     this.jwtSecret = randomBytes(24).toString('hex');
     const env: Record<string, string> = {
       ...this.redis.env,
-      MYSQL_URL: db.url,
+      MYSQL_URL: this.mysqlUrl,
       LOOM_KEY_PREFIX: this.prefix,
       LOOM_JWT_SECRET: this.jwtSecret,
       LOOM_AGENT_SECRET: randomBytes(24).toString('hex'),
@@ -233,8 +239,19 @@ export class ChaosCluster {
     slot.child.kill('SIGCONT');
   }
 
+  /** Stops the audit's MySQL server: SIGKILL (a crash) or SIGTERM (a clean shutdown). */
+  async stopMysql(signal: 'SIGKILL' | 'SIGTERM'): Promise<void> {
+    await this.mysql?.stop(signal);
+  }
+
+  /** Starts the audit's MySQL server again on its data (no-op while it runs). */
+  async startMysql(): Promise<void> {
+    if (this.mysql && !this.mysql.running) await this.mysql.restart();
+  }
+
   /** Every slot running and not paused (what the quiet period starts from). */
   async heal(): Promise<void> {
+    await this.startMysql();
     for (const s of this.slots) {
       this.resume(s);
       if (!s.child) this.launch(s);
@@ -280,6 +297,6 @@ export class ChaosCluster {
     );
     await sleep(100);
     await this.redis?.stop();
-    await this.dropDb();
+    await this.mysql?.destroy();
   }
 }

@@ -8,13 +8,16 @@ export interface KillCounts {
   sigstop: Record<string, number>;
   redisPauses: number;
   redisRestarts: number;
+  /** The audit's own MySQL server stopped (SIGKILL or SIGTERM) and started again. */
+  mysqlStops: number;
 }
 
 /**
  * Every few hundred ms to a few seconds: SIGKILL a random process and start it again (most
  * often), SIGTERM one (SIGKILL after 0.5 to 25 s if it still runs), SIGSTOP one for up to 6 s,
  * or SIGSTOP the private redis-server (a random master of a cluster) for up to 4 s, or (rarely)
- * SIGKILL it and start it empty.
+ * SIGKILL it and start it empty, or stop the audit's own MySQL server (SIGKILL, a crash, or
+ * SIGTERM, a clean shutdown) and start it again on its data after 0.5 to 4 s.
  */
 export class ChaosKiller {
   readonly counts: KillCounts = {
@@ -23,9 +26,11 @@ export class ChaosKiller {
     sigstop: {},
     redisPauses: 0,
     redisRestarts: 0,
+    mysqlStops: 0,
   };
   private running = true;
   private redisDown = false;
+  private mysqlDown = false;
   private readonly pending: Array<Promise<void>> = [];
 
   constructor(
@@ -47,6 +52,10 @@ export class ChaosKiller {
       else if (roll < 0.35 && live.length)
         this.pending.push(
           this.terminate(this.rnd.pick(live), this.rnd.int(500, 25_000), this.rnd.int(0, 2000)),
+        );
+      else if (roll < 0.38)
+        this.pending.push(
+          this.stopMysql(this.rnd.next() < 0.5 ? 'SIGKILL' : 'SIGTERM', this.rnd.int(500, 4000)),
         );
       else if (live.length)
         this.pending.push(this.kill(this.rnd.pick(live), this.rnd.int(0, 2000)));
@@ -96,6 +105,20 @@ export class ChaosKiller {
       await this.cluster.redis.restartOne(this.rnd, afterMs);
     } finally {
       this.redisDown = false;
+    }
+  }
+
+  /** The audit's own MySQL server (never the shared one) stopped, and started again on its data. */
+  private async stopMysql(signal: 'SIGKILL' | 'SIGTERM', forMs: number): Promise<void> {
+    if (this.mysqlDown) return;
+    this.mysqlDown = true;
+    this.counts.mysqlStops += 1;
+    try {
+      await this.cluster.stopMysql(signal);
+      await sleep(forMs);
+      await this.cluster.startMysql();
+    } finally {
+      this.mysqlDown = false;
     }
   }
 

@@ -51,8 +51,8 @@ export function chaosEnv(rnd: SeededRandom): Record<string, string> {
 
 /**
  * The randomized crash audit: clients send turns through two orchestrators while a killer
- * SIGKILLs and SIGSTOPs processes (and pauses Redis); then, after a quiet period, every
- * invariant of "loses nothing when a process dies" is checked.
+ * SIGKILLs and SIGSTOPs processes (and pauses Redis, stops MySQL); then, after a quiet period,
+ * every invariant of "loses nothing when a process dies" is checked.
  */
 export async function runChaos(opts: ChaosOptions): Promise<ChaosReport> {
   const log = opts.log ?? (() => undefined);
@@ -178,7 +178,7 @@ export function formatReport(r: ChaosReport): string {
     `chaos seed ${r.seed} (${r.redis} Redis), ${Math.round(r.durationMs / 1000)} s: ${r.turnsAcked} turns acknowledged, ${r.messagesUnacked} sent again under a new key or never acknowledged`,
     `  responses ${JSON.stringify(r.clients.statuses)}, connection errors ${r.clients.connectionErrors}, same-key retries ${r.clients.retriesSameKey}, new keys ${r.clients.newKeys}, double sends ${r.clients.doubleSends}`,
     `  502s ${JSON.stringify(r.clients.agentFailed)}`,
-    `  SIGKILL ${JSON.stringify(r.kills.sigkill)}, SIGTERM ${JSON.stringify(r.kills.sigterm)}, SIGSTOP ${JSON.stringify(r.kills.sigstop)}, redis paused ${r.kills.redisPauses}x, restarted empty ${r.kills.redisRestarts}x, process starts ${r.processStarts}, longest SIGTERM stop ${JSON.stringify(r.longestStopMs)}`,
+    `  SIGKILL ${JSON.stringify(r.kills.sigkill)}, SIGTERM ${JSON.stringify(r.kills.sigterm)}, SIGSTOP ${JSON.stringify(r.kills.sigstop)}, redis paused ${r.kills.redisPauses}x, restarted empty ${r.kills.redisRestarts}x, MySQL stopped ${r.kills.mysqlStops}x, process starts ${r.processStarts}, longest SIGTERM stop ${JSON.stringify(r.longestStopMs)}`,
     `  executions: ${r.executions.ids} agentSessionIds, ${r.executions.runs} runs started, ${r.executions.stored} stored`,
     `  recovery closed every task ${r.recoveredWithinMs === null ? 'NOT within the quiet period' : `${r.recoveredWithinMs} ms into the quiet period`}`,
     `  error log lines ${JSON.stringify(r.errorLogs)}`,
