@@ -3,7 +3,8 @@ import { join } from 'path';
 const { root, freePort } = require('../scripts/lib/processes');
 
 /**
- * An app that cannot reach its store at start (here MySQL: nothing listens on the port) says so
+ * An app that cannot reach its store at start (here MySQL: nothing listens on the port, through
+ * DB_START_TIMEOUT_MS) says so
  * in one line on stderr and exits 1 (docs/add-an-agent.md, runAgent; the orchestrator's main),
  * rather than leaving only a log line of Nest's exception handler. That line of Nest's is not
  * written as well: the reason is said once, where docs/add-an-agent.md says.
@@ -36,6 +37,8 @@ describe('system: an app whose MySQL is out of reach at start', () => {
       LOOM_JWT_SECRET: 'start-failure-jwt-secret-0123',
       LOOM_AGENT_SECRET: 'start-failure-agent-secret-0123',
       LOOM_PROFILE: 'distributed',
+      // A refused connection is tried again until then (a MySQL restarting comes back).
+      DB_START_TIMEOUT_MS: '2000',
     });
     expect(code).toBe(1);
     expect(stderr).toContain(line);

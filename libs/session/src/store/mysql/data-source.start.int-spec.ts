@@ -163,3 +163,48 @@ describe('openSessionDataSource: a start MySQL leaves waiting', () => {
     });
   });
 });
+
+/**
+ * A MySQL that is down (restarting, failing over, not up yet beside the app) refuses the
+ * connection: the start waits for it within DB_START_TIMEOUT_MS, as for one that does not
+ * answer, rather than exit at once saying only `connect ECONNREFUSED <address>`.
+ */
+describe('openSessionDataSource: a MySQL that refuses connections at the start', () => {
+  it('starts once the server is back within DB_START_TIMEOUT_MS', async () => {
+    const server = await PrivateMariaDb.start();
+    try {
+      await server.stop('SIGKILL');
+      let outcome = 'waiting';
+      const start = openSessionDataSource({ url: `${server.url}/loom`, startTimeoutMs: 60_000 });
+      start.then(
+        () => (outcome = 'opened'),
+        (err: Error) => (outcome = `failed: ${err.message}`),
+      );
+      // Still waiting once a refused connection has come back (the server is down).
+      await new Promise((r) => setTimeout(r, 1500));
+      expect(outcome).toBe('waiting');
+      await server.restart();
+      const ds = await start;
+      await ds.query('SELECT 1');
+      await ds.destroy();
+    } finally {
+      await server.destroy();
+    }
+  });
+
+  it('gives up after DB_START_TIMEOUT_MS, naming MySQL and the step', async () => {
+    const port = await new Promise<number>((resolve) => {
+      const probe = createServer().listen(0, '127.0.0.1', () => {
+        const { port: free } = probe.address() as AddressInfo;
+        probe.close(() => resolve(free));
+      });
+    });
+    await expect(
+      openSessionDataSource({ url: `mysql://root@127.0.0.1:${port}/loom`, startTimeoutMs: 1500 }),
+    ).rejects.toThrow(
+      new RegExp(
+        `^MySQL at 127\\.0\\.0\\.1:${port} refused every connection for 1500 ms \\(DB_START_TIMEOUT_MS\\) while connecting: .*ECONNREFUSED`,
+      ),
+    );
+  });
+});

@@ -109,12 +109,45 @@ export async function ensureDatabase(
 ): Promise<void> {
   const { database, ...server } = config;
   const connectTimeout = Math.min(5000, startTimeoutMs);
-  const conn = await createConnection({ ...server, connectTimeout, timezone: 'Z' }).catch((err) => {
+  const conn = await connectWhileRefused(config, startTimeoutMs, () =>
+    createConnection({ ...server, connectTimeout, timezone: 'Z' }),
+  ).catch((err) => {
     throw tlsError(config, err) ?? unanswered(config, connectTimeout, err);
   });
   await startStep(config, startTimeoutMs, 'creating the database', createIn(conn, database), () =>
     conn.destroy(),
   );
+}
+
+/** A server that is down (restarting, failing over, not up yet): it may be back soon. */
+const REFUSED = new Set(['ECONNREFUSED', 'ECONNRESET', 'PROTOCOL_CONNECTION_LOST']);
+
+/**
+ * `connect()` again every 500 ms while the server refuses the connection, for up to
+ * `startTimeoutMs` (DB_START_TIMEOUT_MS): an app started beside a MySQL that is restarting
+ * starts once it is back, instead of exiting at once with `connect ECONNREFUSED <address>`.
+ * Past it, the error names MySQL and the step. Any other error is the caller's at once.
+ */
+async function connectWhileRefused(
+  config: MysqlConnectionConfig,
+  startTimeoutMs: number,
+  connect: () => Promise<Connection>,
+): Promise<Connection> {
+  const deadline = Date.now() + startTimeoutMs;
+  for (;;) {
+    try {
+      return await connect();
+    } catch (err) {
+      const code = (err as { code?: string }).code;
+      if (!code || !REFUSED.has(code)) throw err;
+      if (Date.now() >= deadline)
+        throw new Error(
+          `MySQL at ${config.host}:${config.port} refused every connection for ${startTimeoutMs} ms ` +
+            `(DB_START_TIMEOUT_MS) while connecting: ${(err as Error).message}`,
+        );
+      await new Promise((r) => setTimeout(r, Math.min(500, deadline - Date.now())));
+    }
+  }
 }
 
 /** Node's `connect ETIMEDOUT`, said as the start's other time-outs are. */
