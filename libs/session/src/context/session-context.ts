@@ -270,10 +270,13 @@ export class SessionContext {
       if (this.deps.onOverwrite) this.deps.onOverwrite(event);
       else log.warn({ msg: 'shared key overwritten', ...event });
     }
-    this.sharedView = {
-      ...latest,
-      [key]: { value, writer: write.writer, updatedAt: write.updatedAt },
-    };
+    // As foldShared: the key's time does not go back when the value it replaces was stamped later.
+    const before = ownEntry(latest, key)?.updatedAt;
+    const updatedAt =
+      before !== undefined && Date.parse(before) > Date.parse(write.updatedAt)
+        ? before
+        : write.updatedAt;
+    this.sharedView = { ...latest, [key]: { value, writer: write.writer, updatedAt } };
   }
 
   /** Whether the ACL denies this agent type `key` in this task (the pure check, nothing audited). */

@@ -332,18 +332,23 @@ export function sharedVisibleTo(write: SharedWrite, reader: SharedReader): boole
 
 /**
  * Shared writes as the shared context: the last write of each key wins; with `reader`, of the
- * writes it sees (`sharedVisibleTo`).
+ * writes it sees (`sharedVisibleTo`). A key's `updatedAt` never goes back as it is overwritten:
+ * a write is stamped before it is appended, so of two agents writing a key at the same moment
+ * the one that lands last (and wins) may carry the earlier stamp; its value became current no
+ * earlier than the write it replaced, whose time the key keeps then.
  */
 export function foldShared(
   writes: ListItem<SharedWrite>[],
   reader?: SharedReader,
 ): Record<string, SharedEntry> {
   const seen = reader ? writes.filter(({ value }) => sharedVisibleTo(value, reader)) : writes;
-  // Object.fromEntries defines own properties: a key named `__proto__` is a key like any other.
-  return Object.fromEntries(
-    seen.map(({ value: w }) => [
-      w.key,
-      { value: w.value, writer: w.writer, updatedAt: w.updatedAt },
-    ]),
-  );
+  // A Map, then Object.fromEntries (own properties): a key named `__proto__` is a key like any other.
+  const folded = new Map<string, SharedEntry>();
+  for (const { value: w } of seen) {
+    const before = folded.get(w.key)?.updatedAt;
+    const updatedAt =
+      before !== undefined && Date.parse(before) > Date.parse(w.updatedAt) ? before : w.updatedAt;
+    folded.set(w.key, { value: w.value, writer: w.writer, updatedAt });
+  }
+  return Object.fromEntries(folded);
 }
