@@ -55,6 +55,11 @@ export interface TieredOptions {
    * abandoned at its time-out may still commit), how long the key is not cached (ms).
    */
   unknownWriteHoldMs?: number;
+  /**
+   * While hot copies that missed writes are still to drop, how often this process tries again
+   * (ms) by itself, whether or not it serves anything meanwhile.
+   */
+  repairRetryMs?: number;
   onHotError?: (err: unknown) => void;
 }
 
@@ -70,6 +75,8 @@ const LRU_SWEEP_MIN_MS = 1000;
 const WRITE_DEADLINE_MS = 15_000;
 /** Default of `unknownWriteHoldMs`. */
 const UNKNOWN_WRITE_HOLD_MS = 600_000;
+/** Default of `repairRetryMs`. */
+const REPAIR_RETRY_MS = 1000;
 
 interface Pending {
   scope: StoreScope;
@@ -108,6 +115,9 @@ export class TieredSessionStore implements SessionStore {
   /** Bumped whenever the purge starts (over): a step of an earlier run does not move the cursor. */
   private purgeRun = 0;
   private repairing?: Promise<void>;
+  /** The next try of a repair that could not finish (see scheduleRepair). */
+  private repairTimer?: NodeJS.Timeout;
+  private closed = false;
 
   constructor(
     readonly durable: SessionStore,
@@ -494,7 +504,9 @@ export class TieredSessionStore implements SessionStore {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     clearInterval(this.sweep);
+    clearTimeout(this.repairTimer);
     await Promise.all([this.durable.close(), this.hot.close()]);
   }
 
@@ -606,6 +618,7 @@ export class TieredSessionStore implements SessionStore {
       this.purgeCursor = '0';
       this.pending.clear();
     }
+    this.scheduleRepair();
     return false;
   }
 
@@ -650,7 +663,25 @@ export class TieredSessionStore implements SessionStore {
   /** Starts, once at a time, dropping the hot copies that missed writes; nobody waits for it. */
   private repair(): void {
     if (this.repairing || !this.needsRepair()) return;
-    this.repairing = this.dropMissed().finally(() => (this.repairing = undefined));
+    this.repairing = this.dropMissed().finally(() => {
+      this.repairing = undefined;
+      this.scheduleRepair();
+    });
+  }
+
+  /**
+   * Tries the repair again in `repairRetryMs` while copies are still to drop. Only this process
+   * knows of them, and other processes reaching Redis serve them meanwhile (a list without a
+   * write it acknowledged): it must not wait for a call of its own that may never come (an agent
+   * whose execution was over, an idle replica).
+   */
+  private scheduleRepair(): void {
+    if (this.closed || this.repairTimer || !this.needsRepair()) return;
+    this.repairTimer = setTimeout(() => {
+      this.repairTimer = undefined;
+      this.repair();
+    }, this.opts.repairRetryMs ?? REPAIR_RETRY_MS);
+    this.repairTimer.unref();
   }
 
   /** The whole-cache purge, one bounded SCAN step per call, then the listed keys; stops on a failure. */
