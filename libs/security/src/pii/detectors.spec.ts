@@ -195,6 +195,40 @@ describe('apiKeyDetector', () => {
     ).toEqual(['API_KEY:Ab12Cd34Ef56Gh', 'API_KEY:x9Y8z7W6v5U4']);
   });
 
+  // Only a header encoded from `{"…` (eyJ…) was taken for a JWT: one whose header JSON has a space
+  // or newline after the brace (eyA…, ewo…), a legal token every JWT library accepts, and an
+  // unsigned one (`alg: none`, empty signature) went to the logs whole, with its claims.
+  it('finds a JWT by its decoded header, whatever the header JSON looks like', () => {
+    const b64 = (s: string) => Buffer.from(s).toString('base64url');
+    const payload = b64('{"sub":"user-1","tenantId":"t-1","exp":4102444800}');
+    const sig = 'SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c';
+    const tokens = [
+      `${b64('{"typ":"JWT","alg":"HS256"}')}.${payload}.${sig}`,
+      `${b64('{ "alg": "HS256", "typ": "JWT" }')}.${payload}.${sig}`,
+      `${b64('{\n  "alg": "RS256"\n}')}.${payload}.${sig}`,
+      `${b64('\t{"kid":"k1","alg":"ES256"}')}.${payload}.${sig}`,
+      `${b64('{"alg":"none"}')}.${payload}.`,
+    ];
+    for (const token of tokens) {
+      for (const text of [
+        `GET /v1/conversations/${token}/tasks`,
+        `callback?token=${token}&x=1`,
+        `jwt ${token}, then`,
+      ])
+        expect(redactPii(text)).toBe(text.replace(token, '[REDACTED_API_KEY]'));
+    }
+  });
+
+  it('leaves dotted names and versions that only look like three base64 parts', () => {
+    for (const text of [
+      'loom.orchestrator.turnService.completed',
+      'com.example.someVeryLongPackageName.ClassName',
+      'v12345678.abcdefgh.ijklmnop',
+      `${Buffer.from('not json at all').toString('base64url')}.abcdefgh12.ijklmnop34`,
+    ])
+      expect(found(apiKeyDetector, text)).toEqual([]);
+  });
+
   it('ignores kebab-case words and short values', () => {
     expect(
       found(apiKeyDetector, 'sk-learn-is-a-library-for-machine-learning token=abc max_tokens=4096'),

@@ -11,6 +11,27 @@ const TOKEN_SHAPES: readonly RegExp[] = [
   /(?<![\w-])AIza[0-9A-Za-z_-]{35}(?![\w-])/g, // Google API key
   /(?<![\w-])eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}/g, // JWT
 ];
+
+// Any JWS/JWE compact form: base64url parts joined by dots (an unsigned token's last one empty).
+// What makes it a JWT is its first part, a JOSE header: JSON naming an `alg`, however that JSON
+// is spaced or ordered (so its base64 need not start with eyJ).
+const COMPACT_JOSE =
+  /(?<![\w.-])([A-Za-z0-9_-]{8,2048})\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]*){0,2}/g;
+
+function isJoseHeader(segment: string): boolean {
+  const json = Buffer.from(segment, 'base64url').toString('utf8').trim();
+  if (!json.startsWith('{') || !json.endsWith('}')) return false;
+  try {
+    const header: unknown = JSON.parse(json);
+    return (
+      typeof header === 'object' &&
+      header !== null &&
+      typeof (header as { alg?: unknown }).alg === 'string'
+    );
+  } catch {
+    return false;
+  }
+}
 const TOKEN_CHARS = '[A-Za-z0-9._~+/-]';
 const BEARER = new RegExp(`\\bBearer[ \\t]{1,4}(${TOKEN_CHARS}{16,}=*)`, 'dgi');
 // After a name that can only mean a credential, 12 characters are enough to be one (a test or
@@ -45,6 +66,12 @@ function detectApiKey(text: string): PiiSpan[] {
       if (!/\d/.test(m[0])) continue; // real keys are random; kebab-case words are not
       spans.push({ type: 'API_KEY', start, end: trimEnd(text, start, start + m[0].length) });
     }
+  }
+  for (const m of text.matchAll(COMPACT_JOSE)) {
+    if (!isJoseHeader(m[1])) continue;
+    // No trimming: the dot that ends an unsigned token is part of it.
+    const start = m.index ?? 0;
+    spans.push({ type: 'API_KEY', start, end: start + m[0].length });
   }
   for (const re of [BEARER, KEYED_SECRET, BASIC_AUTH]) {
     for (const m of text.matchAll(re)) {
