@@ -42,4 +42,33 @@ describe('parseEnv: security settings', () => {
   ])('refuses a wildcard the ACL would not honour, naming LOOM_SHARED_ACL: %s', (acl) => {
     expect(() => parseEnv({ ...secrets, LOOM_SHARED_ACL: acl })).toThrow(/LOOM_SHARED_ACL: bad/);
   });
+
+  // A URL with its password, where host:port was wanted (a common slip: REDIS_CLUSTER_NODES set
+  // like REDIS_URL), came back quoted whole in the error every main prints on stderr, unredacted.
+  it('names a bad REDIS_CLUSTER_NODES or REDIS_CLUSTER_NAT_MAP entry without its password', () => {
+    const password = 'Sup3r-Secret_pw';
+    const cases: Array<[Record<string, string>, RegExp]> = [
+      [{ REDIS_CLUSTER_NODES: `redis://default:${password}@redis-a:6379` }, /REDIS_CLUSTER_NODES/],
+      [{ REDIS_CLUSTER_NODES: `rediss://:${password}@redis-a:6379,b:1` }, /REDIS_CLUSTER_NODES/],
+      [{ REDIS_CLUSTER_NODES: `default:${password}@redis-a:6379` }, /REDIS_CLUSTER_NODES/],
+      [
+        {
+          REDIS_CLUSTER_NODES: 'redis-a:6379',
+          REDIS_CLUSTER_NAT_MAP: `10.0.1.5:6379=redis://u:${password}@lb:30001`,
+        },
+        /REDIS_CLUSTER_NAT_MAP/,
+      ],
+    ];
+    for (const [env, names] of cases) {
+      let message = '';
+      try {
+        parseEnv({ ...secrets, ...env });
+      } catch (err) {
+        message = (err as Error).message;
+      }
+      expect(message).toMatch(names);
+      expect(message).toContain('@');
+      expect(message).not.toContain(password);
+    }
+  });
 });

@@ -1,4 +1,4 @@
-import { clusterNode } from './redis-client';
+import { clusterNode, withoutCredentials } from './redis-client';
 
 /**
  * Where each node a Redis Cluster announces is reached instead: ioredis' `natMap`. Keyed as
@@ -35,5 +35,7 @@ function pair(entry: string): Array<{ host: string; port: number }> {
   } catch {
     // named below, as the whole pair: which side is wrong is plain from it
   }
-  throw new Error(`"${entry}" is not announced=reachable with each side host:port`);
+  throw new Error(
+    `"${withoutCredentials(entry)}" is not announced=reachable with each side host:port`,
+  );
 }

@@ -165,11 +165,20 @@ export function masters(redis: RedisClient): Redis[] {
   return isCluster(redis) ? redis.nodes('master') : [redis];
 }
 
+/**
+ * `text` (a node or pair as configured) with whatever precedes an `@` masked: a URL's
+ * `user:password@` given where host:port was wanted is quoted in an error printed raw on stderr.
+ */
+export function withoutCredentials(text: string): string {
+  return text.replace(/(^|[=,\s])[^=,\s]*@/g, '$1***@');
+}
+
 /** `host:port` (a bracketed IPv6 host too) as a Cluster seed. */
 export function clusterNode(seed: string): { host: string; port: number } {
   const match = /^(?:([A-Za-z0-9._-]+)|\[([0-9A-Fa-f:.]+)\]):(\d{1,5})$/.exec(seed.trim());
   const port = Number(match?.[3]);
-  if (!match || port < 1 || port > 65535) throw new Error(`"${seed}" is not host:port`);
+  if (!match || port < 1 || port > 65535)
+    throw new Error(`"${withoutCredentials(seed)}" is not host:port`);
   return { host: match[1] ?? match[2], port };
 }
 
