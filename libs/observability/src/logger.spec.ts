@@ -97,3 +97,24 @@ describe('createPinoLogger', () => {
     },
   );
 });
+
+// pino takes a line's message from an Error it is given (`pino.error(err)`, or `{ err }` without
+// a `msg`, as Nest's logger passes an object), after the hook that redacts string arguments and
+// outside the fields the formatter redacts: the line's `msg` carried the error's PII as it was.
+describe('createPinoLogger: an error without a message of its own', () => {
+  const message = 'could not reach alice@example.com at 13812345678';
+
+  it.each([
+    ['pino.error(err)', (l: LoomLogger) => l.pino.error(new Error(message))],
+    ['pino.error({ err })', (l: LoomLogger) => l.pino.error({ err: new Error(message) })],
+    ['logger.error({ err })', (l: LoomLogger) => l.error({ err: new Error(message) }, 'Ctx')],
+    ['logger.warn({ err }) of a plain object', (l: LoomLogger) => l.warn({ err: { message } })],
+  ])('%s: the msg is redacted like the fields', (_name, write) => {
+    const { logger, lines } = capture('json');
+    write(logger);
+    const [line] = lines();
+    expect(line).not.toContain('alice@example.com');
+    expect(line).not.toContain('13812345678');
+    expect(JSON.parse(line).msg).toBe('could not reach [REDACTED_EMAIL] at [REDACTED_PHONE]');
+  });
+});

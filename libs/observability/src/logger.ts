@@ -75,14 +75,29 @@ export function createPinoLogger(opts: LogOptions): Logger {
     },
     hooks: {
       logMethod(args, method) {
-        method.apply(
-          this,
-          args.map((a) => (typeof a === 'string' ? redactPii(a) : a)) as Parameters<typeof method>,
-        );
+        const redacted = args.map((a) => (typeof a === 'string' ? redactPii(a) : a));
+        const message = errorMessage(args);
+        if (message !== undefined) redacted.splice(1, 0, redactPii(message));
+        method.apply(this, redacted as Parameters<typeof method>);
       },
     },
   };
   return destination ? pino(options, destination) : pino(options);
+}
+
+/**
+ * The message pino would take for a line from the error it is given (`log.error(err)`, or
+ * `{ err }` without a `msg`), or undefined when the line has a message of its own. pino reads it
+ * after the hooks and apart from the fields the formatter redacts: it is given redacted instead.
+ */
+function errorMessage(args: readonly unknown[]): string | undefined {
+  const [first] = args;
+  if (args.length !== 1 || typeof first !== 'object' || first === null) return undefined;
+  const { msg, err: field } = first as { msg?: unknown; err?: unknown };
+  const err: unknown = first instanceof Error ? first : msg === undefined ? field : undefined;
+  const message: unknown =
+    typeof err === 'object' && err !== null ? (err as { message?: unknown }).message : undefined;
+  return message === undefined ? undefined : String(message);
 }
 
 /** The context of Nest's log line when an app fails to start (`ExceptionsZone`). */
