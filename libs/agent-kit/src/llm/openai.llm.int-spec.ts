@@ -1,4 +1,5 @@
 import { Logger } from '@nestjs/common';
+import { redactPii } from '@loom/security';
 import { FakeOpenAiServer, FakeResponder } from '@loom/testing';
 import { MAX_ANSWER_CHARS } from '../contracts/agent-messages';
 import { LlmError, LlmRefusal, LlmStream } from './llm.types';
@@ -571,6 +572,31 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
       expect(logged).toHaveBeenCalled();
     } finally {
       consoleLines.forEach((spy) => spy.mockRestore());
+      logged.mockRestore();
+    }
+  });
+
+  // The SDK's line was cut to its 500 characters before the logger redacted it: a phone number
+  // or email across the cut was left as a fragment the redaction no longer recognises.
+  it('cuts a long SDK log line where no PII is split, for the logger to redact whole', async () => {
+    const logged = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
+    try {
+      for (let pad = 400; pad < 446; pad += 2) {
+        logged.mockClear();
+        const content = `${'x'.repeat(pad)} call 13987654321 or mail zhang.wei@example.com`;
+        const body = `data: {"choices": [{"delta": {"content": "${content}"\n\n`;
+        answer(() => ({ rawBody: { status: 200, contentType: 'text/event-stream', body } }));
+        await client()
+          .complete(req)
+          .catch(() => undefined);
+        const lines = logged.mock.calls.map(([line]) => String(line));
+        expect(lines.length).toBeGreaterThan(0);
+        for (const line of lines) {
+          const written = redactPii(line); // what the logger does with the line it is given
+          expect(written).not.toMatch(/139|zhang/);
+        }
+      }
+    } finally {
       logged.mockRestore();
     }
   });

@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import OpenAI, { APIConnectionError, APIConnectionTimeoutError } from 'openai';
-import { MAX_ANSWER_CHARS } from '../contracts/agent-messages';
+import { boundedMessage, MAX_ANSWER_CHARS } from '../contracts/agent-messages';
 import { CallWatch, ON_PROGRESS, watchingFetch } from './call-watch';
 import { createDeltaStream } from './delta-stream';
 import { streamedFailure, toLlmError } from './llm-error';
@@ -379,8 +379,10 @@ const SDK_LOG_MAX_CHARS = 500;
  */
 function sdkLogger() {
   const log = new Logger('openai');
+  // Cut where no email, phone or key is split: the logger redacts the line it is given, and a
+  // fragment left at a plain cut is no longer recognised.
   const line = (message: string, rest: unknown[]) =>
-    [message, ...rest.map(shown)].join(' ').slice(0, SDK_LOG_MAX_CHARS);
+    boundedMessage([message, ...rest.map(shown)].join(' '), SDK_LOG_MAX_CHARS);
   return {
     error: (message: string, ...rest: unknown[]) => log.error(line(message, rest)),
     warn: (message: string, ...rest: unknown[]) => log.warn(line(message, rest)),
