@@ -219,6 +219,35 @@ describe('apiKeyDetector', () => {
     }
   });
 
+  // A request's headers quoted in text (a dump, an HTTP library's error): only a Bearer token of
+  // 16 characters or more, or a Basic one with a digit or "=", was taken; a short key, a
+  // digit-free Basic pair (dXNlcjpwYXNz is user:pass) or a session cookie went out as it was.
+  it('finds the value of Authorization and Cookie headers quoted in text, however short', () => {
+    for (const [text, secret] of [
+      ['Authorization: Basic dXNlcjpwYXNz', 'dXNlcjpwYXNz'],
+      ['authorization: Bearer local-key-1', 'local-key-1'],
+      ['Proxy-Authorization: Basic YTpi', 'YTpi'],
+      ['{"authorization":"Token abc123xyz","accept":"*/*"}', 'abc123xyz'],
+      ['Cookie: sid=s%3AabcdefGHIJ.xyz; theme=dark', 'sid=s%3AabcdefGHIJ.xyz; theme=dark'],
+      [
+        'set-cookie: session=Fe26.2**abcdef; Path=/; HttpOnly',
+        'session=Fe26.2**abcdef; Path=/; HttpOnly',
+      ],
+    ]) {
+      expect(found(apiKeyDetector, text)).toContain(`API_KEY:${secret}`);
+      expect(redactPii(text)).not.toContain(secret);
+    }
+  });
+
+  it('leaves prose that only mentions authorization or cookies alone', () => {
+    for (const text of [
+      'Authorization: please check the contract first',
+      'Cookie: chocolate chip, no nuts',
+      'the cookie policy needs authorization from legal',
+    ])
+      expect(found(apiKeyDetector, text)).toEqual([]);
+  });
+
   it('leaves dotted names and versions that only look like three base64 parts', () => {
     for (const text of [
       'loom.orchestrator.turnService.completed',

@@ -44,6 +44,22 @@ const KEYED_SECRET = new RegExp(
   'dgi',
 );
 
+// A credential header quoted in text (a request dump, an HTTP library's error, JSON of headers):
+// its value whatever its length, after one of the schemes Authorization uses; a Cookie's
+// `name=value…` to the end of the line. Prose that only names them ("Authorization: please…",
+// "Cookie: chocolate chip") has no scheme or no `name=`.
+const HEADER_KEY = `["']?[ \\t]{0,4}:[ \\t]{0,4}["']?`;
+const AUTH_HEADER = new RegExp(
+  `(?<![\\w-])(?:proxy-)?authorization${HEADER_KEY}` +
+    '(?:bearer|basic|token|digest|negotiate|ntlm|apikey|api-key|key|bot|sso-key|ssws)[ \\t]{1,4}' +
+    `(${TOKEN_CHARS}{1,4096}=*)`,
+  'dgi',
+);
+const COOKIE_HEADER = new RegExp(
+  `(?<![\\w-])(?:set-)?cookie${HEADER_KEY}([^\\s=;,"'\`]{1,256}=[^\\r\\n"'\`]{0,4096})`,
+  'dgi',
+);
+
 const BASIC_AUTH = /\bBasic[ \t]{1,4}([A-Za-z0-9+/]{12,}={0,2})(?![\w+/=])/dg;
 // scheme://user:password@host — the password part only.
 const URL_CREDENTIALS = /\b[A-Za-z][A-Za-z0-9+.-]{1,20}:\/\/[^\s:/@]{0,64}:([^\s/@]{1,128})@/dg;
@@ -73,7 +89,7 @@ function detectApiKey(text: string): PiiSpan[] {
     const start = m.index ?? 0;
     spans.push({ type: 'API_KEY', start, end: start + m[0].length });
   }
-  for (const re of [BEARER, KEYED_SECRET, BASIC_AUTH]) {
+  for (const re of [BEARER, KEYED_SECRET, BASIC_AUTH, AUTH_HEADER, COOKIE_HEADER]) {
     for (const m of text.matchAll(re)) {
       const [start, end] = m.indices?.[1] ?? m.indices?.[2] ?? [0, 0];
       if (re === BASIC_AUTH && !/[\d=]/.test(m[1])) continue;
