@@ -272,6 +272,19 @@ describe('passwordDetector', () => {
     ).toEqual(['PASSWORD:abc', 'PASSWORD:x1y2', 'PASSWORD:a b c', 'PASSWORD:hunter2']);
   });
 
+  // A URL's password ends at the last @ of its authority (WHATWG URL, so ioredis and mysql2 take
+  // `redis://:p@ss@host` as password p@ss): the part after its first @ was left in the text.
+  it("takes a URL's whole password, @ signs in it too, and nothing past the authority", () => {
+    expect(
+      found(
+        passwordDetector,
+        'redis://:p@ss@redis:6379/0 mysql://loom:a@b@c@db:3306/loom https://u:pw@h/x?mail=a@b.com',
+      ),
+    ).toEqual(['PASSWORD:p@ss', 'PASSWORD:a@b@c', 'PASSWORD:pw']);
+    for (const url of ['REDIS_URL=redis://default:S3cr@t-Pa@ss@redis:6379'])
+      expect(redactPii(url)).toBe('REDIS_URL=redis://default:[REDACTED_PASSWORD]@redis:6379');
+  });
+
   it('does not take ordinary words after a bare space or "is"', () => {
     expect(
       found(passwordDetector, 'password reset; the password is required; 密码是必填项'),

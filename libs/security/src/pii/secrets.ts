@@ -61,8 +61,9 @@ const COOKIE_HEADER = new RegExp(
 );
 
 const BASIC_AUTH = /\bBasic[ \t]{1,4}([A-Za-z0-9+/]{12,}={0,2})(?![\w+/=])/dg;
-// scheme://user:password@host — the password part only.
-const URL_CREDENTIALS = /\b[A-Za-z][A-Za-z0-9+.-]{1,20}:\/\/[^\s:/@]{0,64}:([^\s/@]{1,128})@/dg;
+// scheme://user:password@host — the password part only, to the authority's last @ (as a URL
+// parser reads it: `redis://:p@ss@host` has the password p@ss).
+const URL_CREDENTIALS = /\b[A-Za-z][A-Za-z0-9+.-]{1,20}:\/\/[^\s:/?#@]{0,64}:([^\s/?#]{1,128})@/dg;
 
 const PASSWORD_KEY =
   /(?<![A-Za-z])(?:pass(?:word|wd|phrase|code)|pwd|密码|口令)["']?(?:[ \t]{0,4}([:=：]|是|为|\bis\b)[ \t]{0,4}|[ \t]{1,4})/gi;
