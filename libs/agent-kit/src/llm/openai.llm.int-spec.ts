@@ -601,6 +601,34 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
     }
   });
 
+  // The SDK's debug lines (OPENAI_LOG=debug) quote an error body that is not JSON: a provider
+  // that echoes the key it refused put a key of no known shape (a local server's) in the logs,
+  // where the LlmError's own message masked it.
+  it("masks the client's API key in the SDK's log lines, whatever its shape", async () => {
+    const key = 'team-gateway-credential';
+    const levels = ['log', 'error', 'warn', 'debug', 'verbose'] as const;
+    const spies = levels.map((level) =>
+      jest.spyOn(Logger.prototype, level).mockImplementation(() => undefined),
+    );
+    // The SDK reads its log level from OPENAI_LOG alone, when the client is made.
+    const env = jest.replaceProperty(process, 'env', { OPENAI_LOG: 'debug' });
+    try {
+      answer(() => ({
+        rawBody: { status: 401, contentType: 'text/plain', body: `invalid key: ${key}` },
+      }));
+      const error = await client({ apiKey: key, maxRetries: 0 })
+        .complete(req)
+        .catch((e: unknown) => e);
+      expect((error as LlmError).message).not.toContain(key);
+      const lines = spies.flatMap((spy) => spy.mock.calls.map(([line]) => String(line)));
+      expect(lines.some((line) => line.includes('response error'))).toBe(true);
+      for (const line of lines) expect(redactPii(line)).not.toContain(key);
+    } finally {
+      env.restore();
+      spies.forEach((spy) => spy.mockRestore());
+    }
+  });
+
   it('fails a stream cut off mid-answer instead of ending it as if complete', async () => {
     answer(() => ({ chunks: ['one ', 'two ', 'three'], cutAfterChunks: 1 }));
     const stream = client({ maxRetries: 0 }).stream(req);

@@ -3,7 +3,7 @@ import OpenAI, { APIConnectionError, APIConnectionTimeoutError } from 'openai';
 import { boundedMessage, MAX_ANSWER_CHARS } from '../contracts/agent-messages';
 import { CallWatch, ON_PROGRESS, watchingFetch } from './call-watch';
 import { createDeltaStream } from './delta-stream';
-import { streamedFailure, toLlmError } from './llm-error';
+import { redactSecrets, streamedFailure, toLlmError } from './llm-error';
 import {
   LlmError,
   LlmRefusal,
@@ -72,7 +72,7 @@ export class OpenAiLlmClient implements LlmClient {
         timeout: this.timeoutMs,
         maxRetries: 0, // withRetries: pauses that know the deadline
         fetch: watchingFetch,
-        logger: sdkLogger(),
+        logger: sdkLogger([options.apiKey]),
       });
   }
 
@@ -374,15 +374,19 @@ const SDK_LOG_MAX_CHARS = 500;
 
 /**
  * The SDK's own log lines (a stream chunk it could not parse, OPENAI_LOG's request details)
- * through Nest's logger: JSON lines with PII redacted like every other, each bounded, rather
- * than raw console output.
+ * through Nest's logger: JSON lines with PII redacted like every other and the client's key
+ * masked, each bounded, rather than raw console output.
  */
-function sdkLogger() {
+function sdkLogger(secrets: readonly string[]) {
   const log = new Logger('openai');
-  // Cut where no email, phone or key is split: the logger redacts the line it is given, and a
-  // fragment left at a plain cut is no longer recognised.
+  // The client's key masked, whatever its shape (an error body may echo it); then cut where no
+  // email, phone or key is split: the logger redacts the line it is given, and a fragment left
+  // at a plain cut is no longer recognised.
   const line = (message: string, rest: unknown[]) =>
-    boundedMessage([message, ...rest.map(shown)].join(' '), SDK_LOG_MAX_CHARS);
+    boundedMessage(
+      redactSecrets([message, ...rest.map(shown)].join(' '), secrets),
+      SDK_LOG_MAX_CHARS,
+    );
   return {
     error: (message: string, ...rest: unknown[]) => log.error(line(message, rest)),
     warn: (message: string, ...rest: unknown[]) => log.warn(line(message, rest)),
