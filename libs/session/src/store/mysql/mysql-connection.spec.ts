@@ -83,4 +83,22 @@ describe('mysqlConnectionConfig', () => {
       'MYSQL_URL names no valid database: ""',
     );
   });
+
+  // A password with an unencoded "/" (common in generated ones) after digits or nothing ends the
+  // authority there: the rest of the password became the "database" the error quoted.
+  it('names no part of a password that ended up in the database name', () => {
+    for (const url of [
+      'mysql://loom:/kP9+qzT@db:3306/loom',
+      'mysql://loom:2024/kP9+qzT@db:3306/loom',
+    ]) {
+      let message = '';
+      try {
+        mysqlConnectionConfig(url);
+      } catch (err) {
+        message = (err as Error).message;
+      }
+      expect(message).toMatch(/^MYSQL_URL /);
+      expect(message).not.toContain('kP9+qzT');
+    }
+  });
 });

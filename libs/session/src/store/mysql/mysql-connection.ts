@@ -46,6 +46,12 @@ export function mysqlConnectionConfig(url: string, sslCaFile?: string): MysqlCon
   const database = decodeURIComponent(parsed.pathname.replace(/^\//, ''));
   if (parsed.protocol !== 'mysql:' || !parsed.hostname)
     throw new Error('MYSQL_URL must look like mysql://user[:pass]@host:port/database');
+  // An `@` past the host: a password with an unencoded `/` ended the authority early, and the
+  // rest of it reads as the path. Named without quoting it.
+  if (parsed.pathname.includes('@'))
+    throw new Error(
+      'MYSQL_URL names no valid database: its path holds an @ (percent-encode a / or @ in the password)',
+    );
   if (!/^[A-Za-z0-9_$-]{1,64}$/.test(database))
     throw new Error(`MYSQL_URL names no valid database: "${database}"`);
   let ssl: MysqlConnectionConfig['ssl'];
