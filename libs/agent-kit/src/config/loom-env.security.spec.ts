@@ -71,4 +71,22 @@ describe('parseEnv: security settings', () => {
       expect(message).not.toContain(password);
     }
   });
+
+  // As with MYSQL_URL: a password with an unencoded "/" after digits or nothing ends the
+  // authority early, and on a cluster the rest of it was quoted as REDIS_URL's database.
+  it('names no part of a password that ended up as REDIS_URL’s database', () => {
+    for (const env of [
+      { REDIS_URL: 'redis://default:2024/kP9+qzT@redis-a:6379' },
+      { REDIS_URL: 'redis://default:2024/kP9+qzT@redis-a:6379', REDIS_CLUSTER_NODES: 'a:7000' },
+    ]) {
+      let message = '';
+      try {
+        parseEnv({ ...secrets, ...env });
+      } catch (err) {
+        message = (err as Error).message;
+      }
+      expect(message).toMatch(/REDIS_URL/);
+      expect(message).not.toContain('kP9+qzT');
+    }
+  });
 });

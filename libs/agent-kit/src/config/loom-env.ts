@@ -246,6 +246,12 @@ export function parseEnv(
     throw new ConfigError(
       'invalid configuration: REDIS_URL must look like redis[s]://[user:password@]host[:port][/db]',
     );
+  // An `@` past the host: a password with an unencoded `/` ended the authority early, and the
+  // rest of it reads as the database. Named without quoting it.
+  if (new URL(env.REDIS_URL).pathname.includes('@'))
+    throw new ConfigError(
+      'invalid configuration: REDIS_URL names no valid database: its path holds an @ (percent-encode a / or @ in the password)',
+    );
   try {
     env.redisClusterNodes = parseClusterNodes(env.REDIS_CLUSTER_NODES);
   } catch (err) {
