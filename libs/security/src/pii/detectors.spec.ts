@@ -239,6 +239,25 @@ describe('apiKeyDetector', () => {
     }
   });
 
+  // A PEM private key (a TLS client key in MYSQL_URL's ssl options, a service account's JSON)
+  // quoted in a log or error went out whole: its base64 lines have no shape the detector knows.
+  it('finds a PEM private key, with real or escaped newlines, cut short or not', () => {
+    const body = 'MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj';
+    for (const [text, secret] of [
+      [`-----BEGIN PRIVATE KEY-----\n${body}\n${body}\n-----END PRIVATE KEY-----`, body],
+      [
+        `{"key":"-----BEGIN RSA PRIVATE KEY-----\\n${body}\\n-----END RSA PRIVATE KEY-----\\n"}`,
+        body,
+      ],
+      [`ssl key -----BEGIN EC PRIVATE KEY-----\n${body}`, body],
+    ]) {
+      expect(redactPii(text)).not.toContain(secret.slice(0, 16));
+      expect(redactPii(text)).not.toContain(secret.slice(-16));
+    }
+    const cert = `-----BEGIN CERTIFICATE-----\n${body}\n-----END CERTIFICATE-----`;
+    expect(redactPii(cert)).toBe(cert); // a certificate is public
+  });
+
   it('leaves prose that only mentions authorization or cookies alone', () => {
     for (const text of [
       'Authorization: please check the contract first',

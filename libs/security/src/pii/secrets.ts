@@ -60,6 +60,11 @@ const COOKIE_HEADER = new RegExp(
   'dgi',
 );
 
+// A PEM private key's base64 body (real or JSON-escaped newlines), to its END line or as far as
+// it goes when cut short. Certificates and public keys are left alone.
+const PEM_PRIVATE_KEY =
+  /-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----((?:[A-Za-z0-9+/=\s]|\\[rn])+)/dg;
+
 const BASIC_AUTH = /\bBasic[ \t]{1,4}([A-Za-z0-9+/]{12,}={0,2})(?![\w+/=])/dg;
 // scheme://user:password@host — the password part only, to the authority's last @ (as a URL
 // parser reads it: `redis://:p@ss@host` has the password p@ss).
@@ -89,6 +94,12 @@ function detectApiKey(text: string): PiiSpan[] {
     // No trimming: the dot that ends an unsigned token is part of it.
     const start = m.index ?? 0;
     spans.push({ type: 'API_KEY', start, end: start + m[0].length });
+  }
+  for (const m of text.matchAll(PEM_PRIVATE_KEY)) {
+    let [start, end] = m.indices?.[1] ?? [0, 0];
+    while (start < end && /\s/.test(text[start])) start++;
+    while (end > start && /\s/.test(text[end - 1])) end--;
+    if (end > start) spans.push({ type: 'API_KEY', start, end });
   }
   for (const re of [BEARER, KEYED_SECRET, BASIC_AUTH, AUTH_HEADER, COOKIE_HEADER]) {
     for (const m of text.matchAll(re)) {
