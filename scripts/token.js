@@ -22,12 +22,17 @@ if (args.length > 3 || args.some((a) => a.startsWith('--'))) {
 const [sub, tid, hoursArg] = args;
 // The orchestrator answers 401 to a token whose exp is further ahead than LOOM_JWT_MAX_AGE_S
 // (apps/orchestrator/src/auth/token-verifier.ts): the default hour is shortened to it.
-const maxAgeText = (process.env.LOOM_JWT_MAX_AGE_S ?? '').trim();
-if (maxAgeText !== '' && !/^\+?\d+$/.test(maxAgeText)) {
-  console.error('token: LOOM_JWT_MAX_AGE_S must be a whole number of seconds');
+// Read by the apps' rule (libs/agent-kit/src/config/loom-env.ts, toInt then @IsInt() @Min(0)):
+// unset or empty is 0; otherwise decimal text, blanks around it allowed (`600`, ` 600.0 `, `+600`),
+// that is a whole number of at least 0. What the orchestrator would refuse at start is refused here.
+const maxAgeRaw = process.env.LOOM_JWT_MAX_AGE_S ?? '';
+const maxAgeText = maxAgeRaw.trim();
+const maxAgeS =
+  maxAgeRaw === '' ? 0 : /^[+-]?(\d+\.?\d*|\.\d+)$/.test(maxAgeText) ? Number(maxAgeText) : NaN;
+if (!Number.isInteger(maxAgeS) || maxAgeS < 0) {
+  console.error('token: LOOM_JWT_MAX_AGE_S must be a whole number of seconds, 0 or more');
   process.exit(2);
 }
-const maxAgeS = Number(maxAgeText || 0);
 const hours = hoursArg ?? (maxAgeS > 0 ? String(Math.min(3600, maxAgeS) / 3600) : '1');
 if (!sub || !tid || !/^\d+(\.\d+)?$/.test(hours)) {
   console.error(USAGE);

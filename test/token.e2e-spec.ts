@@ -2,6 +2,7 @@ import { spawnSync } from 'child_process';
 import { mkdtempSync, rmSync } from 'fs';
 import { tmpdir } from 'os';
 import { join } from 'path';
+import { parseEnv } from '@loom/agent-kit/config/loom-env';
 const { root } = require('../scripts/lib/processes');
 
 /** `npm run token` as a process: it refuses what the orchestrator would answer 401 to. */
@@ -56,6 +57,38 @@ describe('system: npm run token', () => {
     expect(odd.stderr).toContain('hours must be at most 0.1666 (');
     const taken = tokenWith({ LOOM_JWT_MAX_AGE_S: '600' }, 'alice', 'acme', '0.1666');
     expect(taken.status).toBe(0);
+  });
+
+  it.each([
+    '600',
+    '600.0',
+    ' 600 ',
+    '+600',
+    '600.',
+    '600.5',
+    '.5',
+    '1e3',
+    '0x10',
+    '-1',
+    '-0',
+    '  ',
+  ])('reads LOOM_JWT_MAX_AGE_S=%j as the orchestrator does', (value) => {
+    const env = { LOOM_JWT_SECRET: 'token-test-secret-0123456789' };
+    const appAccepts = (() => {
+      try {
+        parseEnv({
+          ...env,
+          LOOM_AGENT_SECRET: 'agent-secret-0123456789',
+          LOOM_JWT_MAX_AGE_S: value,
+        });
+        return true;
+      } catch {
+        return false;
+      }
+    })();
+    const out = tokenWith({ LOOM_JWT_MAX_AGE_S: value }, 'alice', 'acme', '0.1');
+    expect({ value, accepted: out.status === 0 }).toEqual({ value, accepted: appAccepts });
+    if (!appAccepts) expect(out.stderr).toContain('LOOM_JWT_MAX_AGE_S');
   });
 
   it('embedded: without the secret file, names the path it looked at and LOOM_DATA_DIR', () => {
