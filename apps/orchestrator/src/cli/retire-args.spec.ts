@@ -25,4 +25,12 @@ describe('npm run agents:retire arguments', () => {
     expect(parseRetireArgs(['--dry-run', 'tax-law'])).toBeNull();
     expect(parseRetireArgs(['Tax Law'])).toBeNull();
   });
+
+  it('takes a type named twice once, so it is not retired and drained twice', () => {
+    expect(parseRetireArgs(['tax-law', 'vat', 'tax-law', '--force', '--force'])).toEqual({
+      help: false,
+      force: true,
+      types: ['tax-law', 'vat'],
+    });
+  });
 });

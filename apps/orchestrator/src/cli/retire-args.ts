@@ -12,7 +12,8 @@ export function parseRetireArgs(
 ): { help: true } | { help: false; force: boolean; types: string[] } | null {
   if (args.includes('--help') || args.includes('-h')) return { help: true };
   const force = args.includes('--force');
-  const types = args.filter((a) => a !== '--force');
+  // A type named twice is retired and drained once (and said once).
+  const types = [...new Set(args.filter((a) => a !== '--force'))];
   if (types.length === 0 || types.some((t) => t.startsWith('--') || !AGENT_TYPE_PATTERN.test(t)))
     return null;
   return { help: false, force, types };
