@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // `npm run bench [name…]`: builds, then runs dist/bench/run.js (the benchmarks listed in bench/run.ts).
 const { spawnSync } = require('child_process');
+const fs = require('fs');
 const path = require('path');
 const { root } = require('./transpile');
 
@@ -24,6 +25,17 @@ Each benchmark uses a database and Redis keys of its own and removes them.`;
 if (process.argv.slice(2).some((a) => a === '--help' || a === '-h')) {
   console.log(USAGE);
   process.exit(0);
+}
+// An unknown name is refused before the build, as dist/bench/run.js would after it: the
+// benchmarks are bench/<name>.bench.ts, as bench/run.ts lists them.
+const known = fs
+  .readdirSync(path.join(root, 'bench'))
+  .filter((f) => f.endsWith('.bench.ts'))
+  .map((f) => f.slice(0, -'.bench.ts'.length));
+const unknown = process.argv.slice(2).filter((n) => !known.includes(n));
+if (unknown.length) {
+  console.error(`unknown benchmark(s): ${unknown.join(', ')}; known: ${known.join(', ')}`);
+  process.exit(2);
 }
 
 run(process.platform === 'win32' ? 'npm.cmd' : 'npm', ['run', 'build']);
