@@ -14,6 +14,7 @@
 import { DeltaChannel } from '@loom/agent-kit';
 import { createRedis, masters, RedisClient } from '@loom/session';
 import { PrivateRedisCluster, PrivateRedisServer, sleep } from '@loom/testing';
+import { onInterrupt } from './interrupt';
 import { subscribePerConnection } from './delta-reader.baseline';
 import { ms, summarize, table } from './stats';
 
@@ -161,7 +162,12 @@ async function ready(redis: RedisClient): Promise<RedisClient> {
 
 export async function run(): Promise<void> {
   const server = await PrivateRedisServer.start();
-  const cluster = await PrivateRedisCluster.start();
+  const killServer = onInterrupt(() => server.kill());
+  const cluster = await PrivateRedisCluster.start().catch(async (err: unknown) => {
+    await killServer();
+    throw err;
+  });
+  const stopCluster = onInterrupt(() => cluster.stop()); // its temp dir too
   const targets = {
     standalone: await ready(createRedis(server.url, 'loom-session')),
     cluster: await ready(
@@ -189,8 +195,8 @@ export async function run(): Promise<void> {
       }
   } finally {
     Object.values(targets).forEach((redis) => redis.disconnect());
-    await server.kill();
-    await cluster.stop();
+    await killServer();
+    await stopCluster();
   }
   console.log(
     table(

@@ -19,6 +19,7 @@ import {
 import { lastValueFrom } from 'rxjs';
 import { RedisStreamsClient, RedisStreamsServer } from '@loom/agent-kit/transport';
 import { createTestPrefix, TEST_REDIS_URL } from '@loom/testing';
+import { onInterrupt } from './interrupt';
 import { ms, summarize, Summary, table } from './stats';
 
 const SEQUENTIAL = 2000;
@@ -140,6 +141,7 @@ export async function throughput(
 
 export async function run(): Promise<void> {
   const prefix = createTestPrefix('loombenchrpc');
+  const removeKeys = onInterrupt(() => prefix.cleanup());
   const t = await openTransports(prefix.prefix);
   try {
     const lat = await sequential(t);
@@ -154,7 +156,7 @@ export async function run(): Promise<void> {
   } finally {
     await t.loom.close();
     await t.stock.close();
-    await prefix.cleanup();
+    await removeKeys();
   }
 }
 

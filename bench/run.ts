@@ -2,6 +2,8 @@
  * `npm run bench [name…]`: runs the benchmarks in sequence (all, or the named ones). Each module
  * exports `run()`, which prints its own results. Add new benchmarks to this list.
  */
+import { cleanUpAll } from './interrupt';
+
 const BENCHES: Record<string, () => Promise<{ run(): Promise<void> }>> = {
   'session-append': () => import('./session-append.bench'),
   dispatch: () => import('./dispatch.bench'),
@@ -31,5 +33,21 @@ async function main(names: string[]): Promise<void> {
     }
   }
 }
+
+// Stopped (Ctrl-C, kill, a parent gone): what the running benchmark started goes first, then the
+// exit a signal would have given. Repeats (a Ctrl-C reaches scripts/bench.js too, which passes it
+// on) are ignored while that runs.
+let stopping = false;
+for (const [signal, number] of [
+  ['SIGINT', 2],
+  ['SIGTERM', 15],
+  ['SIGHUP', 1],
+] as const)
+  process.on(signal, () => {
+    if (stopping) return;
+    stopping = true;
+    console.error(`\n== ${signal}: removing what the benchmark started`);
+    void cleanUpAll().finally(() => process.exit(128 + number));
+  });
 
 void main(process.argv.slice(2));

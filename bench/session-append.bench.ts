@@ -24,6 +24,7 @@ import { createSessionInfra } from '@loom/session/session.providers';
 import { FileSessionStore } from '@loom/session/store/file/file-session.store';
 import { TieredSessionStore } from '@loom/session/store/tiered/tiered-session.store';
 import { ms, sample, summarize, Summary, table } from './stats';
+import { onInterrupt } from './interrupt';
 import { openWholeDocument } from './whole-document.baseline';
 
 const LENGTHS = [10, 1_000, 100_000];
@@ -50,6 +51,9 @@ const message = (n: number) => ({
 export async function run(): Promise<void> {
   const db = await createTestDatabase('loom_bench');
   const prefix = createTestPrefix('loombench');
+  const remove = onInterrupt(() =>
+    Promise.all([db.drop(), prefix.cleanup()]).then(() => undefined),
+  );
   let hotErrors = 0;
   const infra = await createSessionInfra(benchOptions(db.url, prefix.prefix), () => hotErrors++);
   try {
@@ -94,7 +98,7 @@ export async function run(): Promise<void> {
     print(rows);
   } finally {
     await infra.close();
-    await Promise.all([db.drop(), prefix.cleanup()]);
+    await remove();
   }
   await runFileStore();
 }
@@ -102,6 +106,7 @@ export async function run(): Promise<void> {
 /** The file store's append, synced (as shipped) and with its sync calls made no-ops. */
 async function runFileStore(): Promise<void> {
   const root = await mkdtemp(join(tmpdir(), 'loom-bench-file-'));
+  const removeRoot = onInterrupt(() => rm(root, { recursive: true, force: true }));
   try {
     const store = new FileSessionStore(root);
     const scope = { tenantId: 'bench' };
@@ -138,7 +143,7 @@ async function runFileStore(): Promise<void> {
       ),
     );
   } finally {
-    await rm(root, { recursive: true, force: true });
+    await removeRoot();
   }
 }
 

@@ -12,6 +12,7 @@ import { readFileSync } from 'fs';
 import { createConnection } from 'mysql2/promise';
 import Redis from 'ioredis';
 import { appProcesses, AppChild, createTestDatabase, PrivateRedisServer } from '@loom/testing';
+import { onInterrupt } from './interrupt';
 import { openTransports, throughput as echoThroughput } from './dispatch.bench';
 import { ms, sample, summarize, Summary, table } from './stats';
 
@@ -49,7 +50,12 @@ export interface BenchSystem {
 export async function startBenchSystem(env: Record<string, string> = {}): Promise<BenchSystem> {
   const p = appProcesses();
   const db = await createTestDatabase('loom_bench_turn');
-  const redis = await PrivateRedisServer.start();
+  const stopDb = onInterrupt(() => db.drop());
+  const redis = await PrivateRedisServer.start().catch(async (err: unknown) => {
+    await stopDb();
+    throw err;
+  });
+  const killRedis = onInterrupt(() => redis.kill()); // every key of the run goes with it
   const port = await p.freePort();
   const jwtSecret = randomBytes(24).toString('hex');
   const appEnv = {
@@ -66,6 +72,7 @@ export async function startBenchSystem(env: Record<string, string> = {}): Promis
     ...env,
   };
   const children = p.APPS.map((app) => p.startApp(app, appEnv));
+  const stopApps = onInterrupt(() => p.stopAll(children));
   const base = `http://127.0.0.1:${port}`;
   const token = p.signJwt({ sub: 'bench-user', tid: 'bench-tenant' }, jwtSecret);
   const sys: BenchSystem = {
@@ -75,9 +82,9 @@ export async function startBenchSystem(env: Record<string, string> = {}): Promis
     redis,
     mysqlUrl: db.url,
     stop: async () => {
-      await p.stopAll(children);
-      await redis.kill(); // every key of the run goes with it
-      await db.drop();
+      await stopApps();
+      await killRedis();
+      await stopDb();
     },
   };
   try {

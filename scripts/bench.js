@@ -1,14 +1,38 @@
 #!/usr/bin/env node
 // `npm run bench [name…]`: builds, then runs dist/bench/run.js (the benchmarks listed in bench/run.ts).
-const { spawnSync } = require('child_process');
+// A parent killed outright (npm, a CI job's time-out) stops this script as a SIGTERM would.
+require('./lib/exit-with-parent');
+const { spawn } = require('child_process');
 const fs = require('fs');
+const os = require('os');
 const path = require('path');
 const { root } = require('./transpile');
 
+/**
+ * Runs a step and resolves with its exit code. A SIGINT, SIGTERM or SIGHUP this script gets is
+ * passed on to the step, which stops (the benchmarks remove their redis-server, apps and
+ * database: bench/interrupt.ts), and then this script exits as that signal would have ended it.
+ */
 function run(command, args) {
-  const res = spawnSync(command, args, { cwd: root, stdio: 'inherit' });
-  if (res.error) throw res.error;
-  if (res.status !== 0) process.exit(res.status ?? 1);
+  return new Promise((resolve, reject) => {
+    const child = spawn(command, args, { cwd: root, stdio: 'inherit' });
+    let stoppedBy = null;
+    const pass = (signal) => {
+      stoppedBy ??= signal;
+      if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+    };
+    const signals = ['SIGINT', 'SIGTERM', 'SIGHUP'];
+    for (const s of signals) process.on(s, pass);
+    child.on('error', reject);
+    child.on('exit', (code, signal) => {
+      for (const s of signals) process.off(s, pass);
+      if (stoppedBy) {
+        process.kill(process.pid, stoppedBy); // no handler left: ends this script as the signal does
+        return;
+      }
+      resolve(code ?? (signal ? 128 + os.constants.signals[signal] : 1));
+    });
+  });
 }
 
 const USAGE = `usage: npm run bench [-- <name>…]   (all when none is named)
@@ -38,5 +62,18 @@ if (unknown.length) {
   process.exit(2);
 }
 
-run(process.platform === 'win32' ? 'npm.cmd' : 'npm', ['run', 'build']);
-run(process.execPath, [path.join(root, 'dist', 'bench', 'run.js'), ...process.argv.slice(2)]);
+(async () => {
+  const built = await run(process.platform === 'win32' ? 'npm.cmd' : 'npm', ['run', 'build']);
+  if (built !== 0) process.exit(built);
+  // Preloaded as into the apps: this script killed outright (kill -9), the benchmarks still stop
+  // and remove what they started.
+  process.exitCode = await run(process.execPath, [
+    '-r',
+    path.join(__dirname, 'lib', 'exit-with-parent.js'),
+    path.join(root, 'dist', 'bench', 'run.js'),
+    ...process.argv.slice(2),
+  ]);
+})().catch((err) => {
+  console.error(`bench: ${err.message}`);
+  process.exit(1);
+});
