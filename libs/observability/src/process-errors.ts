@@ -1,9 +1,29 @@
+import { format } from 'util';
 import { Logger } from '@nestjs/common';
 
 /** A logged stack's length at most: whole lines, so a cut never splits what redaction looks for. */
 const MAX_STACK_CHARS = 4000;
 
 let installed = false;
+let consoleRouted = false;
+
+/**
+ * `console.warn`, which Loom's code never calls, written as a warning through the app's logger
+ * (JSON, with the MDC, PII redacted) rather than as raw text among the JSON lines: the Redis
+ * client (ioredis) warns this way, e.g. of a password sent to a Redis that needs none, on every
+ * connection. Its own `[WARN] ` / `[ERROR] ` prefix gives the level.
+ */
+export function routeConsoleWarnings(log: Logger = new Logger('Console')): void {
+  if (consoleRouted) return;
+  consoleRouted = true;
+  console.warn = (...args: unknown[]) => {
+    const text = format(...args);
+    const error = /^\[ERROR\] /.exec(text);
+    const msg = text.replace(/^\[(WARN|ERROR)\] /, '');
+    if (error) log.error(msg);
+    else log.warn(msg);
+  };
+}
 
 /**
  * What a Loom process does with an error nobody handled (each app's `main` installs this once,
@@ -18,6 +38,7 @@ let installed = false;
 export function handleProcessErrors(log: Logger = new Logger('Process')): void {
   if (installed) return;
   installed = true;
+  routeConsoleWarnings();
   process.on('unhandledRejection', (reason) => {
     log.error({ msg: 'a promise nobody awaited failed', err: described(reason) });
   });

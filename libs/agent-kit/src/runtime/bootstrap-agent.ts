@@ -1,7 +1,12 @@
 import { INestMicroservice, Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { MicroserviceOptions, Transport } from '@nestjs/microservices';
-import { createPinoLogger, handleProcessErrors, LoomLogger } from '@loom/observability';
+import {
+  createPinoLogger,
+  handleProcessErrors,
+  LoomLogger,
+  routeConsoleWarnings,
+} from '@loom/observability';
 import { LoomEnv, loadEnvOrExit } from '../config/loom-env';
 import { AgentRegistration } from '../contracts/agent-descriptor';
 import { descriptorProblem } from '../contracts/agent-descriptor-check';
@@ -43,6 +48,8 @@ export async function bootstrapAgent(
       format: env.LOG_FORMAT,
     }),
   );
+  // Before the Redis client connects: it warns through console.warn (see routeConsoleWarnings).
+  routeConsoleWarnings();
   let options: MicroserviceOptions;
   let registration = descriptor;
   if (env.LOOM_PROFILE === 'embedded') {
