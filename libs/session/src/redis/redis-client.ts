@@ -33,7 +33,7 @@ export function isCluster(redis: RedisClient): redis is Cluster {
  */
 export function openRedis(target: RedisTarget, options: RedisOptions = {}): RedisClient {
   options = { reconnectOnError: readOnlyReplica, ...options };
-  if (!target.clusterNodes?.length) return new Redis(target.url, options);
+  if (!target.clusterNodes?.length) return timeoutPerSocket(new Redis(target.url, options));
   const url = new URL(target.url);
   const { retryStrategy, enableOfflineQueue, lazyConnect, ...nodeOptions } = options;
   const cluster = new Cluster(target.clusterNodes.map(clusterNode), {
@@ -50,7 +50,7 @@ export function openRedis(target: RedisTarget, options: RedisOptions = {}): Redi
     // Reconnects to the cluster as `options` would to one server (undefined: ioredis' default).
     clusterRetryStrategy: retryStrategy ? (times) => retryStrategy(times) : undefined,
   });
-  return redirectThroughNatMap(cluster);
+  return timeoutPerSocket(redirectThroughNatMap(cluster));
 }
 
 /**
@@ -69,15 +69,43 @@ function readOnlyReplica(err: Error): boolean {
  * rest of its options (`natMap` too) are the original's.
  */
 export function duplicateRedis(redis: RedisClient, override: RedisOptions = {}): RedisClient {
-  if (!isCluster(redis)) return redis.duplicate(override);
+  if (!isCluster(redis)) return timeoutPerSocket(redis.duplicate(override));
   const { enableOfflineQueue, enableAutoPipelining, ...nodeOptions } = override;
-  return redirectThroughNatMap(
-    redis.duplicate(undefined, {
-      ...(enableOfflineQueue === undefined ? {} : { enableOfflineQueue }),
-      ...(enableAutoPipelining === undefined ? {} : { enableAutoPipelining }),
-      redisOptions: { ...redis.options.redisOptions, ...nodeOptions },
-    }),
+  return timeoutPerSocket(
+    redirectThroughNatMap(
+      redis.duplicate(undefined, {
+        ...(enableOfflineQueue === undefined ? {} : { enableOfflineQueue }),
+        ...(enableAutoPipelining === undefined ? {} : { enableAutoPipelining }),
+        redisOptions: { ...redis.options.redisOptions, ...nodeOptions },
+      }),
+    ),
   );
+}
+
+/** ioredis' (5.x) timer of a connection's `socketTimeout`, armed while a command is unanswered. */
+interface SocketTimeoutTimer {
+  socketTimeoutTimer?: NodeJS.Timeout;
+}
+
+/**
+ * Makes `socketTimeout` watch each socket of `redis` (a Cluster's: of each node connection)
+ * alone. ioredis (5.11, redis/ioredis#2147) keeps the timer of a command that a closed socket
+ * left unanswered, and arms no other while it exists: socketTimeout after that command, it
+ * destroyed the socket of that moment, a new and healthy one (what was in flight on it failed
+ * or ran again, a blocked read was cut off), and it held a process that had closed everything
+ * else open. Each close clears it; a command sent on the next socket arms its own.
+ */
+function timeoutPerSocket<T extends RedisClient>(redis: T): T {
+  const clearOnClose = (connection: Redis): void => {
+    connection.on('close', () => {
+      const internal = connection as unknown as SocketTimeoutTimer;
+      clearTimeout(internal.socketTimeoutTimer);
+      internal.socketTimeoutTimer = undefined;
+    });
+  };
+  if (isCluster(redis)) redis.on('+node', clearOnClose);
+  else clearOnClose(redis);
+  return redis;
 }
 
 /** A redirect's handler in ioredis' Cluster: the slot, and `host:port` of the node to try. */
