@@ -5,6 +5,33 @@ import { SessionContext } from '@loom/session';
 import { InProcessOrchestrator, startInProcessOrchestrator } from './in-process.support';
 
 const SKEW_MS = 10 * 60_000;
+
+/**
+ * This host's wall clock (Date.now() and new Date()) SKEW_MS ahead of `realNow`; timers, the
+ * monotonic clock and everything else real.
+ */
+function runHostClockAhead(realNow: () => number): void {
+  jest.useFakeTimers({
+    now: realNow() + SKEW_MS,
+    advanceTimers: true,
+    doNotFake: [
+      'hrtime',
+      'nextTick',
+      'performance',
+      'queueMicrotask',
+      'requestAnimationFrame',
+      'cancelAnimationFrame',
+      'requestIdleCallback',
+      'cancelIdleCallback',
+      'setImmediate',
+      'clearImmediate',
+      'setInterval',
+      'clearInterval',
+      'setTimeout',
+      'clearTimeout',
+    ],
+  });
+}
 const usage = { promptTokens: 1, completionTokens: 1, costUsd: 0 };
 
 @Injectable()
@@ -93,26 +120,7 @@ describe('task times across skewed clocks (HTTP, in-process)', () => {
     const auth = orch.auth('olga', 'tenant-clock');
     const conv = await request(server).post('/v1/conversations').set('authorization', auth);
     // This host's wall clock (Date.now() and new Date()) ten minutes ahead; nothing else faked.
-    jest.useFakeTimers({
-      now: realNow() + SKEW_MS,
-      advanceTimers: true,
-      doNotFake: [
-        'hrtime',
-        'nextTick',
-        'performance',
-        'queueMicrotask',
-        'requestAnimationFrame',
-        'cancelAnimationFrame',
-        'requestIdleCallback',
-        'cancelIdleCallback',
-        'setImmediate',
-        'clearImmediate',
-        'setInterval',
-        'clearInterval',
-        'setTimeout',
-        'clearTimeout',
-      ],
-    });
+    runHostClockAhead(realNow);
     const res = await request(server)
       .post(`/v1/conversations/${conv.body.conversationId}/messages`)
       .set('authorization', auth)
@@ -166,26 +174,7 @@ describe('message times across replicas whose clocks differ (HTTP, in-process)',
     const id = conv.body.conversationId as string;
     const realNow = Date.now.bind(Date);
     // The replica whose host clock runs ahead: Date.now() and new Date(), nothing else faked.
-    jest.useFakeTimers({
-      now: realNow() + SKEW_MS,
-      advanceTimers: true,
-      doNotFake: [
-        'hrtime',
-        'nextTick',
-        'performance',
-        'queueMicrotask',
-        'requestAnimationFrame',
-        'cancelAnimationFrame',
-        'requestIdleCallback',
-        'cancelIdleCallback',
-        'setImmediate',
-        'clearImmediate',
-        'setInterval',
-        'clearInterval',
-        'setTimeout',
-        'clearTimeout',
-      ],
-    });
+    runHostClockAhead(realNow);
     const first = await request(server)
       .post(`/v1/conversations/${id}/messages`)
       .set('authorization', auth)
@@ -256,26 +245,7 @@ describe('execution and shared-write times across skewed clocks (HTTP, in-proces
     const conv = await request(server).post('/v1/conversations').set('authorization', auth);
     // The orchestrator's and the agent's wall clock (Date.now() and new Date()) ten minutes
     // ahead; nothing else faked.
-    jest.useFakeTimers({
-      now: realNow() + SKEW_MS,
-      advanceTimers: true,
-      doNotFake: [
-        'hrtime',
-        'nextTick',
-        'performance',
-        'queueMicrotask',
-        'requestAnimationFrame',
-        'cancelAnimationFrame',
-        'requestIdleCallback',
-        'cancelIdleCallback',
-        'setImmediate',
-        'clearImmediate',
-        'setInterval',
-        'clearInterval',
-        'setTimeout',
-        'clearTimeout',
-      ],
-    });
+    runHostClockAhead(realNow);
     const res = await request(server)
       .post(`/v1/conversations/${conv.body.conversationId}/messages`)
       .set('authorization', auth)
