@@ -147,13 +147,25 @@ return 0`;
  * deletion did, so it renews the tombstones for the time they were set for (their value, ms): a
  * refill that read MySQL before this write and lands after the first tombstone lapsed would
  * otherwise put the older value back. KEYS[6] (when given) the key's `_writing` set, from which
- * the write's token ARGV[10] goes either way: its Redis half is done. 0 written, 1 refused.
+ * the write's token ARGV[10] goes either way: its Redis half is done. A write whose token is no
+ * longer there with a deadline ahead (`late`: its writer was paused past the deadline, readers
+ * took it for gone and removed its token, or Redis restarted since) is refused the same way, with
+ * no tombstone to renew: by then the key may have been deleted and its tombstone lapsed (an agent
+ * stopped after its agent session's MySQL commit, woken after its task closed and removed it).
+ * 0 written, 1 refused.
  */
 export const SAVE_CACHED = `${PRELUDE}
-if KEYS[6] then redis.call('ZREM', KEYS[6], ARGV[10]) end
+local late = false
+if KEYS[6] and ARGV[10] ~= '' then
+  local deadline = redis.call('ZSCORE', KEYS[6], ARGV[10])
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  late = not deadline or tonumber(deadline) <= now
+  redis.call('ZREM', KEYS[6], ARGV[10])
+end
 local gone = redis.call('GET', KEYS[5])
 local sessionGone = KEYS[7] and redis.call('GET', KEYS[7])
-if gone or sessionGone then
+if late or gone or sessionGone then
   if owner == ARGV[1] then redis.call('DEL', KEYS[3]) end
   for k, v in pairs({[5] = gone, [7] = sessionGone}) do
     local ms = v and tonumber(v)

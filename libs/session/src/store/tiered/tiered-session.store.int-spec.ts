@@ -8,7 +8,7 @@ import { runSessionStoreContract } from '../session-store.contract';
 import { newId } from '../../ids';
 import { LoomError, LoomErrorCode } from '../../errors/session-error';
 import { AppendOptions, StoreScope } from '../session-store';
-import { TieredSessionStore } from './tiered-session.store';
+import { TieredOptions, TieredSessionStore } from './tiered-session.store';
 
 /** A tiered store (no LRU) on a database and a key prefix of its own; cleanup drops both. */
 async function tieredOnRealServers() {
@@ -688,7 +688,7 @@ describe('tiered store: a writer that stops between its MySQL write and its Redi
   let redis: Redis;
   const stores: TieredSessionStore[] = [];
   /** A process's tiered store (no LRU) on the suite's database and prefix. */
-  const open = (store: MysqlSessionStore = durable) => {
+  const open = (store: MysqlSessionStore = durable, extra: Partial<TieredOptions> = {}) => {
     const tiered = new TieredSessionStore(
       store,
       new RedisSessionStore(new Redis(TEST_REDIS_URL), prefix.prefix, { authoritative: false }),
@@ -697,6 +697,7 @@ describe('tiered store: a writer that stops between its MySQL write and its Redi
         lruTtlMs: 0,
         writeDeadlineMs: DEADLINE_MS,
         unknownWriteHoldMs: HOLD_MS,
+        ...extra,
       },
     );
     stores.push(tiered);
@@ -809,6 +810,27 @@ describe('tiered store: a writer that stops between its MySQL write and its Redi
     await sleep(HOLD_MS + 100);
     expect(await texts(reader, sid)).toEqual([1, 2]);
     expect(await cached(reader, sid)).toEqual([1, 2]);
+  });
+
+  it('a save paused past its deadline, its key deleted meanwhile, does not put the key back in Redis', async () => {
+    // An agent stopped (SIGSTOP) after its agent session's MySQL commit; its task completed and
+    // removed the session, and the deletion's tombstone lapsed before the agent woke up.
+    const tombstone = { deleteTombstoneMs: DEADLINE_MS / 2 };
+    const [agent, orchestrator] = [open(durable, tombstone), open(durable, tombstone)];
+    const sid = newId('c');
+    const key = 'agent:a_paused12';
+    await orchestrator.save(alice, sid, 'conversation', { title: 'x' });
+    const write = durable.save.bind(durable);
+    jest.spyOn(durable, 'save').mockImplementationOnce(async (...args) => {
+      await write(...args); // the execution's write passed its guard in MySQL
+      expect(await orchestrator.deleteKeys(alice, sid, [key])).toBe(true); // the task's cleanup
+      await sleep(DEADLINE_MS + 100); // the agent is paused past its deadline and the tombstone
+    });
+    await agent.save(alice, sid, key, { status: 'COMPLETED' });
+    jest.restoreAllMocks();
+    expect(await durable.get(alice, sid, key)).toBeNull();
+    expect(await redis.exists(agent.hot.keys.value(sid, key))).toBe(0);
+    expect(await orchestrator.get(alice, sid, key)).toBeNull();
   });
 
   it('deleting the session removes the records of its writes, a dead writer’s included', async () => {
