@@ -401,12 +401,16 @@ if ARGV[4] == '1' then redis.call('DEL', KEYS[2], KEYS[3]) end
 return 1`;
 
 /**
- * Leaves deletion tombstones (KEYS[2..], see markDeleted) for ARGV[1] ms, their value that
- * duration, unless the session is cached as another tenant's (ARGV[2] is the deleter): 0 then.
+ * Leaves deletion tombstones (KEYS[3..], see markDeleted) for ARGV[1] ms, their value that
+ * duration, and ends the session's refill epoch (KEYS[2], `_epoch`): a refill whose read missed
+ * before the deletion is refused however late it comes, not only while the tombstones last (its
+ * process paused past them, the epoch kept alive by the session's other misses). Nothing (0) when
+ * the session is cached as another tenant's (ARGV[2] is the deleter).
  */
 export const MARK_DELETED = `${PRELUDE}
 if owner and owner ~= ARGV[2] then return 0 end
-for i = 2, #KEYS do redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[1]) end
+redis.call('DEL', KEYS[2])
+for i = 3, #KEYS do redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[1]) end
 return 1`;
 
 /** Deletes the listed state keys (KEYS[3..]) of a session owned by ARGV[1]; ARGV[2..] their names. */

@@ -478,7 +478,10 @@ export class RedisSessionStore implements SessionStore {
     const px = Math.max(1, Math.floor(ttlMs));
     // Its value is its duration, which a save refused under it renews (SAVE_CACHED). None on a
     // session cached as another tenant's: a deletion of someone else's id leaves their cache be.
-    await this.run.MARK_DELETED([this.keys.meta(sid), this.keys.gone(sid)], [px, scope.tenantId]);
+    await this.run.MARK_DELETED(
+      [this.keys.meta(sid), this.keys.epoch(sid), this.keys.gone(sid)],
+      [px, scope.tenantId],
+    );
   }
 
   /**
@@ -498,7 +501,11 @@ export class RedisSessionStore implements SessionStore {
     const px = Math.max(1, Math.floor(ttlMs));
     // As markDeleted: their value is their duration; none on another tenant's session.
     await this.run.MARK_DELETED(
-      [this.keys.meta(sid), ...keys.map((key) => this.keys.keyGone(sid, key))],
+      [
+        this.keys.meta(sid),
+        this.keys.epoch(sid),
+        ...keys.map((key) => this.keys.keyGone(sid, key)),
+      ],
       [px, scope.tenantId],
     );
   }

@@ -833,6 +833,30 @@ describe('tiered store: a writer that stops between its MySQL write and its Redi
     expect(await orchestrator.get(alice, sid, key)).toBeNull();
   });
 
+  it('a refill that read an agent session before its deletion, paused past the tombstone, does not cache it', async () => {
+    // A plain read (agentMessages) missed Redis and read MySQL; its process was stopped before the
+    // refill while the task closed and removed the agent session, and woke after the tombstone
+    // lapsed; the conversation's refill epoch lives on meanwhile (its other reads renew it).
+    const tombstone = { deleteTombstoneMs: 200 };
+    const [reader, orchestrator] = [open(durable, tombstone), open(durable, tombstone)];
+    const sid = newId('c');
+    const key = 'agent:a_refill12';
+    await orchestrator.save(alice, sid, 'conversation', { title: 'x' });
+    await orchestrator.save(alice, sid, key, { status: 'COMPLETED' });
+    await orchestrator.invalidate(sid);
+    const read = durable.get.bind(durable);
+    jest.spyOn(durable, 'get').mockImplementationOnce(async (...args) => {
+      const old = await read(...args);
+      expect(await orchestrator.deleteKeys(alice, sid, [key])).toBe(true); // the task's cleanup
+      await sleep(400); // the reader is paused past the tombstone
+      return old;
+    });
+    expect(await reader.get(alice, sid, key)).toEqual({ status: 'COMPLETED' });
+    jest.restoreAllMocks();
+    expect(await redis.exists(reader.hot.keys.value(sid, key))).toBe(0);
+    expect(await orchestrator.get(alice, sid, key)).toBeNull();
+  });
+
   it('deleting the session removes the records of its writes, a dead writer’s included', async () => {
     const store = open();
     const sid = newId('c');
