@@ -9,6 +9,7 @@ import {
   StateKeys,
   TaskRepository,
   TaskSession,
+  TaskStatus,
   TieredSessionStore,
 } from '@loom/session';
 import { AgentHandler } from './agent-handler';
@@ -287,6 +288,58 @@ describe('agent runner: a write racing the end of its execution (real Redis Stre
     expect(await durable.listSessionKeys(owner, task.conversationId)).toEqual([]);
     expect(
       await agent.tasks.agentSession(owner, task.conversationId, agentSessionId, true),
+    ).toBeNull();
+  });
+});
+
+/**
+ * A delivery whose agent was paused (SIGSTOP, simulated by holding its handler) while its task
+ * completed without it and removed its agent sessions (issue 4: an agent session left in Redis):
+ * when it wakes, nothing of it is written back, in MySQL or in Redis.
+ */
+describe('agent runner: a delivery woken after its task completed (real Redis Streams, MySQL, Redis)', () => {
+  let agent: AgentHarness;
+  const owner = { tenantId: 'tenant-e', userId: 'erin' };
+
+  beforeAll(async () => {
+    agent = await AgentHarness.start(DESCRIPTOR, GatedWriter);
+  });
+  afterAll(() => agent?.stop());
+
+  it('leaves no agent session behind, its failure record included', async () => {
+    onWriteError = 'wrap'; // the refused write fails the handler: the runner records FAILED
+    const task = await agent.seed(owner, [], 'question');
+    let open!: () => void;
+    gate = new Promise((r) => (open = r));
+    const running = new Promise<void>((r) => (started = r));
+    const req = agent.request(owner, task);
+    const { agentSessionId } = agent.signer.verify(req.assignment, DESCRIPTOR.agentType);
+    const answer = agent.execute(req).then(
+      () => null,
+      (err: unknown) => err,
+    );
+    await running;
+
+    // The task completes (another delivery's stored result) and its cleanup runs.
+    await agent.tasks.save(owner, { ...task, status: TaskStatus.COMPLETED });
+    expect(
+      await agent.tasks.removeAgentSessions(owner, task.conversationId, [agentSessionId]),
+    ).toBe(true);
+    const written = new Promise<unknown>(
+      (r) => (wrote = (id, err) => id === agentSessionId && r(err)),
+    );
+    open();
+    expect(await written).toMatchObject({ code: 'SUPERSEDED' });
+    expect(await answer).not.toBeNull();
+
+    const raw = agent.infra.keys.value(task.conversationId, StateKeys.agent(agentSessionId));
+    expect(await agent.infra.redis!.exists(raw)).toBe(0);
+    expect(
+      await agent.tasks.agentSession(owner, task.conversationId, agentSessionId, true),
+    ).toBeNull();
+    const durable = (agent.infra.store as TieredSessionStore).durable;
+    expect(
+      await durable.get(owner, task.conversationId, StateKeys.agent(agentSessionId)),
     ).toBeNull();
   });
 });
