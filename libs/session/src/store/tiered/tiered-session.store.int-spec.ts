@@ -857,6 +857,28 @@ describe('tiered store: a writer that stops between its MySQL write and its Redi
     expect(await orchestrator.get(alice, sid, key)).toBeNull();
   });
 
+  it('a save begun while the breaker was open, paused past its deadline, does not put a deleted key back', async () => {
+    // As above, but the breaker was open when the save began (no token recorded in Redis) and
+    // had closed again by the time the agent woke up.
+    const tombstone = { deleteTombstoneMs: DEADLINE_MS / 2 };
+    const [agent, orchestrator] = [open(durable, tombstone), open(durable, tombstone)];
+    const sid = newId('c');
+    const key = 'agent:a_breaker1';
+    await orchestrator.save(alice, sid, 'conversation', { title: 'x' });
+    jest.spyOn(agent.guard, 'isOpen', 'get').mockReturnValueOnce(true);
+    const write = durable.save.bind(durable);
+    jest.spyOn(durable, 'save').mockImplementationOnce(async (...args) => {
+      await write(...args);
+      expect(await orchestrator.deleteKeys(alice, sid, [key])).toBe(true);
+      await sleep(DEADLINE_MS + 100);
+    });
+    await agent.save(alice, sid, key, { status: 'COMPLETED' });
+    jest.restoreAllMocks();
+    expect(await durable.get(alice, sid, key)).toBeNull();
+    expect(await redis.exists(agent.hot.keys.value(sid, key))).toBe(0);
+    expect(await orchestrator.get(alice, sid, key)).toBeNull();
+  });
+
   it('deleting the session removes the records of its writes, a dead writer’s included', async () => {
     const store = open();
     const sid = newId('c');

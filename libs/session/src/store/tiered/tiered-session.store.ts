@@ -145,12 +145,13 @@ export class TieredSessionStore implements SessionStore {
     // never had. Its JSON text, made once for every tier: what the LRU answers (parsed from it)
     // is what MySQL and Redis would.
     const encoded = new EncodedValue(toJson(value));
+    const began = performance.now();
     const { token } = await this.durably(scope, sid, key, () =>
       this.durable.save(scope, sid, key, encoded, opts),
     );
     const lruKey = this.lruKey(scope, sid, key);
     this.remember(key, lruKey, () => encoded.json);
-    await this.hotSave(scope, sid, key, encoded, opts, lruKey, token);
+    await this.hotSave(scope, sid, key, encoded, opts, lruKey, token, began);
   }
 
   /**
@@ -159,6 +160,11 @@ export class TieredSessionStore implements SessionStore {
    * the deletion (an execution's write as its task closed), and would bring the deleted key back
    * for its TTL. Nor is it kept in the LRU then. A later write of the key is not lost for that:
    * reads find it in MySQL, and Redis caches the key again once the tombstone (1 min) is gone.
+   * Redis refuses it too once the write's token is past its deadline (SAVE_CACHED). A write begun
+   * while the breaker was open has no token: it drops Redis's copy instead of writing it when it
+   * comes later than that deadline after the durable write began (`began`, this process's
+   * monotonic clock, which runs on while the process is stopped), as the key may have been deleted
+   * meanwhile and its tombstone lapsed.
    */
   private async hotSave(
     scope: StoreScope,
@@ -168,8 +174,14 @@ export class TieredSessionStore implements SessionStore {
     opts: WriteOptions,
     lruKey: string,
     token: string,
+    began: number,
   ): Promise<void> {
     await this.hotWrite(scope, sid, key, async () => {
+      if (!token && performance.now() - began > (this.opts.writeDeadlineMs ?? WRITE_DEADLINE_MS)) {
+        this.lru.delete(lruKey);
+        await this.hot.purge(sid, key);
+        return;
+      }
       const written = await this.hot.saveIfNotDeleted(
         scope,
         sid,
@@ -189,11 +201,12 @@ export class TieredSessionStore implements SessionStore {
     value: unknown,
     opts: WriteOptions = {},
   ): Promise<boolean> {
+    const began = performance.now();
     const { result: created, token } = await this.durably(scope, sid, key, () =>
       this.durable.create(scope, sid, key, value, opts),
     );
     if (created)
-      await this.hotSave(scope, sid, key, value, opts, this.lruKey(scope, sid, key), token);
+      await this.hotSave(scope, sid, key, value, opts, this.lruKey(scope, sid, key), token, began);
     else if (token) await this.endWriting(sid, key, token);
     return created;
   }
