@@ -5,7 +5,7 @@
 const { spawnSync } = require('child_process');
 const path = require('path');
 const { root } = require('./transpile');
-const { USAGE, parseChaosArgs } = require('./lib/chaos-args');
+const { chaosArgsOrExit } = require('./lib/chaos-args');
 
 function run(command, args) {
   const res = spawnSync(command, args, { cwd: root, stdio: 'inherit' });
@@ -14,15 +14,7 @@ function run(command, args) {
 }
 
 // Answered or refused before the build: `--help` or a typo must not cost one.
-const parsed = parseChaosArgs(process.argv.slice(2));
-if (parsed.help) {
-  console.log(USAGE);
-  process.exit(0);
-}
-if (parsed.error !== undefined) {
-  console.error(parsed.error);
-  process.exit(2);
-}
+chaosArgsOrExit(process.argv.slice(2));
 
 run(process.platform === 'win32' ? 'npm.cmd' : 'npm', ['run', 'build']);
 run(process.execPath, [

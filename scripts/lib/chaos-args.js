@@ -44,4 +44,18 @@ function parseChaosArgs(args) {
   };
 }
 
-module.exports = { USAGE, parseChaosArgs };
+/** The options of `args`; after printing the usage (--help, exit 0) or a refusal (exit 2), none. */
+function chaosArgsOrExit(args) {
+  const parsed = parseChaosArgs(args);
+  if (parsed.help) {
+    console.log(USAGE);
+    process.exit(0);
+  }
+  if (parsed.error !== undefined) {
+    console.error(parsed.error);
+    process.exit(2);
+  }
+  return parsed;
+}
+
+module.exports = { USAGE, parseChaosArgs, chaosArgsOrExit };

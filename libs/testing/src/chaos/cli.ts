@@ -2,20 +2,15 @@ import { existsSync } from 'fs';
 import { dirname, join } from 'path';
 import { formatReport, runChaos } from './run-chaos';
 
-type ChaosArgs =
-  | { help: true; error?: undefined }
-  | { error: string; help?: undefined }
-  | {
-      help: false;
-      error?: undefined;
-      minutes: number;
-      seed: number;
-      conversations: number;
-      redisCluster: boolean;
-    };
+interface ChaosArgs {
+  minutes: number;
+  seed: number;
+  conversations: number;
+  redisCluster: boolean;
+}
 
 /** scripts/lib/chaos-args.js (read by scripts/chaos.js before it builds), from src or dist/. */
-function chaosArgs(): { USAGE: string; parseChaosArgs(args: string[]): ChaosArgs } {
+function chaosArgs(): { chaosArgsOrExit(args: string[]): ChaosArgs } {
   let dir = __dirname;
   while (!existsSync(join(dir, 'package.json'))) dir = dirname(dir);
   return require(join(dir, 'scripts', 'lib', 'chaos-args.js'));
@@ -26,17 +21,9 @@ function chaosArgs(): { USAGE: string; parseChaosArgs(args: string[]): ChaosArgs
  * when an invariant broke.
  */
 async function main(): Promise<void> {
-  const { USAGE, parseChaosArgs } = chaosArgs();
-  const parsed = parseChaosArgs(process.argv.slice(2));
-  if (parsed.help) {
-    console.log(USAGE);
-    process.exit(0);
-  }
-  if (parsed.error !== undefined) {
-    console.error(parsed.error);
-    process.exit(2);
-  }
-  const { minutes, seed, conversations, redisCluster } = parsed;
+  const { minutes, seed, conversations, redisCluster } = chaosArgs().chaosArgsOrExit(
+    process.argv.slice(2),
+  );
   const report = await runChaos({
     seed,
     durationMs: minutes * 60_000,
