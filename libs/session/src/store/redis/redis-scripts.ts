@@ -235,14 +235,24 @@ return idx`;
  * KEYS[6], the tombstone of the session's deletion, lasts: the append may have passed MySQL
  * before the deletion, and its item would stay in Redis for the list's TTL, a deleted
  * conversation's message kept (and, were the id written again, counted in a refilled list). The
- * list's copy goes instead, as SAVE_CACHED's value does, and the tombstone is renewed.
+ * list's copy goes instead, as SAVE_CACHED's value does, and the tombstone is renewed. An append
+ * whose token is no longer there with a deadline ahead (`late`, as in SAVE_CACHED: its process was
+ * stopped past the deadline, by when the conversation may have been deleted and its tombstone
+ * lapsed) is refused the same way, with no tombstone to renew.
  */
 export const APPEND_CACHED = `${PRELUDE}
-redis.call('ZREM', KEYS[5], ARGV[9])
+local late = false
+if ARGV[9] ~= '' then
+  local deadline = redis.call('ZSCORE', KEYS[5], ARGV[9])
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  late = not deadline or tonumber(deadline) <= now
+  redis.call('ZREM', KEYS[5], ARGV[9])
+end
 local sessionGone = KEYS[6] and redis.call('GET', KEYS[6])
-if sessionGone then
+if late or sessionGone then
   if owner == ARGV[1] then redis.call('DEL', KEYS[3]) end
-  local ms = tonumber(sessionGone)
+  local ms = sessionGone and tonumber(sessionGone)
   if ms and ms > 1 then redis.call('PEXPIRE', KEYS[6], math.floor(ms), 'GT') end
   return 0
 end

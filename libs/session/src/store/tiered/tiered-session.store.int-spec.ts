@@ -833,6 +833,29 @@ describe('tiered store: a writer that stops between its MySQL write and its Redi
     expect(await orchestrator.get(alice, sid, key)).toBeNull();
   });
 
+  it('an append paused past its deadline, its conversation deleted meanwhile, puts nothing back in Redis', async () => {
+    // A process stopped (SIGSTOP) after its append's MySQL commit; the conversation was deleted
+    // and the deletion's tombstone lapsed before the process woke up.
+    const tombstone = { deleteTombstoneMs: DEADLINE_MS / 2 };
+    const [writer, deleter] = [open(durable, tombstone), open(durable, tombstone)];
+    const sid = newId('c');
+    await deleter.save(alice, sid, 'conversation', { title: 'x' });
+    await writer.append(alice, sid, 'messages', { n: 1 });
+    const append = durable.append.bind(durable);
+    jest.spyOn(durable, 'append').mockImplementationOnce(async (...args) => {
+      const index = await append(...args); // the append reached MySQL
+      await deleter.delete(alice, sid); // then the conversation was deleted, rows and copies
+      await sleep(DEADLINE_MS + 100); // the writer is paused past its deadline and the tombstone
+      return index;
+    });
+    expect(await writer.append(alice, sid, 'messages', { n: 2 })).toBe(2);
+    jest.restoreAllMocks();
+    expect(await durable.getList(alice, sid, 'messages')).toEqual([]);
+    expect(await redis.exists(writer.hot.keys.list(sid, 'messages'))).toBe(0);
+    expect(await redis.exists(writer.hot.keys.meta(sid))).toBe(0);
+    expect(await deleter.getList(alice, sid, 'messages')).toEqual([]);
+  });
+
   it('a refill that read an agent session before its deletion, paused past the tombstone, does not cache it', async () => {
     // A plain read (agentMessages) missed Redis and read MySQL; its process was stopped before the
     // refill while the task closed and removed the agent session, and woke after the tombstone
