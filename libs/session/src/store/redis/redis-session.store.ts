@@ -338,10 +338,14 @@ export class RedisSessionStore implements SessionStore {
     );
   }
 
-  /** Ends a cache's record of a durable write that wrote nothing (see markWriting). */
-  async endWriting(sid: string, key: string, writeToken: string): Promise<void> {
+  /**
+   * Ends a cache's records of durable writes (see markWriting): one that wrote nothing, or those
+   * whose Redis half missed, once their copy is dropped.
+   */
+  async endWriting(sid: string, key: string, ...writeTokens: string[]): Promise<void> {
     this.check(sid, key);
-    await this.redis.zrem(this.keys.writing(sid, key), writeToken);
+    for (let i = 0; i < writeTokens.length; i += 1000)
+      await this.redis.zrem(this.keys.writing(sid, key), ...writeTokens.slice(i, i + 1000));
   }
 
   async getList<T>(

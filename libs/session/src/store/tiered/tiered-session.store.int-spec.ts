@@ -8,6 +8,7 @@ import { runSessionStoreContract } from '../session-store.contract';
 import { newId } from '../../ids';
 import { LoomError, LoomErrorCode } from '../../errors/session-error';
 import { AppendOptions, StoreScope } from '../session-store';
+import { DEFAULT_GUARD } from './hot-tier-guard';
 import { TieredOptions, TieredSessionStore } from './tiered-session.store';
 
 /** A tiered store (no LRU) on a database and a key prefix of its own; cleanup drops both. */
@@ -900,6 +901,38 @@ describe('tiered store: a writer that stops between its MySQL write and its Redi
     expect(await durable.get(alice, sid, key)).toBeNull();
     expect(await redis.exists(agent.hot.keys.value(sid, key))).toBe(0);
     expect(await orchestrator.get(alice, sid, key)).toBeNull();
+  });
+
+  it('an append made while its process’s breaker is open is read by every process at once', async () => {
+    // The breaker opened on time-outs (a busy event loop) while Redis still answers the others:
+    // the append's Redis half is not sent, and this process alone knows its list copy is short.
+    const guard = { ...DEFAULT_GUARD, halfOpenAfterMs: 300 };
+    // A deadline no wait below reaches: the record ends with the writer's repair, not by lapsing.
+    const writer = open(durable, { guard, writeDeadlineMs: 60_000, repairRetryMs: 60_000 });
+    const reader = open();
+    const sid = newId('c');
+    await writer.save(alice, sid, 'conversation', { title: 'x' });
+    await writer.append(alice, sid, 'messages', { n: 1 });
+    await writer.append(alice, sid, 'messages', { n: 2 });
+    expect(await texts(reader, sid)).toEqual([1, 2]);
+    expect(await cached(reader, sid)).toEqual([1, 2]);
+    for (let i = 0; i < DEFAULT_GUARD.failureThreshold; i++)
+      await writer.guard.attempt(() => Promise.reject(new Error('timed out')));
+    expect(writer.guard.isOpen).toBe(true);
+
+    expect(await writer.append(alice, sid, 'messages', { n: 3 })).toBe(3);
+    expect(writer.guard.isOpen).toBe(true); // its Redis half was not sent
+    expect(await cached(reader, sid)).toBeNull();
+    expect(await texts(reader, sid)).toEqual([1, 2, 3]);
+    expect(await reader.listLength(alice, sid, 'messages')).toBe(3);
+    expect(await cached(reader, sid)).toBeNull(); // not refilled while the write's record lasts
+
+    // Once the writer reaches Redis again, its repair ends that record: the list is cached again.
+    await sleep(guard.halfOpenAfterMs + 100);
+    expect(await writer.dropMissedHotCopies()).toEqual([]);
+    expect(await texts(reader, sid)).toEqual([1, 2, 3]);
+    expect(await cached(reader, sid)).toEqual([1, 2, 3]);
+    expect(await redis.exists(writer.hot.keys.writing(sid, 'messages'))).toBe(0);
   });
 
   it('deleting the session removes the records of its writes, a dead writer’s included', async () => {

@@ -88,6 +88,11 @@ interface Pending {
    * would cache what MySQL no longer holds.
    */
   deleted?: boolean;
+  /**
+   * The records (markWriting tokens) of writes whose Redis half missed: the repair ends them with
+   * the copy it drops, so refills cache the key again then rather than at their deadlines.
+   */
+  tokens?: string[];
 }
 
 /**
@@ -145,13 +150,12 @@ export class TieredSessionStore implements SessionStore {
     // never had. Its JSON text, made once for every tier: what the LRU answers (parsed from it)
     // is what MySQL and Redis would.
     const encoded = new EncodedValue(toJson(value));
-    const began = performance.now();
     const { token } = await this.durably(scope, sid, key, () =>
       this.durable.save(scope, sid, key, encoded, opts),
     );
     const lruKey = this.lruKey(scope, sid, key);
     this.remember(key, lruKey, () => encoded.json);
-    await this.hotSave(scope, sid, key, encoded, opts, lruKey, token, began);
+    await this.hotSave(scope, sid, key, encoded, opts, lruKey, token);
   }
 
   /**
@@ -160,11 +164,8 @@ export class TieredSessionStore implements SessionStore {
    * the deletion (an execution's write as its task closed), and would bring the deleted key back
    * for its TTL. Nor is it kept in the LRU then. A later write of the key is not lost for that:
    * reads find it in MySQL, and Redis caches the key again once the tombstone (1 min) is gone.
-   * Redis refuses it too once the write's token is past its deadline (SAVE_CACHED). A write begun
-   * while the breaker was open has no token: it drops Redis's copy instead of writing it when it
-   * comes later than that deadline after the durable write began (`began`, this process's
-   * monotonic clock, which runs on while the process is stopped), as the key may have been deleted
-   * meanwhile and its tombstone lapsed.
+   * Redis refuses it too once the write's token is past its deadline, or never reached Redis
+   * (SAVE_CACHED): the key may have been deleted meanwhile and its tombstone lapsed.
    */
   private async hotSave(
     scope: StoreScope,
@@ -174,24 +175,25 @@ export class TieredSessionStore implements SessionStore {
     opts: WriteOptions,
     lruKey: string,
     token: string,
-    began: number,
   ): Promise<void> {
-    await this.hotWrite(scope, sid, key, async () => {
-      if (!token && performance.now() - began > (this.opts.writeDeadlineMs ?? WRITE_DEADLINE_MS)) {
-        this.lru.delete(lruKey);
-        await this.hot.purge(sid, key);
-        return;
-      }
-      const written = await this.hot.saveIfNotDeleted(
-        scope,
-        sid,
-        key,
-        value,
-        { userId: opts.userId, ttlSeconds: this.opts.ttlFor(key).ttlSeconds },
-        token,
-      );
-      if (!written) this.lru.delete(lruKey);
-    });
+    await this.hotWrite(
+      scope,
+      sid,
+      key,
+      async () => {
+        const written = await this.hot.saveIfNotDeleted(
+          scope,
+          sid,
+          key,
+          value,
+          { userId: opts.userId, ttlSeconds: this.opts.ttlFor(key).ttlSeconds },
+          token,
+        );
+        if (!written) this.lru.delete(lruKey);
+      },
+      false,
+      token,
+    );
   }
 
   async create(
@@ -201,13 +203,12 @@ export class TieredSessionStore implements SessionStore {
     value: unknown,
     opts: WriteOptions = {},
   ): Promise<boolean> {
-    const began = performance.now();
     const { result: created, token } = await this.durably(scope, sid, key, () =>
       this.durable.create(scope, sid, key, value, opts),
     );
     if (created)
-      await this.hotSave(scope, sid, key, value, opts, this.lruKey(scope, sid, key), token, began);
-    else if (token) await this.endWriting(sid, key, token);
+      await this.hotSave(scope, sid, key, value, opts, this.lruKey(scope, sid, key), token);
+    else await this.endWriting(sid, key, token);
     return created;
   }
 
@@ -308,12 +309,18 @@ export class TieredSessionStore implements SessionStore {
       this.durable.append(scope, sid, key, encoded, opts),
     );
     const ttlSeconds = this.opts.ttlFor(key).ttlSeconds;
-    await this.hotWrite(scope, sid, key, () =>
-      this.hot
-        .appendCached(scope, sid, key, encoded, { index, ttlSeconds, writeToken: token })
-        .catch((err) => {
-          if (!LoomError.is(err, LoomErrorCode.CONFLICT)) throw err; // already cached by a refill
-        }),
+    await this.hotWrite(
+      scope,
+      sid,
+      key,
+      () =>
+        this.hot
+          .appendCached(scope, sid, key, encoded, { index, ttlSeconds, writeToken: token })
+          .catch((err) => {
+            if (!LoomError.is(err, LoomErrorCode.CONFLICT)) throw err; // already cached by a refill
+          }),
+      false,
+      token,
     );
     return index;
   }
@@ -532,8 +539,14 @@ export class TieredSessionStore implements SessionStore {
    * The record is sent, not awaited: it goes out on the connection the Redis half takes later, so
    * Redis runs it first, and it adds no round trip. Nor does it count for the breaker: a burst of
    * writes under a busy event loop would time records out and open it, sending every hot write
-   * of that burst to nowhere. While the breaker is open no record is sent (token ''); one Redis
-   * refused costs at most a needless drop of the key's copy once its deadline passes.
+   * of that burst to nowhere. One Redis refused costs at most a needless drop of the key's copy.
+   *
+   * While the breaker is open the record is sent all the same (Redis may well answer: the breaker
+   * opens on time-outs of a busy event loop too), and it drops the key's cached copy at once: the
+   * write's Redis half will most likely not be sent, and other processes that reach Redis would
+   * otherwise go on serving a copy without this write (a list cached whole, short of the messages
+   * this process acknowledged) until this process's repair, which only it knows to run. The record
+   * keeps refills out until its deadline, as for a writer that stopped.
    *
    * A write that failed definitely (a LoomError other than UNAVAILABLE) wrote nothing: its record
    * just ends. One that failed without saying whether it committed drops the cached copy and
@@ -550,21 +563,23 @@ export class TieredSessionStore implements SessionStore {
     assertId(sid, 'session id');
     assertStateKey(key);
     const keepMs = this.opts.ttlFor(key).ttlSeconds * 1000;
-    const token = this.guard.isOpen ? '' : randomBytes(9).toString('base64url');
-    if (token)
-      this.hot
-        .markWriting(scope, sid, key, token, this.opts.writeDeadlineMs ?? WRITE_DEADLINE_MS, keepMs)
-        .catch((err: unknown) => this.opts.onHotError?.(err));
+    const token = randomBytes(9).toString('base64url');
+    const deadlineMs = this.opts.writeDeadlineMs ?? WRITE_DEADLINE_MS;
+    const drop = this.guard.isOpen;
+    if (drop) this.lru.delete(this.lruKey(scope, sid, key));
+    this.hot
+      .markWriting(scope, sid, key, token, deadlineMs, keepMs, drop)
+      .catch((err: unknown) => this.opts.onHotError?.(err));
     try {
       return { result: await write(), token };
     } catch (err) {
       if (LoomError.is(err) && err.code !== LoomErrorCode.UNAVAILABLE) {
-        if (token) await this.endWriting(sid, key, token);
+        await this.endWriting(sid, key, token);
       } else {
         const holdMs = this.opts.unknownWriteHoldMs ?? UNKNOWN_WRITE_HOLD_MS;
         this.lru.delete(this.lruKey(scope, sid, key));
         await this.hotWrite(scope, sid, key, () =>
-          this.hot.markWriting(scope, sid, key, token || 'unknown', holdMs, keepMs, true),
+          this.hot.markWriting(scope, sid, key, token, holdMs, keepMs, true),
         );
       }
       throw err;
@@ -603,13 +618,17 @@ export class TieredSessionStore implements SessionStore {
     return res.ok ? res : { ok: false };
   }
 
-  /** A hot write that fails leaves a possibly stale copy: remember it and drop it once Redis answers. */
+  /**
+   * A hot write that fails leaves a possibly stale copy: remember it and drop it once Redis
+   * answers, ending the record of the durable write it followed (`token`) then.
+   */
   private async hotWrite(
     scope: StoreScope,
     sid: string,
     key: string | string[],
     fn: () => Promise<unknown>,
     deleted = false,
+    token = '',
   ): Promise<boolean> {
     const res = await this.guard.attempt(fn);
     if (res.ok) {
@@ -621,8 +640,15 @@ export class TieredSessionStore implements SessionStore {
       for (const k of typeof key === 'string' ? [key] : key) {
         const id = `${scope.tenantId}\u0000${sid}\u0000${k}`;
         // A deletion stays one (its tombstones are due) whatever write of the key missed after it.
-        const wasDeleted = this.pending.get(id)?.deleted === true;
-        this.pending.set(id, { scope, sid, key: k, deleted: deleted || wasDeleted });
+        const was = this.pending.get(id);
+        const tokens = [...(was?.tokens ?? []), ...(token ? [token] : [])];
+        this.pending.set(id, {
+          scope,
+          sid,
+          key: k,
+          deleted: deleted || was?.deleted === true,
+          ...(tokens.length > 0 ? { tokens } : {}),
+        });
       }
     } else {
       // Too many to list: every cached session goes, from the start of the keyspace (a purge
@@ -707,11 +733,14 @@ export class TieredSessionStore implements SessionStore {
     }
     const tombstoneMs = this.opts.deleteTombstoneMs ?? DELETE_TOMBSTONE_MS;
     for (const [id, entry] of [...this.pending]) {
-      const { scope, sid, key, deleted } = entry;
+      const { scope, sid, key, deleted, tokens } = entry;
       const res = await this.guard.attempt(async () => {
         if (deleted && key === '*') await this.hot.markDeleted(scope, sid, tombstoneMs);
         else if (deleted) await this.hot.markKeysDeleted(scope, sid, [key], tombstoneMs);
         await this.hot.purge(sid, key === '*' ? undefined : key);
+        // After the copy went: a refill that read MySQL before those writes and lands between
+        // the two finds their records and is refused.
+        if (tokens) await this.hot.endWriting(sid, key, ...tokens);
       });
       if (!res.ok) return;
       // The same key may have missed another write meanwhile: that one stays listed.
