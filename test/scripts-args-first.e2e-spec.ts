@@ -38,3 +38,42 @@ describe('system: npm run chaos / bench read their arguments before building', (
     expect(out.stderr).toContain('unknown benchmark(s): trun; known: ');
   });
 });
+
+/**
+ * The operator commands ran a full build (`node scripts/build.js && node dist/…`) before reading
+ * their arguments: `--help` or a mistyped option must be answered first, without building.
+ */
+describe('system: npm run agents:retire / session:import-legacy / migration:run read their arguments before building', () => {
+  const npm = (name: string, ...args: string[]) =>
+    spawnSync(
+      process.platform === 'win32' ? 'npm.cmd' : 'npm',
+      ['run', '-s', name, '--', ...args],
+      {
+        cwd: root,
+        encoding: 'utf8',
+        timeout: 110_000,
+      },
+    );
+
+  it.each([
+    ['agents:retire', 'usage: npm run agents:retire -- [--force] <agentType>…'],
+    ['session:import-legacy', 'usage: npm run session:import-legacy -- --tenant <tenantId>'],
+    ['migration:run', 'usage: npm run migration:run'],
+  ])('%s --help prints its usage and exits 0 without building', (name, usage) => {
+    const out = npm(name, '--help');
+    expect(out.status).toBe(0);
+    expect(out.stdout).toContain(usage);
+    expect(out.stdout + out.stderr).not.toContain('built ');
+  });
+
+  it.each([
+    ['agents:retire', ['--forse', 'tax-law']],
+    ['session:import-legacy', ['--tenant', 't1', '--usr', 'u1', 'a.json']],
+    ['migration:run', ['--all']],
+  ])('%s refuses a bad argument (exit 2) without building', (name, args) => {
+    const out = npm(name, ...(args as string[]));
+    expect(out.status).toBe(2);
+    expect(out.stdout + out.stderr).not.toContain('built ');
+    expect(out.stderr).toContain(`usage: npm run ${name}`);
+  });
+});

@@ -6,6 +6,7 @@ export const RETIRE_USAGE = 'usage: npm run agents:retire -- [--force] <agentTyp
  * `npm run agents:retire`'s arguments: `help` for --help/-h, null for a wrong invocation (no
  * type, an option it does not know, which the type pattern alone would take for a type, or a
  * malformed type), else the types and whether to record ones the catalog never saw.
+ * scripts/lib/tool-args.js refuses the same shapes before `npm run` builds: keep the two alike.
  */
 export function parseRetireArgs(
   args: string[],
