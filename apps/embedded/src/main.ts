@@ -5,6 +5,7 @@ import { AddressInfo } from 'net';
 import { join } from 'path';
 import { AgentDefinition, loadEnvOrExit } from '@loom/agent-kit';
 import { handleProcessErrors } from '@loom/observability';
+import { redactedReason } from '@loom/security';
 import { createOrchestrator } from '../../orchestrator/src/bootstrap';
 import { startEmbeddedAgents } from './embedded-agents';
 
@@ -56,8 +57,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((err) => {
-  process.stderr.write(
-    `loom embedded: failed to start: ${err instanceof Error ? err.message : String(err)}\n`,
-  );
+  process.stderr.write(`loom embedded: failed to start: ${redactedReason(err)}\n`);
   process.exit(1);
 });

@@ -3,6 +3,7 @@ import { AddressInfo } from 'net';
 import { Logger } from '@nestjs/common';
 import { loadEnvOrExit } from '@loom/agent-kit';
 import { handleProcessErrors } from '@loom/observability';
+import { redactedReason } from '@loom/security';
 import { EMBEDDED_JWT_SECRET } from './app.module';
 import { createOrchestrator } from './bootstrap';
 
@@ -25,8 +26,6 @@ async function main(): Promise<void> {
 }
 
 main().catch((err) => {
-  process.stderr.write(
-    `loom orchestrator: failed to start: ${err instanceof Error ? err.message : String(err)}\n`,
-  );
+  process.stderr.write(`loom orchestrator: failed to start: ${redactedReason(err)}\n`);
   process.exit(1);
 });

@@ -3,6 +3,7 @@ import { promises as fs } from 'fs';
 import * as path from 'path';
 import { parseArgs } from 'util';
 import { loadEnvOrExit, sessionOptionsFrom } from '@loom/agent-kit';
+import { redactedReason } from '@loom/security';
 import {
   assertPrincipal,
   createSessionInfra,
@@ -132,7 +133,7 @@ async function redisProblem(infra: SessionInfra): Promise<string | null> {
     await pingRedis(infra.redis);
     return null;
   } catch (err) {
-    return err instanceof Error ? err.message : String(err);
+    return redactedReason(err);
   }
 }
 
@@ -154,7 +155,7 @@ async function dropMissed(infra: SessionInfra): Promise<string[]> {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (err) => {
-    process.stderr.write(`import-legacy: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.stderr.write(`import-legacy: ${redactedReason(err)}\n`);
     process.exit(1);
   },
 );

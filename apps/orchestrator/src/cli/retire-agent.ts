@@ -14,6 +14,7 @@ import {
   SystemRepository,
   SystemSessions,
 } from '@loom/session';
+import { redactedReason } from '@loom/security';
 import { RETIRED_KEY } from '../turn/agent-catalog';
 import { parseRetireArgs, RETIRE_USAGE } from './retire-args';
 
@@ -115,7 +116,7 @@ async function drainRetired(infra: SessionInfra, types: string[]): Promise<numbe
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (err) => {
-    process.stderr.write(`agents:retire: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.stderr.write(`agents:retire: ${redactedReason(err)}\n`);
     process.exit(1);
   },
 );

@@ -13,6 +13,7 @@ import {
   MinLength,
   validateSync,
 } from 'class-validator';
+import { redactedReason } from '@loom/security';
 import type { LlmConfig } from '../llm/llm.factory';
 import {
   ClusterNatMap,
@@ -353,7 +354,7 @@ export function loadEnvOrExit(
     return parseEnv({ ...process.env, ...overrides }, role);
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
-    process.stderr.write(`loom: ${err.message}\n`);
+    process.stderr.write(`loom: ${redactedReason(err)}\n`);
     process.exit(1);
   }
 }

@@ -7,6 +7,7 @@ import {
   LoomLogger,
   routeConsoleWarnings,
 } from '@loom/observability';
+import { redactedReason } from '@loom/security';
 import { LoomEnv, loadEnvOrExit } from '../config/loom-env';
 import { AgentRegistration } from '../contracts/agent-descriptor';
 import { descriptorProblem } from '../contracts/agent-descriptor-check';
@@ -93,7 +94,7 @@ export function runAgent(agent: AgentDefinition): void {
     .catch((err: unknown) => {
       const name =
         typeof agent.descriptor?.agentType === 'string' ? agent.descriptor.agentType : '';
-      const why = err instanceof Error ? err.message : String(err);
+      const why = redactedReason(err);
       process.stderr.write(`loom ${name ? `${name} ` : ''}agent: failed to start: ${why}\n`);
       process.exit(1);
     });

@@ -20,6 +20,7 @@ export {
   ssnDetector,
 } from './detectors';
 export { detectPii, redactDeep, redactPii, resolveSpans, sensitiveKeyType } from './redact';
+export { redactedReason } from './error-reason';
 export type { RedactDeepOptions, RedactOptions } from './redact';
 export { PII_TYPES, placeholder, TYPE_PRIORITY } from './types';
 export type { Detector, PiiSpan, PiiType } from './types';

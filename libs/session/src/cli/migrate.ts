@@ -1,4 +1,5 @@
 import 'reflect-metadata';
+import { redactedReason } from '@loom/security';
 import { queryWithin } from '../store/mysql/bounded-query';
 import { openSessionDataSource, startTimeoutMs } from '../store/mysql/data-source';
 
@@ -46,7 +47,7 @@ async function main(args: string[]): Promise<number> {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (err) => {
-    process.stderr.write(`migration:run: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.stderr.write(`migration:run: ${redactedReason(err)}\n`);
     process.exit(1);
   },
 );
