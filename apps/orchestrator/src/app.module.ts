@@ -95,7 +95,9 @@ export class AppModule {
           secretOrKeyProvider: jwtKey(env.LOOM_JWT_SECRET ?? localTokenSecret(env.LOOM_DATA_DIR)),
           verifyOptions: { algorithms: ['HS256'] },
         }),
-        TerminusModule,
+        // Its own "Health Check has failed!" error on every failing poll is left out: the
+        // HealthController says a change of readiness once (see its `report`).
+        TerminusModule.forRoot({ logger: false }),
         SecurityModule.forRoot(env),
         ScheduleModule.forRoot(),
         MetricsModule.forRoot(env),

@@ -1,4 +1,4 @@
-import { Controller, Get, Inject, Res, ServiceUnavailableException } from '@nestjs/common';
+import { Controller, Get, Inject, Logger, Res, ServiceUnavailableException } from '@nestjs/common';
 import { Response } from 'express';
 import { ApiServiceUnavailableResponse, ApiTags } from '@nestjs/swagger';
 import { HealthCheck, HealthCheckService, HealthIndicatorService } from '@nestjs/terminus';
@@ -11,6 +11,7 @@ import {
   SystemSessions,
 } from '@loom/session';
 import { ApiErrors } from '../openapi/api-errors.decorator';
+import { markExpectedFailure } from '../security/request-log.middleware';
 
 /** How long a store may take to answer the probe before it counts as down (ms). */
 const PROBE_TIMEOUT_MS = 1000;
@@ -42,6 +43,10 @@ const MYSQL_PROBE =
 @ApiTags('health')
 @Controller('health')
 export class HealthController {
+  private readonly log = new Logger('Health');
+  /** Whether the last poll found this process not ready: a change of it is logged, once. */
+  private down = false;
+
   constructor(
     private readonly health: HealthCheckService,
     private readonly indicator: HealthIndicatorService,
@@ -70,18 +75,37 @@ export class HealthController {
   @HealthCheck()
   async check(@Res({ passthrough: true }) res: Response) {
     try {
-      return await this.health.check(this.indicators());
+      const result = await this.health.check(this.indicators());
+      this.report(null);
+      return result;
     } catch (err) {
       if (!(err instanceof ServiceUnavailableException)) throw err;
+      const report = err.getResponse() as { error?: Record<string, unknown> };
+      this.report(report.error ?? {});
+      // Polled every few seconds through an outage: each failing poll is a warning in the access
+      // log, the outage itself one error (report).
+      markExpectedFailure(res);
       // API.md's error shape, with terminus's report of what is down.
       res.status(503);
       return {
         statusCode: 503,
         code: 'UNAVAILABLE',
         message: 'a backing store does not answer, or refuses writes',
-        ...(err.getResponse() as object),
+        ...report,
       };
     }
+  }
+
+  /**
+   * Logs a change of readiness, not every poll: the first failing one as an error naming what
+   * is down (`failing`), and the first one to pass after it. A load balancer polling through an
+   * outage would otherwise add an error line every few seconds to one already reported.
+   */
+  private report(failing: Record<string, unknown> | null): void {
+    if (failing && !this.down)
+      this.log.error({ msg: 'not ready: a backing store is down', down: failing });
+    else if (!failing && this.down) this.log.log('ready again: every backing store answers');
+    this.down = failing !== null;
   }
 
   private indicators() {
