@@ -1,4 +1,5 @@
 import { RpcException, WritePacket } from '@nestjs/microservices';
+import { pickMdc } from '@loom/observability';
 import { isCluster, RedisClient } from '@loom/session';
 import {
   CONSUMER_GROUP,
@@ -221,10 +222,61 @@ export async function requeueEntry(cmd: RedisClient, entry: Entry): Promise<void
   return settleOnce(cmd, entry, { key: entry.key, maxLen: 0, fields: fields.flat() });
 }
 
-/** The entry's copy on the dead-letter stream (the request's slot: `{pattern}`). */
+/**
+ * The entry's copy on the dead-letter stream (the request's slot: `{pattern}`): its fields but
+ * `data`, which becomes `ref`, a reference to the request. The stream keeps about the latest
+ * DEAD_LETTER_MAXLEN copies with no time limit, so it must not keep what the request carried
+ * (the signed assignment, the conversation's text): DELETE of a conversation, or its expiry,
+ * removes that everywhere else.
+ */
 function deadCopy(entry: Entry, deadKey: string, reason: string) {
-  const fields = [...Object.entries(entry.fields).flat(), 'entryId', entry.entryId];
+  const kept = Object.entries(entry.fields).filter(([f]) => f !== 'data');
+  const fields = [...kept.flat(), 'entryId', entry.entryId, 'ref', deadReference(entry)];
   return { key: deadKey, maxLen: DEAD_LETTER_MAXLEN, fields: [...fields, 'reason', reason] };
+}
+
+/** Ids an assignment names, and how a reference keeps them: well-formed only. */
+const ASSIGNMENT_IDS = [
+  'tenantId',
+  'userId',
+  'conversationId',
+  'taskId',
+  'agentSessionId',
+  'agentType',
+] as const;
+const REF_ID = /^[A-Za-z0-9_.@|:+-]{1,128}$/;
+/** Longer `data` is not parsed for its ids (the transport refuses it anyway). */
+const MAX_REF_PARSE_CHARS = 1_000_000;
+
+/**
+ * What a dead-letter copy keeps of a request's `data`: the assignment's ids (not its signature
+ * nor expiry), the MDC ids of its `meta`, and its length; the rest, the conversation's text
+ * included, is dropped.
+ */
+function deadReference(entry: Entry): string {
+  const raw = entry.fields.data ?? '';
+  let data: { assignment?: unknown; meta?: unknown } | undefined;
+  if (raw.length <= MAX_REF_PARSE_CHARS) {
+    try {
+      const parsed: unknown = JSON.parse(raw);
+      if (parsed && typeof parsed === 'object') data = parsed as typeof data;
+    } catch {
+      // Not JSON: only its length is kept.
+    }
+  }
+  const source = (data?.assignment ?? {}) as Record<string, unknown>;
+  const assignment = Object.fromEntries(
+    ASSIGNMENT_IDS.flatMap((f) => {
+      const v = typeof source === 'object' && source ? source[f] : undefined;
+      return typeof v === 'string' && REF_ID.test(v) ? [[f, v]] : [];
+    }),
+  );
+  const meta = pickMdc(data?.meta);
+  return JSON.stringify({
+    ...(Object.keys(assignment).length ? { assignment } : {}),
+    ...(Object.keys(meta).length ? { meta } : {}),
+    dataChars: raw.length,
+  });
 }
 
 function deadLetteredPacket(entry: Entry, reason: string): WritePacket {
