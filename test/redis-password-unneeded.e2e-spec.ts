@@ -1,4 +1,4 @@
-import { createTestDatabase, TEST_REDIS_URL } from '@loom/testing';
+import { createTestDatabase, createTestPrefix, TEST_REDIS_URL } from '@loom/testing';
 import type { AppChild } from '@loom/testing';
 const { startApp, stopAll, waitFor } = require('../scripts/lib/processes');
 
@@ -11,13 +11,15 @@ describe('system: an app given a Redis password the server does not need', () =>
   it.each(['orchestrator', 'labor-law-agent'])(
     '%s logs the warning as a JSON line',
     async (app) => {
+      // A database and key prefix of each case's own: a deployment's prefix names its database.
       const db = await createTestDatabase('loom_redis_pw');
+      const keys = createTestPrefix('redispw');
       const url = new URL(TEST_REDIS_URL);
       url.password = 'not-needed-password';
       const child: AppChild = startApp(app, {
         REDIS_URL: url.toString(),
         MYSQL_URL: db.url,
-        LOOM_KEY_PREFIX: `redis-pw-${process.pid}:`,
+        LOOM_KEY_PREFIX: keys.prefix,
         LOOM_JWT_SECRET: 'redis-pw-jwt-secret-0123456789',
         LOOM_AGENT_SECRET: 'redis-pw-agent-secret-0123456789',
         LOOM_PROFILE: 'distributed',
@@ -43,7 +45,7 @@ describe('system: an app given a Redis password the server does not need', () =>
         expect(warning).toMatchObject({ level: 'warn' });
       } finally {
         await stopAll([child]);
-        await db.drop();
+        await Promise.all([db.drop(), keys.cleanup()]);
       }
     },
   );
