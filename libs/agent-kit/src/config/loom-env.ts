@@ -123,6 +123,15 @@ export class LoomEnv {
   /** Deliveries of one request before it is dead-lettered and its task failed. */
   @Transform(toInt) @IsInt() @Min(1) @Max(100) AGENT_MAX_DELIVERIES = 5;
   /**
+   * Agents: a dead-letter copy (the request's ids, not its data) is kept this long at most; a
+   * minute at least, a year at most. Default 7 days.
+   */
+  @Transform(toInt)
+  @IsInt()
+  @Min(60_000)
+  @Max(365 * 86_400_000)
+  AGENT_DEAD_LETTER_RETENTION_MS = 7 * 86_400_000;
+  /**
    * Orchestrator: a streamed turn (SSE) sends a comment this often until it ends, so a proxy or
    * load balancer that cuts idle connections keeps it while the turn waits (lock, agents, model).
    */

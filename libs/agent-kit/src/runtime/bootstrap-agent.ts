@@ -66,6 +66,7 @@ export async function bootstrapAgent(
         keyPrefix: env.LOOM_KEY_PREFIX,
         claimIdleMs: env.AGENT_CLAIM_IDLE_MS,
         maxDeliveries: env.AGENT_MAX_DELIVERIES,
+        deadLetterRetentionMs: env.AGENT_DEAD_LETTER_RETENTION_MS,
         duplicateDeliveryForTests: env.LOOM_TEST_DUPLICATE_DELIVERY,
       }),
     };

@@ -4,6 +4,7 @@ import { isCluster, RedisClient } from '@loom/session';
 import {
   CONSUMER_GROUP,
   DEAD_LETTER_MAXLEN,
+  DEFAULTS,
   REPLY_MAXLEN,
   REPLY_TTL_MS,
   replyStreamKey,
@@ -167,36 +168,45 @@ export function appendFinish(tx: Multi, entry: Entry): Multi {
  * command again after a reconnect when its connection dropped before the answer: a MULTI that
  * had run (a reset right after it) ran twice, and left a second copy. Run again, this adds
  * nothing and returns 0.
+ * With a retention (a dead-letter copy), the copy's stream drops its entries added longer ago
+ * (MINID, on Redis's clock, as entry ids are) and expires once the copy is that old.
  * KEYS: the request stream, where the copy goes (its slot: `{pattern}`), the reply stream
  * (standalone only: another slot). ARGV: the group, the entry id, the copy's MAXLEN ('0': none),
- * the reply stream's MAXLEN and TTL (ms), how many copy arguments follow, the copy's fields,
- * the reply's fields.
+ * the reply stream's MAXLEN and TTL (ms), the copy's retention (ms, '0': none), how many copy
+ * arguments follow, the copy's fields, the reply's fields.
  */
 const SETTLE_ONCE = `
 if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end
 redis.call('XDEL', KEYS[1], ARGV[2])
-local n = tonumber(ARGV[6])
-local copy = {unpack(ARGV, 7, 6 + n)}
+local n = tonumber(ARGV[7])
+local copy = {unpack(ARGV, 8, 7 + n)}
 if ARGV[3] == '0' then
   redis.call('XADD', KEYS[2], '*', unpack(copy))
 else
   redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], '*', unpack(copy))
 end
+if ARGV[6] ~= '0' then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  redis.call('XTRIM', KEYS[2], 'MINID', math.max(0, now - tonumber(ARGV[6])))
+  redis.call('PEXPIRE', KEYS[2], ARGV[6])
+end
 if KEYS[3] then
-  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], '*', unpack(ARGV, 7 + n))
+  redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[4], '*', unpack(ARGV, 8 + n))
   redis.call('PEXPIRE', KEYS[3], ARGV[5])
 end
 return 1`;
 
 /**
  * Acknowledges and deletes a delivered entry and adds `copy` to `copyKey` (MAXLEN ~`maxLen`, 0
- * none), and `reply` to the caller's reply stream when given, in one script (SETTLE_ONCE):
- * all of it once, whether ioredis sends it again or the caller retries it.
+ * none; kept `retentionMs` at most, when given), and `reply` to the caller's reply stream when
+ * given, in one script (SETTLE_ONCE): all of it once, whether ioredis sends it again or the
+ * caller retries it.
  */
 async function settleOnce(
   cmd: RedisClient,
   entry: Entry,
-  copy: { key: string; maxLen: number; fields: string[] },
+  copy: { key: string; maxLen: number; retentionMs?: number; fields: string[] },
   reply?: { key: string; fields: string[] },
 ): Promise<void> {
   const keys = [entry.key, copy.key, ...(reply ? [reply.key] : [])];
@@ -205,6 +215,7 @@ async function settleOnce(
     keys.length,
     ...keys,
     ...[CONSUMER_GROUP, entry.entryId, copy.maxLen, REPLY_MAXLEN, REPLY_TTL_MS],
+    Math.max(0, Math.floor(copy.retentionMs ?? 0)),
     copy.fields.length,
     ...copy.fields,
     ...(reply?.fields ?? []),
@@ -225,14 +236,19 @@ export async function requeueEntry(cmd: RedisClient, entry: Entry): Promise<void
 /**
  * The entry's copy on the dead-letter stream (the request's slot: `{pattern}`): its fields but
  * `data`, which becomes `ref`, a reference to the request. The stream keeps about the latest
- * DEAD_LETTER_MAXLEN copies with no time limit, so it must not keep what the request carried
- * (the signed assignment, the conversation's text): DELETE of a conversation, or its expiry,
- * removes that everywhere else.
+ * DEAD_LETTER_MAXLEN copies, each for `retentionMs` at most, so it must not keep what the
+ * request carried (the signed assignment, the conversation's text): DELETE of a conversation,
+ * or its expiry, removes that everywhere else.
  */
-function deadCopy(entry: Entry, deadKey: string, reason: string) {
+function deadCopy(entry: Entry, deadKey: string, reason: string, retentionMs: number) {
   const kept = Object.entries(entry.fields).filter(([f]) => f !== 'data');
   const fields = [...kept.flat(), 'entryId', entry.entryId, 'ref', deadReference(entry)];
-  return { key: deadKey, maxLen: DEAD_LETTER_MAXLEN, fields: [...fields, 'reason', reason] };
+  return {
+    key: deadKey,
+    maxLen: DEAD_LETTER_MAXLEN,
+    retentionMs,
+    fields: [...fields, 'reason', reason],
+  };
 }
 
 /** Ids an assignment names, and how a reference keeps them: well-formed only. */
@@ -343,17 +359,19 @@ async function retryOnCluster(
  * and `loom_dead_letters`, hold each request once). Standalone: one script. On a cluster the
  * reply first (its stream is in another slot), tried again as in writeReply (the caller settles
  * on the first), then the copy with XACK + XDEL (the dead-letter stream shares the request
- * stream's hash tag).
+ * stream's hash tag). The copies there added more than `retentionMs` ago go with it, and the
+ * stream expires once this copy is that old (see trimDeadLetters for a stream nobody writes).
  */
 export async function writeDeadLetter(
   cmd: RedisClient,
   entry: Entry,
   deadKey: string,
   reason: string,
+  retentionMs: number = DEFAULTS.deadLetterRetentionMs,
 ): Promise<void> {
   const packet = deadLetteredPacket(entry, reason);
   const replyTo = replyToOf(entry);
-  const copy = deadCopy(entry, deadKey, reason);
+  const copy = deadCopy(entry, deadKey, reason, retentionMs);
   if (!isCluster(cmd)) {
     const reply = replyTo ? { key: replyTo, fields: replyFields(entry, packet, true) } : undefined;
     return settleOnce(cmd, entry, copy, reply);
@@ -368,4 +386,33 @@ export async function execOrThrow(tx: Multi): Promise<void> {
   const results = await tx.exec();
   const failed = results?.find(([err]) => err);
   if (failed) throw failed[0];
+}
+
+/**
+ * Drops the copies a dead-letter stream got more than the retention ago (ARGV[1], ms; MINID on
+ * the clock of the server holding it, as entry ids are), and has the stream expire once its
+ * newest copy is that old: a stream its agents no longer write (a quiet week, a type stopped for
+ * good) keeps no copy past the retention. Returns how many copies went.
+ */
+const TRIM_DEAD = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local retention = tonumber(ARGV[1])
+local trimmed = redis.call('XTRIM', KEYS[1], 'MINID', math.max(0, now - retention))
+local newest = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1)[1]
+if newest then
+  local ms = tonumber(string.match(newest[1], '^(%d+)'))
+  redis.call('PEXPIRE', KEYS[1], math.max(1, ms + retention - now))
+else
+  redis.call('DEL', KEYS[1])
+end
+return trimmed`;
+
+/** Keeps the dead-letter stream `deadKey` to the copies of the last `retentionMs` (TRIM_DEAD). */
+export async function trimDeadLetters(
+  cmd: RedisClient,
+  deadKey: string,
+  retentionMs: number,
+): Promise<number> {
+  return Number(await cmd.eval(TRIM_DEAD, 1, deadKey, Math.max(1, Math.floor(retentionMs))));
 }

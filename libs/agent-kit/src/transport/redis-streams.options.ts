@@ -30,6 +30,12 @@ export interface RedisStreamsOptions {
    * about 1 KB).
    */
   maxRequestChars?: number;
+  /**
+   * A dead-letter copy is kept this long at most (ms): each dead-lettering drops the copies
+   * added longer ago, and the server trims its patterns' dead-letter streams every minute (or
+   * every retention, when shorter), so a quiet stream keeps none past it. Default 7 days.
+   */
+  deadLetterRetentionMs?: number;
   /** Hands every request to its handler twice (sequentially) to prove handlers idempotent. */
   duplicateDeliveryForTests?: boolean;
 }
@@ -92,7 +98,10 @@ export class HandlerCancelled extends Error {
 export const REDIS_STREAMS_TRANSPORT = Symbol('REDIS_STREAMS');
 export const CONSUMER_GROUP = 'workers';
 export const REPLY_MAXLEN = 10000;
-/** The dead-letter stream of a pattern keeps about this many of the latest entries. */
+/**
+ * The dead-letter stream of a pattern keeps about this many of the latest entries (each for
+ * `deadLetterRetentionMs` at most).
+ */
 export const DEAD_LETTER_MAXLEN = 10000;
 export const REPLY_TTL_MS = 5 * 60 * 1000;
 /**
@@ -109,6 +118,7 @@ export const DEFAULTS = {
   timeoutMs: 30000,
   forgetConsumersAfterMs: 3_600_000,
   maxRequestChars: 256 * 1024,
+  deadLetterRetentionMs: 7 * 86_400_000,
 } as const;
 
 /** Stream that carries the requests of one pattern (hash tag keeps a pattern on one cluster slot). */

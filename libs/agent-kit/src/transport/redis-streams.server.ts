@@ -8,6 +8,7 @@ import {
 import { NO_MESSAGE_HANDLER } from '@nestjs/microservices/constants';
 import { randomBytes } from 'crypto';
 import { hostname } from 'os';
+import { performance } from 'perf_hooks';
 import { pickMdc, runWithMdc } from '@loom/observability';
 import { isCluster, RedisClient, SharedClock } from '@loom/session';
 import { RedisStreamsContext } from './redis-streams.context';
@@ -25,6 +26,7 @@ import {
   replyToOf,
   serializeError,
   startByOf,
+  trimDeadLetters,
   writeDeadLetter,
   writeReply,
 } from './redis-streams.entries';
@@ -75,6 +77,8 @@ const RETRY_DELAY_MS = 500;
 const RECLAIM_BATCH = 100;
 /** How long close() waits for each step that needs Redis (the loops to stop, leaving the groups). */
 const CLOSE_STEP_MS = 2000;
+/** How often, at most, the reclaim loop trims the dead-letter streams (or every retention). */
+const DEAD_TRIM_EVERY_MS = 60_000;
 /** How often listen() tries to create the consumer groups (about 15 s in all). */
 const START_ATTEMPTS = 20;
 
@@ -118,6 +122,8 @@ export class RedisStreamsServer
   /** Set once close() stopped waiting for the loops: what they bring in later is left pending. */
   private loopsAbandoned = false;
   private loops: Promise<void>[] = [];
+  /** When the reclaim loop last trimmed the dead-letter streams (performance.now()). */
+  private deadTrimmedAt?: number;
   private readonly inFlight = new Map<string, InFlight>(); // `${key} ${entryId}`, queued or running
   private listeners: PendingListener[] = [];
 
@@ -136,6 +142,7 @@ export class RedisStreamsServer
     this.closed = false;
     this.answering = true;
     this.loopsAbandoned = false;
+    this.deadTrimmedAt = undefined;
     const { keyPrefix } = this.options;
     const patterns = [...this.messageHandlers.keys()];
     this.streams = new Map(patterns.map((p) => [requestStreamKey(keyPrefix, p), p]));
@@ -345,6 +352,7 @@ export class RedisStreamsServer
         this.cmd!,
         this.options.forgetConsumersAfterMs ?? DEFAULTS.forgetConsumersAfterMs,
       );
+      await this.trimDeadLetters();
       for (const key of this.streams.keys()) {
         const free = this.slots.free();
         if (free <= 0 || this.stop.signal.aborted) return;
@@ -537,7 +545,36 @@ export class RedisStreamsServer
       this.logger.error(`Dead-lettering entry ${entry.entryId} of ${entry.pattern}: ${reason}`),
     );
     const deadKey = deadLetterStreamKey(this.options.keyPrefix, entry.pattern);
-    await writeDeadLetter(this.cmd!, entry, deadKey, reason);
+    await writeDeadLetter(this.cmd!, entry, deadKey, reason, this.deadLetterRetentionMs());
+  }
+
+  private deadLetterRetentionMs(): number {
+    return this.options.deadLetterRetentionMs ?? DEFAULTS.deadLetterRetentionMs;
+  }
+
+  /**
+   * Every minute (or every retention, when shorter), from the reclaim loop: drops the copies our
+   * patterns' dead-letter streams got longer than the retention ago, which no dead-lettering
+   * comes to trim in a quiet week, and has each stream expire with its newest copy (trimmed on
+   * no instance once the type stops for good). One command per stream, in its slot; off the
+   * dispatch path. A failure is logged, and the next round tries again: reclaims go on.
+   */
+  private async trimDeadLetters(): Promise<void> {
+    const retentionMs = this.deadLetterRetentionMs();
+    const every = Math.min(DEAD_TRIM_EVERY_MS, retentionMs);
+    const now = performance.now();
+    if (this.deadTrimmedAt !== undefined && now - this.deadTrimmedAt < every) return;
+    try {
+      for (const pattern of this.streams.values())
+        await trimDeadLetters(
+          this.cmd!,
+          deadLetterStreamKey(this.options.keyPrefix, pattern),
+          retentionMs,
+        );
+      this.deadTrimmedAt = now;
+    } catch (err) {
+      this.logger.warn(`trimming the dead-letter streams: ${errorMessage(err)}`);
+    }
   }
 }
 
