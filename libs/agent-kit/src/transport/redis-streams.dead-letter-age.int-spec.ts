@@ -131,4 +131,31 @@ describe('Redis Streams transport: dead-letter copies are kept for a bounded tim
     expect(ttl).toBeGreaterThan(0);
     expect(ttl).toBeLessThanOrEqual(60_000);
   });
+
+  // Versions before the reference (redis-streams.dead-letter-copy.int-spec.ts) copied the request
+  // whole: its signed assignment and the conversation's text, which a DELETE removes everywhere
+  // else. Within the retention those would stay up to 7 days more.
+  it('drops the copies an older version wrote with the request data, once it starts', async () => {
+    const data = JSON.stringify({
+      assignment: { conversationId: 'c_deadage01', signature: 'ab'.repeat(32) },
+      history: [{ role: 'user', content: 'my salary is 12000' }],
+    });
+    // Old-format copies among newer ones, past the first batches the scrub reads.
+    const ids = [...Array(1203).keys()].map((n) => (n % 600 < 2 ? `old-${n}` : `ref-${n}`));
+    const seed = admin.pipeline();
+    for (const id of ids)
+      if (id.startsWith('old'))
+        seed.xadd(deadKey, '*', 'id', id, 'data', data, 'entryId', '1-1', 'reason', 'x');
+      else seed.xadd(deadKey, '*', 'id', id, 'ref', '{"dataChars":2}', 'reason', 'x');
+    await seed.exec();
+
+    await startAgent(60_000);
+
+    const kept = ids.filter((id) => id.startsWith('ref'));
+    await waitFor(
+      'the old-format copies to go',
+      async () => (await copies()).length === kept.length,
+    );
+    expect(await copies()).toEqual(kept);
+  });
 });

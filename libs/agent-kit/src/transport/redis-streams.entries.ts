@@ -416,3 +416,45 @@ export async function trimDeadLetters(
 ): Promise<number> {
   return Number(await cmd.eval(TRIM_DEAD, 1, deadKey, Math.max(1, Math.floor(retentionMs))));
 }
+
+/**
+ * Deletes, among up to ARGV[2] copies of a dead-letter stream from ARGV[1] on (an XRANGE start),
+ * those that carry `data`: the request whole, as versions before the reference (deadCopy) wrote
+ * them. Returns the last id looked at ('' at the end) and how many went.
+ */
+const SCRUB_DEAD = `
+local entries = redis.call('XRANGE', KEYS[1], ARGV[1], '+', 'COUNT', ARGV[2])
+local deleted = 0
+for _, e in ipairs(entries) do
+  local fields = e[2]
+  for i = 1, #fields, 2 do
+    if fields[i] == 'data' then
+      deleted = deleted + redis.call('XDEL', KEYS[1], e[1])
+      break
+    end
+  end
+end
+local last = ''
+if #entries == tonumber(ARGV[2]) then last = entries[#entries][1] end
+return {last, deleted}`;
+const SCRUB_BATCH = 500;
+
+/**
+ * Deletes the copies of the dead-letter stream `deadKey` that keep the request's `data` (its
+ * signed assignment, the conversation's text), written by versions before the reference: they
+ * cannot be rewritten in place (a stream entry's fields are fixed, and a copy added again would
+ * come out of order, its age restarted). A batch of SCRUB_BATCH per round trip. Returns how many
+ * went.
+ */
+export async function scrubDeadLetterData(cmd: RedisClient, deadKey: string): Promise<number> {
+  let deleted = 0;
+  for (let from = '-'; ;) {
+    const [last, n] = (await cmd.eval(SCRUB_DEAD, 1, deadKey, from, SCRUB_BATCH)) as [
+      string,
+      number,
+    ];
+    deleted += Number(n);
+    if (!last) return deleted;
+    from = `(${last}`;
+  }
+}

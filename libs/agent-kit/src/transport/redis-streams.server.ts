@@ -25,6 +25,7 @@ import {
   requeueEntry,
   replyToOf,
   serializeError,
+  scrubDeadLetterData,
   startByOf,
   trimDeadLetters,
   writeDeadLetter,
@@ -124,6 +125,8 @@ export class RedisStreamsServer
   private loops: Promise<void>[] = [];
   /** When the reclaim loop last trimmed the dead-letter streams (performance.now()). */
   private deadTrimmedAt?: number;
+  /** Dead-letter streams rid of older versions' copies with the request's data since listen(). */
+  private readonly deadScrubbed = new Set<string>();
   private readonly inFlight = new Map<string, InFlight>(); // `${key} ${entryId}`, queued or running
   private listeners: PendingListener[] = [];
 
@@ -143,6 +146,7 @@ export class RedisStreamsServer
     this.answering = true;
     this.loopsAbandoned = false;
     this.deadTrimmedAt = undefined;
+    this.deadScrubbed.clear();
     const { keyPrefix } = this.options;
     const patterns = [...this.messageHandlers.keys()];
     this.streams = new Map(patterns.map((p) => [requestStreamKey(keyPrefix, p), p]));
@@ -557,7 +561,9 @@ export class RedisStreamsServer
    * patterns' dead-letter streams got longer than the retention ago, which no dead-lettering
    * comes to trim in a quiet week, and has each stream expire with its newest copy (trimmed on
    * no instance once the type stops for good). One command per stream, in its slot; off the
-   * dispatch path. A failure is logged, and the next round tries again: reclaims go on.
+   * dispatch path. The first round after listen() also deletes the copies older versions wrote
+   * with the request's data (scrubDeadLetterData): a DELETE of the conversation removed that
+   * everywhere else. A failure is logged, and the next round tries again: reclaims go on.
    */
   private async trimDeadLetters(): Promise<void> {
     const retentionMs = this.deadLetterRetentionMs();
@@ -565,12 +571,18 @@ export class RedisStreamsServer
     const now = performance.now();
     if (this.deadTrimmedAt !== undefined && now - this.deadTrimmedAt < every) return;
     try {
-      for (const pattern of this.streams.values())
-        await trimDeadLetters(
-          this.cmd!,
-          deadLetterStreamKey(this.options.keyPrefix, pattern),
-          retentionMs,
-        );
+      for (const pattern of this.streams.values()) {
+        const deadKey = deadLetterStreamKey(this.options.keyPrefix, pattern);
+        if (!this.deadScrubbed.has(deadKey)) {
+          const scrubbed = await scrubDeadLetterData(this.cmd!, deadKey);
+          if (scrubbed)
+            this.logger.warn(
+              `Deleted ${scrubbed} dead-letter copies of ${pattern} that an earlier version wrote with the request's data`,
+            );
+          this.deadScrubbed.add(deadKey);
+        }
+        await trimDeadLetters(this.cmd!, deadKey, retentionMs);
+      }
       this.deadTrimmedAt = now;
     } catch (err) {
       this.logger.warn(`trimming the dead-letter streams: ${errorMessage(err)}`);
