@@ -243,6 +243,18 @@ describe('parseEnv', () => {
       );
   });
 
+  it('keeps dead-letter copies 7 days by default; a minute to a year when set', () => {
+    expect(parseEnv(secrets).AGENT_DEAD_LETTER_RETENTION_MS).toBe(7 * 86_400_000);
+    const year = String(365 * 86_400_000);
+    expect(parseEnv({ ...secrets, AGENT_DEAD_LETTER_RETENTION_MS: year })).toMatchObject({
+      AGENT_DEAD_LETTER_RETENTION_MS: 365 * 86_400_000,
+    });
+    for (const raw of ['59999', String(365 * 86_400_000 + 1)])
+      expect(() => parseEnv({ ...secrets, AGENT_DEAD_LETTER_RETENTION_MS: raw })).toThrow(
+        /AGENT_DEAD_LETTER_RETENTION_MS/,
+      );
+  });
+
   it('names every bad variable', () => {
     expect(() => parseEnv({ ...secrets, PORT: 'abc', MYSQL_URL: 'postgres://x' })).toThrow(
       ConfigError,
