@@ -1,4 +1,7 @@
-/** A Redis Cluster of a suite's own: three masters on free ports (never the shared Redis). */
+/**
+ * A Redis Cluster of a suite's own: three masters on free ports (never the shared Redis), and
+ * on request a replica of each.
+ */
 import { ChildProcess, execFile, spawn } from 'child_process';
 import { once } from 'events';
 import { mkdtempSync, rmSync } from 'fs';
@@ -13,20 +16,33 @@ import { freePort, sleep } from './private-redis';
 const run = promisify(execFile);
 const MASTERS = 3;
 const START_MS = 20_000;
+/** How long a replica may take to be elected (the node time-out, 5 s, plus the election). */
+const FAILOVER_MS = 30_000;
+
+export interface PrivateRedisClusterOptions {
+  /** One replica for each master (`replicaPorts`), so that a master killed fails over. */
+  replicas?: boolean;
+}
 
 /**
  * Three `cluster-enabled` redis-servers in a temp dir of their own, joined by
- * `redis-cli --cluster create` (no replicas). `stop()` kills them and removes the dir.
+ * `redis-cli --cluster create`; with `replicas`, a fourth to sixth each replicating one of them
+ * (CLUSTER MEET, CLUSTER REPLICATE). `stop()` kills them all and removes the dir.
  */
 export class PrivateRedisCluster {
+  /** The port of each master's replica (`replicas` only), in the order of `ports`. */
+  readonly replicaPorts: number[] = [];
+
   private constructor(
+    /** The masters' ports, as the cluster was created (a failover leaves them as they were). */
     readonly ports: number[],
     private readonly dir: string,
+    /** Per node (masters, then replicas), its process and cluster bus port. */
     private readonly children: ChildProcess[],
     private readonly busPorts: number[] = [],
   ) {}
 
-  static async start(): Promise<PrivateRedisCluster> {
+  static async start(options: PrivateRedisClusterOptions = {}): Promise<PrivateRedisCluster> {
     const dir = mkdtempSync(join(tmpdir(), 'loom-redis-cluster-'));
     const ports: number[] = [];
     const children: ChildProcess[] = [];
@@ -45,11 +61,87 @@ export class PrivateRedisCluster {
         ...['--cluster-replicas', '0', '--cluster-yes'],
       ]);
       await Promise.all(ports.map((port) => clusterOk(port)));
+      if (options.replicas) await cluster.addReplicas();
       return cluster;
     } catch (err) {
       await cluster.stop();
       throw err;
     }
+  }
+
+  /**
+   * A replica for every master: MEETs its master, REPLICATEs it once it knows it, and is done
+   * when its link is up and every node knows every other (the masters vote on its failover).
+   */
+  private async addReplicas(): Promise<void> {
+    for (let i = 0; i < MASTERS; i++) {
+      const port = await freePort();
+      this.replicaPorts.push(port);
+      this.busPorts.push(await freePort());
+      this.children.push(spawnNode(port, this.busPorts[MASTERS + i], this.dir));
+    }
+    await Promise.all(this.replicaPorts.map((port) => answers(port)));
+    await Promise.all(
+      this.replicaPorts.map(async (port, i) => {
+        const master = new Redis(this.ports[i], '127.0.0.1');
+        const masterId = String(await master.cluster('MYID').finally(() => master.disconnect()));
+        await until(port, 'no MEET', async (node) => {
+          await node.call('CLUSTER', 'MEET', '127.0.0.1', this.ports[i], this.busPorts[i]);
+          return true;
+        });
+        await until(port, 'no REPLICATE', async (node) => {
+          await node.cluster('REPLICATE', masterId);
+          return true;
+        });
+        await until(port, 'no link to its master', async (node) =>
+          (await node.info('replication')).includes('master_link_status:up'),
+        );
+      }),
+    );
+    const all = [...this.ports, ...this.replicaPorts];
+    await Promise.all(
+      all.map((port) =>
+        until(port, `not every node known`, async (node) => {
+          const info = await node.cluster('INFO');
+          return info.includes('cluster_state:ok') && info.includes(`known_nodes:${all.length}`);
+        }),
+      ),
+    );
+  }
+
+  /** The port of the replica of the master created at `masterPort` (`replicas` only). */
+  replicaOf(masterPort: number): number {
+    const port = this.replicaPorts[this.ports.indexOf(masterPort)];
+    if (port === undefined)
+      throw new Error(`no replica of ${masterPort}: start({ replicas: true })`);
+    return port;
+  }
+
+  /**
+   * Resolves once the node at `port` is a master (the replica of a killed master, elected after
+   * the cluster node time-out) and the nodes still running see the cluster ok.
+   */
+  async promoted(port: number): Promise<void> {
+    await until(
+      port,
+      'not promoted',
+      async (node) => (await node.info('replication')).includes('role:master'),
+      FAILOVER_MS,
+    );
+    const running = [...this.ports, ...this.replicaPorts].filter((p) => this.isRunning(p));
+    await Promise.all(running.map((p) => clusterOk(p)));
+  }
+
+  private isRunning(port: number): boolean {
+    const child = this.children[this.indexOf(port)];
+    return !!child && child.exitCode === null && child.signalCode === null;
+  }
+
+  /** The index of the node at `port` in `children` and `busPorts` (-1: none of them). */
+  private indexOf(port: number): number {
+    const i = this.ports.indexOf(port);
+    const r = this.replicaPorts.indexOf(port);
+    return i >= 0 ? i : r >= 0 ? MASTERS + r : -1;
   }
 
   /** `host:port` of every master: REDIS_CLUSTER_NODES. */
@@ -114,16 +206,19 @@ export class PrivateRedisCluster {
 
   /** SIGSTOP of the master at `port`: it keeps its connections open but answers nothing. */
   pause(port: number): void {
-    this.children[this.ports.indexOf(port)]?.kill('SIGSTOP');
+    this.children[this.indexOf(port)]?.kill('SIGSTOP');
   }
 
   resume(port: number): void {
-    this.children[this.ports.indexOf(port)]?.kill('SIGCONT');
+    this.children[this.indexOf(port)]?.kill('SIGCONT');
   }
 
-  /** SIGKILLs the master at `port` (no failover: no replicas). */
+  /**
+   * SIGKILLs the node at `port`: without replicas its slots stay down until it is started again;
+   * a master with one fails over to it (see {@link promoted}).
+   */
   async kill(port: number): Promise<void> {
-    const child = this.children[this.ports.indexOf(port)];
+    const child = this.children[this.indexOf(port)];
     if (child.exitCode !== null || child.signalCode !== null) return;
     const exited = once(child, 'exit');
     child.kill('SIGCONT');
@@ -227,13 +322,18 @@ function spawnNode(port: number, busPort: number, dir: string): ChildProcess {
 }
 
 /** Waits until `check` holds on the node at `port`, polling every 50 ms. */
-async function until(port: number, what: string, check: (node: Redis) => Promise<boolean>) {
+async function until(
+  port: number,
+  what: string,
+  check: (node: Redis) => Promise<boolean>,
+  withinMs = START_MS,
+) {
   const node = new Redis(port, '127.0.0.1', { lazyConnect: true, maxRetriesPerRequest: 0 });
   node.on('error', () => undefined);
   try {
-    for (const end = Date.now() + START_MS; Date.now() < end; await sleep(50))
+    for (const end = Date.now() + withinMs; Date.now() < end; await sleep(50))
       if (await check(node).catch(() => false)) return;
-    throw new Error(`redis-server on port ${port}: ${what} within ${START_MS} ms`);
+    throw new Error(`redis-server on port ${port}: ${what} within ${withinMs} ms`);
   } finally {
     node.disconnect();
   }
