@@ -109,16 +109,29 @@ export function createConnection(
 
 /**
  * Calls `reconnected` each time `redis` has connected again: a standalone connection's `ready`;
- * on a cluster, also each node connection's. A reset of one master's connection is no
+ * on a cluster, also each master connection's. A reset of one master's connection is no
  * reconnect of the Cluster client (no `ready` of its own): ioredis drops that node, opens a new
- * one (`+node`) and sends the commands the reset left unanswered there again.
+ * one (`+node`) and sends the commands the reset left unanswered there again. A replica promoted
+ * by a failover is no new node either: ioredis (5.x) keeps its connection and turns it into a
+ * master's at the next slot refresh (`refresh`), then sends there what the dead master left
+ * unanswered; once that connection is ready (at once when it was open already), it counts too.
  */
 export function onReconnected(redis: RedisClient, reconnected: () => void): void {
   redis.on('ready', reconnected);
-  if (redis instanceof Cluster)
-    redis.on('+node', (node: Redis) => {
-      if (!node.options.readOnly) node.once('ready', reconnected);
-    });
+  if (!(redis instanceof Cluster)) return;
+  const replicas = new WeakSet<Redis>();
+  redis.on('+node', (node: Redis) => {
+    if (node.options.readOnly) replicas.add(node);
+    else node.once('ready', reconnected);
+  });
+  redis.on('refresh', () => {
+    for (const node of redis.nodes('master')) {
+      if (!replicas.delete(node)) continue;
+      if (node.status === 'ready') reconnected();
+      else node.once('ready', reconnected);
+    }
+    redis.nodes('slave').forEach((node) => replicas.add(node));
+  });
 }
 
 /** Redis refused a write because it is a replica now (nothing ran). */
