@@ -23,6 +23,7 @@ import {
   listenOnBoth,
   fieldsToRecord,
   isReadOnly,
+  onReconnected,
   parseJson,
   sleep,
   unwrapBoth,
@@ -88,6 +89,8 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
   private stop = new AbortController();
   private readLoop?: Promise<void>;
   private lastId = '0-0';
+  /** Set when the reader connected again: its next read first checks `lastId` (see recheckLastId). */
+  private reconnected = false;
   private readonly timers = new Map<string, CallTimers>();
   /**
    * On a cluster, `clock` reads one master's: each stream's first XADD goes by the clock of the
@@ -312,8 +315,10 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
 
   private async readReplies(reader: RedisClient): Promise<void> {
     const { signal } = this.stop;
+    onReconnected(reader, () => (this.reconnected = true));
     while (!signal.aborted) {
       try {
+        if (this.reconnected) await this.recheckLastId(reader, signal);
         // Abortable: with Redis away, close() would otherwise wait for it to come back.
         const reply = (await unlessAborted(
           reader.call(
@@ -341,6 +346,29 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
         await sleep(RETRY_DELAY_MS, signal);
       }
     }
+  }
+
+  /**
+   * After a reconnect: a reply stream that is gone, or whose last id is below `lastId`, is not
+   * the one read so far (Redis came back empty, a restart without persistence, on a host whose
+   * clock runs behind the old one's): what it holds, or gets, is new to this client, and an XREAD
+   * from `lastId` would skip each reply whose id is below it until the clocks caught up (every
+   * call failing TIMEOUT meanwhile). It is read from the start then. The read ioredis sent
+   * again on the new connection, still from `lastId`, ends by its BLOCK first.
+   */
+  private async recheckLastId(reader: RedisClient, signal: AbortSignal): Promise<void> {
+    this.reconnected = false; // a reconnect from now on asks again
+    const last = await unlessAborted(
+      (reader.call('XINFO', 'STREAM', this.replyKey) as Promise<unknown[]>).then(
+        (info) => String(fieldsToRecord(info)['last-generated-id']),
+        (err: unknown) => (/no such key/i.test(errorMessage(err)) ? '0-0' : Promise.reject(err)),
+      ),
+      signal,
+    ).catch((err: unknown) => {
+      this.reconnected = true; // not checked: the next read asks again
+      throw err;
+    });
+    if (last !== undefined && compareIds(last, this.lastId) < 0) this.lastId = '0-0';
   }
 
   private route(fields: Record<string, string>): void {
@@ -377,4 +405,11 @@ export class RedisStreamsClient extends ClientProxy<RedisStreamsEvents> {
     this.seen.delete(id);
     this.routingMap.delete(id);
   }
+}
+
+/** Orders two stream entry ids (`ms-seq`). */
+function compareIds(a: string, b: string): number {
+  const [aMs, aSeq] = a.split('-').map(BigInt);
+  const [bMs, bSeq] = b.split('-').map(BigInt);
+  return aMs !== bMs ? (aMs < bMs ? -1 : 1) : aSeq === bSeq ? 0 : aSeq < bSeq ? -1 : 1;
 }
