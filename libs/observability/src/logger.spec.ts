@@ -72,6 +72,28 @@ describe('createPinoLogger', () => {
     expect(warn).not.toContain('13812345678');
   });
 
+  // A request's or an SDK's credentials logged as fields: only a few spellings of their names
+  // were known, so `proxy-authorization`, `cookies` and `secretAccessKey` went out whole.
+  it('json: replaces credential fields whole, however their names are spelt', () => {
+    const { logger, lines } = capture('json');
+    logger.warn(
+      {
+        msg: 'upstream refused',
+        headers: { 'proxy-authorization': 'Basic YTpi', cookies: 'sid=abc', 'X-Api-Key': 'k1' },
+        aws: { accessKeyId: 'id-1', secretAccessKey: 'wJalrXUtnFEMI', sessionToken: 'tok' },
+        client_secret: 'c5',
+      },
+      'Upstream',
+    );
+    const line = lines()[0];
+    for (const secret of ['YTpi', 'sid=abc', 'k1', 'wJalrXUtnFEMI', 'tok', 'c5'])
+      expect(line).not.toContain(secret);
+    expect(JSON.parse(line)).toMatchObject({
+      headers: { 'proxy-authorization': '[REDACTED_API_KEY]', cookies: '[REDACTED_API_KEY]' },
+      aws: { accessKeyId: 'id-1', secretAccessKey: '[REDACTED_API_KEY]' },
+    });
+  });
+
   // The embedded profile: one process, one logger for Nest's class loggers (the app created
   // last's), so a line names the service of the context it was written in.
   it.each(['json', 'pretty'] as const)(

@@ -106,6 +106,35 @@ describe('redactDeep', () => {
       expect([key, sensitiveKeyType(key)]).toEqual([key, null]);
   });
 
+  // Only a few spellings were known: `proxy-authorization`, `cookies`, `secretAccessKey` (an AWS
+  // SDK's credentials) and their kin went to the logs whole, with the credential in them.
+  it('knows a credential name by its normalised ending, whatever its case or separators', () => {
+    for (const key of [
+      'proxy-authorization',
+      'Proxy_Authorization',
+      'cookies',
+      'Cookies',
+      'secretAccessKey',
+      'AWS_SECRET_ACCESS_KEY',
+      'x-api-key',
+      'X_API_KEY',
+      'apiKeys',
+      'client_secret',
+      'clientSecrets',
+      'private_key',
+      'privateKey',
+      'sessionToken',
+      'x-amz-security-token',
+      'signingKey',
+      'encryption_key',
+    ])
+      expect([key, sensitiveKeyType(key)]).toEqual([key, 'API_KEY']);
+    for (const key of ['passwords', 'DB_PASSWD', 'pass-phrase'])
+      expect([key, sensitiveKeyType(key)]).toEqual([key, 'PASSWORD']);
+    for (const key of ['tokens', 'maxTokens', 'accessKeyId', 'privateKeyId', 'secretName', 'keys'])
+      expect([key, sensitiveKeyType(key)]).toEqual([key, null]);
+  });
+
   // A secret in a list or an object under a secret-looking key is as secret as a bare one.
   it('replaces every text and number under a secret-looking key, however nested', () => {
     expect(

@@ -108,10 +108,14 @@ function redactNow(text: string, opts: RedactOptions): string {
   return out + text.slice(pos);
 }
 
-const PASSWORD_KEY = /(?:password|passwd|pwd|passphrase|passcode)$/;
+// One rule over the name lower-cased without separators (`Proxy_Authorization`, `x-api-key` and
+// `AWS_SECRET_ACCESS_KEY` read as proxyauthorization, xapikey, awssecretaccesskey): what it ends
+// with. An id or name of a credential (`accessKeyId`, `privateKeyId`, `secretName`) stays visible,
+// and so do `tokens` and `maxTokens` (counts, not credentials).
+const PASSWORD_KEY = /(?:password|passwd|pwd|passphrase|passcode)s?$/;
 // `session` alone is a session cookie's usual name; `sessionId` (a Loom id) stays visible.
 const SECRET_KEY =
-  /(?:secret|apikey|token|jwt|privatekey|secretkey|credential|credentials)$|^(?:authorization|cookie|setcookie|session|sessioncookie|sessionkey)$/;
+  /(?:secrets?|token|jwt|credentials?|authorization|cookies?|(?:api|private|secret|secretaccess|signing|encryption)keys?)$|^(?:session|sessionkey)$/;
 
 /** The type a whole value is redacted as because of its key (`password`, `apiKey`, `x-api-key` …), or null. */
 export function sensitiveKeyType(key: string): PiiType | null {
