@@ -94,6 +94,21 @@ describe('createPinoLogger', () => {
     });
   });
 
+  it('json: redacts vendor tokens and an AWS secret key quoted in a message or an error', () => {
+    const { logger, lines } = capture('json');
+    const aws = 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY';
+    const webhook = 'T0123ABCD/B0456EFGH/aBcDeFgHiJkLmNoPqRsTuVwX';
+    logger.warn(`notify https://hooks.slack.com/services/${webhook}: 404`, 'Notifier');
+    logger.error(new Error(`bad credentials AKIAIOSFODNN7EXAMPLE ${aws}`), 'Uploader');
+    logger.log('clone with glpat-xYzAbCdEfGhIjKlMnOpQ', 'Git');
+    const text = lines().join('\n');
+    for (const secret of [aws, webhook, 'glpat-xYzAbCdEfGhIjKlMnOpQ'])
+      expect(text).not.toContain(secret);
+    expect(JSON.parse(lines()[0]).msg).toBe(
+      'notify https://hooks.slack.com/services/[REDACTED_API_KEY]: 404',
+    );
+  });
+
   // The embedded profile: one process, one logger for Nest's class loggers (the app created
   // last's), so a line names the service of the context it was written in.
   it.each(['json', 'pretty'] as const)(

@@ -277,6 +277,61 @@ describe('apiKeyDetector', () => {
       expect(found(apiKeyDetector, text)).toEqual([]);
   });
 
+  // Left in the logs whole: an AWS secret access key after its name or its key id, a Slack
+  // webhook's secret path, GitLab tokens and other vendors' prefixed tokens; and a GitHub or GitLab
+  // token without a digit in it (one GitLab token in 30 has none), as only `sk-…` needs one.
+  it('finds AWS secret keys by their name or id, Slack webhooks and prefixed vendor tokens', () => {
+    const aws = 'wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY';
+    const secrets: Array<[string, string]> = [
+      [`aws_secret_access_key = ${aws}`, aws],
+      [`AWS_SECRET_ACCESS_KEY=${aws}`, aws],
+      [`{"AccessKeyId":"ASIAY34FZKBOKMUTVV7A","SecretAccessKey":"${aws}"}`, aws],
+      [`secretAccessKey: '${aws}'`, aws],
+      [`AKIAIOSFODNN7EXAMPLE ${aws}`, aws],
+      [`AKIAIOSFODNN7EXAMPLE,${aws}`, aws],
+      [`"AKIAIOSFODNN7EXAMPLE": "${aws}"`, aws],
+      [
+        'post to https://hooks.slack.com/services/T0123ABCD/B0456EFGH/aBcDeFgHiJkLmNoPqRsTuVwX failed',
+        'T0123ABCD/B0456EFGH/aBcDeFgHiJkLmNoPqRsTuVwX',
+      ],
+      ['xoxe-1-My0xLTIzNDU2Nzg5MDEyMy0xMjM0NTY3ODkw', 'xoxe-1-My0xLTIzNDU2Nzg5MDEyMy0xMjM0NTY3ODkw'],
+      ['xapp-1-A0123ABCDEF-1234567890123-abcdef0123', 'xapp-1-A0123ABCDEF-1234567890123-abcdef0123'],
+      ['glpat-AbCd1234EfGh5678IjKl', 'glpat-AbCd1234EfGh5678IjKl'],
+      ['token glpat-xYzAbCdEfGhIjKlMnOpQ.', 'glpat-xYzAbCdEfGhIjKlMnOpQ'],
+      ['gldt-AbCd1234EfGh5678IjKl gloas-ZyXw9876VuTs5432RqPo', 'gldt-AbCd1234EfGh5678IjKl'],
+      ['ghp_abcdefghijklmnopqrstuvwxyzABCDEFGHIJ', 'ghp_abcdefghijklmnopqrstuvwxyzABCDEFGHIJ'],
+      ['npm_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789', 'npm_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789'],
+      [
+        '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',
+        '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',
+      ],
+      ['GOCSPX-AbCdEfGhIjKlMnOpQrStUvWxYz12', 'GOCSPX-AbCdEfGhIjKlMnOpQrStUvWxYz12'],
+      ['ya29.a0AfH6SMBxYzAbCdEfGhIjKlMnOp', 'ya29.a0AfH6SMBxYzAbCdEfGhIjKlMnOp'],
+      ['hf_AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGh', 'hf_AbCdEfGhIjKlMnOpQrStUvWxYzAbCdEfGh'],
+      ['whsec_AbCdEfGhIjKlMnOpQrStUvWx1234', 'whsec_AbCdEfGhIjKlMnOpQrStUvWx1234'],
+      ['shpat_0123456789abcdef0123456789abcdef', 'shpat_0123456789abcdef0123456789abcdef'],
+    ];
+    for (const [text, secret] of secrets) {
+      expect([text, redactPii(text)]).toEqual([text, expect.not.stringContaining(secret)]);
+      expect(found(apiKeyDetector, text)).toContain(`API_KEY:${secret}`);
+    }
+  });
+
+  it('leaves text that only names those vendors or looks a little like their tokens alone', () => {
+    for (const text of [
+      'glpat- tokens expire; see docs.gitlab.com/ee/user/profile/personal_access_tokens',
+      'webhooks go to https://hooks.slack.com/services/ (ask #ops)',
+      'AKIA is the prefix of a long-term key id',
+      'aws_secret_access_key is unset',
+      'hf_hub_download_with_a_much_longer_name_here',
+      'the npm_config_cache_directory_override_value',
+      'SG.module.definition.name',
+      'ya29.short',
+      'xapp-store-integration-guide',
+    ])
+      expect(found(apiKeyDetector, text)).toEqual([]);
+  });
+
   it('ignores kebab-case words and short values', () => {
     expect(
       found(apiKeyDetector, 'sk-learn-is-a-library-for-machine-learning token=abc max_tokens=4096'),

@@ -26,8 +26,19 @@ describe('adversarial 100 KB inputs', () => {
     ['dotted quads chained', '1.1.1.1.'.repeat(N / 8)],
     ['URL credentials without @', 'db://' + 'a:'.repeat(N / 2)],
     ['many word starts', ' a://b:'.repeat(N / 7)],
+    ['Slack webhook paths', 'hooks.slack.com/services/'.repeat((2 * N) / 25)],
+    ['vendor prefixes', 'glpat-ghp_xapp-1-SG.ya29.npm_hf_ '.repeat((2 * N) / 34)],
   ])('%s: no false redaction', (_name, text) => {
     expect(redactPii(text)).toBe(text);
+  });
+
+  // 200 KB: a key id before every short word, or before one long word, leaves the words alone.
+  it.each([
+    ['short words', 'AKIAIOSFODNN7EXAMPLE abc '.repeat((2 * N) / 25)],
+    ['one long word', 'AKIAIOSFODNN7EXAMPLE ' + 'a'.repeat(2 * N)],
+  ])('AWS key ids then %s: only the ids redacted', (_name, text) => {
+    const expected = text.replaceAll('AKIAIOSFODNN7EXAMPLE', '[REDACTED_API_KEY]');
+    expect(redactPii(text) === expected).toBe(true);
   });
 
   it('redacts every card in 100 KB of cards', () => {

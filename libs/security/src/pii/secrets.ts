@@ -1,16 +1,38 @@
 import type { Detector, PiiSpan } from './types';
 
-// Provider token shapes; each is anchored so it cannot start inside a longer identifier.
-const TOKEN_SHAPES: readonly RegExp[] = [
-  /(?<![\w-])sk-[A-Za-z0-9_-]{20,}/g, // OpenAI / Anthropic, including sk-proj-…
-  /(?<![\w-])[rs]k_(?:live|test)_[A-Za-z0-9]{16,}/g, // Stripe secret / restricted keys
-  /(?<![\w-])gh[pousr]_[A-Za-z0-9]{36,}/g, // GitHub tokens
-  /(?<![\w-])github_pat_[A-Za-z0-9_]{22,}/g,
-  /(?<![\w-])xox[abposr]-[A-Za-z0-9-]{10,}/g, // Slack
-  /(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])/g, // AWS access key id
-  /(?<![\w-])AIza[0-9A-Za-z_-]{35}(?![\w-])/g, // Google API key
+// Token shapes; each is anchored so it cannot start inside a longer identifier. `sk-…` and `eyJ…`
+// also start ordinary words and names, so they count only with a digit in them (real keys are
+// random; kebab-case words are not).
+const GENERIC_SHAPES: readonly RegExp[] = [
+  /(?<![\w-])sk-[A-Za-z0-9_-]{20,}/g, // OpenAI / Anthropic, including sk-proj-…, sk-ant-…
   /(?<![\w-])eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}/g, // JWT
 ];
+// A vendor's own prefix and length say enough: no digit needed (one GitLab token in 30 has none).
+const VENDOR_SHAPES: readonly RegExp[] = [
+  /(?<![\w-])[rs]k_(?:live|test)_[A-Za-z0-9]{16,}/g, // Stripe secret / restricted keys
+  /(?<![\w-])whsec_[A-Za-z0-9]{24,}/g, // Stripe webhook signing secret
+  /(?<![\w-])gh[pousr]_[A-Za-z0-9]{36,}/g, // GitHub tokens
+  /(?<![\w-])github_pat_[A-Za-z0-9_]{22,}/g,
+  /(?<![\w-])gl(?:pat|oas|dt|rt|cbt|ptt|ft|imt|agent|soat)-[A-Za-z0-9_-]{20,}/g, // GitLab
+  /(?<![\w-])xox[abposre]-[A-Za-z0-9-]{10,}/g, // Slack
+  /(?<![\w-])xapp-\d-[A-Za-z0-9-]{10,}/g, // Slack app-level token
+  /(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}(?![A-Za-z0-9])/g, // AWS access key id
+  /(?<![\w-])AIza[0-9A-Za-z_-]{35}(?![\w-])/g, // Google API key
+  /(?<![\w-])GOCSPX-[A-Za-z0-9_-]{28}(?![\w-])/g, // Google OAuth client secret
+  /(?<![\w.-])ya29\.[A-Za-z0-9_-]{20,}/g, // Google OAuth access token
+  /(?<![\w-])npm_[A-Za-z0-9]{36}(?![\w-])/g, // npm
+  /(?<![\w-])pypi-AgE[A-Za-z0-9_-]{50,}/g, // PyPI
+  /(?<![\w.-])SG\.[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}(?![\w-])/g, // SendGrid
+  /(?<![\w-])hf_[A-Za-z]{34}(?![\w-])/g, // Hugging Face
+  /(?<![\w-])shp(?:at|ca|pa|ss)_[a-fA-F0-9]{32}(?![\w-])/g, // Shopify
+  /(?<![\w-])do[por]_v1_[a-f0-9]{64}(?![\w-])/g, // DigitalOcean
+];
+// The secret path of a Slack incoming webhook (T…/B…/…): whoever has it can post as the app.
+const SLACK_WEBHOOK = /\bhooks\.slack\.com\/(?:services|workflows|triggers)\/([A-Za-z0-9_/-]{16,512})/dg;
+// An AWS secret access key (40 base64 characters) right after its key id, as a credentials CSV,
+// an env dump or an SDK's error quotes the pair: `AKIA… wJalr…`, `AKIA…,wJalr…`, `"AKIA…": "wJalr…"`.
+const AWS_KEY_PAIR =
+  /(?<![A-Za-z0-9])(?:AKIA|ASIA)[0-9A-Z]{16}["']?(?:[ \t]{0,4}[,:;=|][ \t]{0,4}|[ \t]{1,4})["']?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])/dg;
 
 // Any JWS/JWE compact form: base64url parts joined by dots (an unsigned token's last one empty).
 // What makes it a JWT is its first part, a JOSE header: JSON naming an `alg`, however that JSON
@@ -39,7 +61,7 @@ const BEARER = new RegExp(`\\bBearer[ \\t]{1,4}(${TOKEN_CHARS}{16,}=*)`, 'dgi');
 const KEY_SEPARATOR = `["']?[ \\t]{0,4}[:=：][ \\t]{0,4}["']?`;
 const KEYED_SECRET = new RegExp(
   '(?:(?:api[_ -]?key|apikey|api[_-]?secret|access[_-]?token|auth[_-]?token|refresh[_-]?token|' +
-    `id[_-]?token|secret[_-]?key|client[_-]?secret|private[_-]?key)${KEY_SEPARATOR}(${TOKEN_CHARS}{12,}=*)` +
+    `id[_-]?token|secret[_-]?key|secret[_-]?access[_-]?key|client[_-]?secret|private[_-]?key)${KEY_SEPARATOR}(${TOKEN_CHARS}{12,}=*)` +
     `|(?:token|secret)${KEY_SEPARATOR}(${TOKEN_CHARS}{20,}=*))`,
   'dgi',
 );
@@ -82,12 +104,22 @@ function trimEnd(text: string, start: number, end: number): number {
 
 function detectApiKey(text: string): PiiSpan[] {
   const spans: PiiSpan[] = [];
-  for (const re of TOKEN_SHAPES) {
+  for (const re of [...GENERIC_SHAPES, ...VENDOR_SHAPES]) {
     for (const m of text.matchAll(re)) {
       const start = m.index ?? 0;
-      if (!/\d/.test(m[0])) continue; // real keys are random; kebab-case words are not
+      if (GENERIC_SHAPES.includes(re) && !/\d/.test(m[0])) continue;
       spans.push({ type: 'API_KEY', start, end: trimEnd(text, start, start + m[0].length) });
     }
+  }
+  for (const m of text.matchAll(AWS_KEY_PAIR)) {
+    // Random base64 has both cases and a digit, + or /; a 40-letter word has not.
+    if (!/[a-z]/.test(m[1]) || !/[A-Z]/.test(m[1]) || !/[\d+/]/.test(m[1])) continue;
+    const [start, end] = m.indices?.[1] ?? [0, 0];
+    spans.push({ type: 'API_KEY', start, end });
+  }
+  for (const m of text.matchAll(SLACK_WEBHOOK)) {
+    const [start, end] = m.indices?.[1] ?? [0, 0];
+    spans.push({ type: 'API_KEY', start, end: trimEnd(text, start, end) });
   }
   for (const m of text.matchAll(COMPACT_JOSE)) {
     if (!isJoseHeader(m[1])) continue;
