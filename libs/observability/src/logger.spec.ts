@@ -109,6 +109,17 @@ describe('createPinoLogger', () => {
     );
   });
 
+  it('json: redacts a URL password with a space in it, in a message and an error', () => {
+    const { logger, lines } = capture('json');
+    logger.warn('cannot reach redis://default:open sesame@redis:6379', 'Boot');
+    logger.error(new Error('mysql://loom:pa ss@db.example.com/loom refused'), 'Boot');
+    const text = lines().join('\n');
+    for (const part of ['open', 'sesame', 'pa ', 'ss@']) expect(text).not.toContain(part);
+    expect(JSON.parse(lines()[0]).msg).toBe(
+      'cannot reach redis://default:[REDACTED_PASSWORD]@redis:6379',
+    );
+  });
+
   // The embedded profile: one process, one logger for Nest's class loggers (the app created
   // last's), so a line names the service of the context it was written in.
   it.each(['json', 'pretty'] as const)(

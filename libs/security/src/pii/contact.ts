@@ -1,6 +1,7 @@
 import { isIPv6 } from 'net';
 import { ipv4Valid, nanpValid } from './checksums';
 import { afterVersionKeyword, looksLikeAmount } from './context';
+import { urlPasswordRanges } from './secrets';
 import type { Detector, PiiSpan } from './types';
 
 // Bounded quantifiers everywhere: local part ≤ 64, labels ≤ 63, at most 8 labels.
@@ -26,11 +27,11 @@ const IPV6_CANDIDATE =
   /(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:(?:\d{1,3}\.){3}\d{1,3}|[0-9A-Fa-f]{1,4})?(?![\w:]|\.\d)/g;
 
 function detectEmail(text: string): PiiSpan[] {
-  return [...text.matchAll(EMAIL)].map((m) => ({
-    type: 'EMAIL' as const,
-    start: m.index ?? 0,
-    end: (m.index ?? 0) + m[0].length,
-  }));
+  // `pa ss@db.example.com` in scheme://user:pa ss@db.example.com is a password and a host.
+  const passwords = urlPasswordRanges(text);
+  return [...text.matchAll(EMAIL)]
+    .filter((m) => !passwords.some(([s, e]) => m.index >= s && m.index < e))
+    .map((m) => ({ type: 'EMAIL' as const, start: m.index, end: m.index + m[0].length }));
 }
 
 function detectPhone(text: string): PiiSpan[] {

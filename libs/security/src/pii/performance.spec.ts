@@ -26,6 +26,8 @@ describe('adversarial 100 KB inputs', () => {
     ['dotted quads chained', '1.1.1.1.'.repeat(N / 8)],
     ['URL credentials without @', 'db://' + 'a:'.repeat(N / 2)],
     ['many word starts', ' a://b:'.repeat(N / 7)],
+    ['URL password words without @', 'db://u:' + 'ab '.repeat((2 * N) / 3)],
+    ['URL starts then short words', ' a://b:c d e'.repeat((2 * N) / 12)],
     ['Slack webhook paths', 'hooks.slack.com/services/'.repeat((2 * N) / 25)],
     ['vendor prefixes', 'glpat-ghp_xapp-1-SG.ya29.npm_hf_ '.repeat((2 * N) / 34)],
   ])('%s: no false redaction', (_name, text) => {

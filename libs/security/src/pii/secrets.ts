@@ -28,7 +28,8 @@ const VENDOR_SHAPES: readonly RegExp[] = [
   /(?<![\w-])do[por]_v1_[a-f0-9]{64}(?![\w-])/g, // DigitalOcean
 ];
 // The secret path of a Slack incoming webhook (T…/B…/…): whoever has it can post as the app.
-const SLACK_WEBHOOK = /\bhooks\.slack\.com\/(?:services|workflows|triggers)\/([A-Za-z0-9_/-]{16,512})/dg;
+const SLACK_WEBHOOK =
+  /\bhooks\.slack\.com\/(?:services|workflows|triggers)\/([A-Za-z0-9_/-]{16,512})/dg;
 // An AWS secret access key (40 base64 characters) right after its key id, as a credentials CSV,
 // an env dump or an SDK's error quotes the pair: `AKIA… wJalr…`, `AKIA…,wJalr…`, `"AKIA…": "wJalr…"`.
 const AWS_KEY_PAIR =
@@ -91,6 +92,27 @@ const BASIC_AUTH = /\bBasic[ \t]{1,4}([A-Za-z0-9+/]{12,}={0,2})(?![\w+/=])/dg;
 // scheme://user:password@host — the password part only, to the authority's last @ (as a URL
 // parser reads it: `redis://:p@ss@host` has the password p@ss).
 const URL_CREDENTIALS = /\b[A-Za-z][A-Za-z0-9+.-]{1,20}:\/\/[^\s:/?#@]{0,64}:([^\s/?#]{1,128})@/dg;
+// The same with spaces in the password (unencoded, as a URL parser still takes it: `redis://u:pa
+// ss@host`): up to 8 words without @, where the one above found no @ before the space.
+const URL_SPACED_CREDENTIALS =
+  /\b[A-Za-z][A-Za-z0-9+.-]{1,20}:\/\/[^\s:/?#@]{0,64}:([^\s/?#@]{1,128}(?:[ \t]{1,4}[^\s/?#@]{1,128}){1,8})@/dg;
+
+/**
+ * The passwords of scheme://user:password@host in `text`. A first word that is a port
+ * (`http://host:8080 then…`) or ends a clause (`http://a:b, or…`) starts prose, not a password.
+ */
+export function urlPasswordRanges(text: string): Array<[number, number]> {
+  if (!text.includes('://')) return [];
+  const ranges: Array<[number, number]> = [];
+  for (const m of text.matchAll(URL_CREDENTIALS)) ranges.push(m.indices![1]);
+  for (const m of text.matchAll(URL_SPACED_CREDENTIALS)) {
+    const [start, end] = m.indices![1];
+    if (end - start > 128 || ranges.some(([s, e]) => start < e && s < end)) continue;
+    if (/^(?:\d+|\S*[,;.!?)])[ \t]/.test(m[1])) continue;
+    ranges.push([start, end]);
+  }
+  return ranges;
+}
 
 const PASSWORD_KEY =
   /(?<![A-Za-z])(?:pass(?:word|wd|phrase|code)|pwd|密码|口令)["']?(?:[ \t]{0,4}([:=：]|是|为|\bis\b)[ \t]{0,4}|[ \t]{1,4})/gi;
@@ -168,10 +190,7 @@ function detectPassword(text: string): PiiSpan[] {
     const range = passwordValue(text, (m.index ?? 0) + m[0].length, strong);
     if (range) spans.push({ type: 'PASSWORD', start: range[0], end: range[1] });
   }
-  for (const m of text.matchAll(URL_CREDENTIALS)) {
-    const [start, end] = m.indices?.[1] ?? m.indices?.[2] ?? [0, 0];
-    spans.push({ type: 'PASSWORD', start, end });
-  }
+  for (const [start, end] of urlPasswordRanges(text)) spans.push({ type: 'PASSWORD', start, end });
   return spans;
 }
 
