@@ -120,6 +120,20 @@ describe('createPinoLogger', () => {
     );
   });
 
+  // Which server was down is what an operator reads a connection warning for: the address was
+  // masked in every line of our transport's and the store's connection errors.
+  it("json: keeps a socket error's server address, and masks a user's address", () => {
+    const { logger, lines } = capture('json');
+    logger.warn('Redis client connection: connect ECONNREFUSED 127.0.0.1:6379', 'Transport');
+    logger.error(new Error('connect ETIMEDOUT 10.0.3.7:3306'), 'TypeOrmModule');
+    logger.log('user says: my address is 10.0.3.7, port 6379', 'TurnService');
+    expect(lines().map((l) => JSON.parse(l).msg)).toEqual([
+      'Redis client connection: connect ECONNREFUSED 127.0.0.1:6379',
+      'connect ETIMEDOUT 10.0.3.7:3306',
+      'user says: my address is [REDACTED_IP], port 6379',
+    ]);
+  });
+
   // The embedded profile: one process, one logger for Nest's class loggers (the app created
   // last's), so a line names the service of the context it was written in.
   it.each(['json', 'pretty'] as const)(

@@ -59,16 +59,33 @@ function detectPhone(text: string): PiiSpan[] {
   return spans;
 }
 
+// Node's words for a socket that failed, before the address it names: `connect ECONNREFUSED `,
+// `listen EADDRINUSE: address already in use `. ioredis and mysql2 pass them on as they are.
+const SOCKET_ERROR_BEFORE =
+  /\b(?:connect|bind|listen|send|read|write|accept)[ ]E[A-Z]{3,20}(?::[ A-Za-z]{1,40})?[ ]$/;
+
+/**
+ * True for the server address in a socket error's own words (`connect ECONNREFUSED
+ * 127.0.0.1:6379`): a server Loom connects to, which an operator needs to see, not a user's
+ * address. An IPv4 address needs its `:port` after it (an IPv6 one has taken it in).
+ */
+function socketErrorAddress(text: string, start: number, end: number, v4: boolean): boolean {
+  if (v4 && !/^:\d{1,5}(?!\d)/.test(text.slice(end, end + 6))) return false;
+  return SOCKET_ERROR_BEFORE.test(text.slice(Math.max(0, start - 72), start));
+}
+
 function detectIp(text: string): PiiSpan[] {
   const spans: PiiSpan[] = [];
   for (const m of text.matchAll(IPV4)) {
     const start = m.index ?? 0;
+    if (socketErrorAddress(text, start, start + m[0].length, true)) continue;
     if (ipv4Valid(m[0]) && !afterVersionKeyword(text, start)) {
       spans.push({ type: 'IP', start, end: start + m[0].length });
     }
   }
   for (const m of text.matchAll(IPV6_CANDIDATE)) {
     const start = m.index ?? 0;
+    if (socketErrorAddress(text, start, start + m[0].length, false)) continue;
     if (/[0-9A-Fa-f]/.test(m[0]) && isIPv6(m[0]))
       spans.push({ type: 'IP', start, end: start + m[0].length });
   }
@@ -81,5 +98,5 @@ export const emailDetector: Detector = { types: ['EMAIL'], detect: detectEmail }
 /** International "+CC …" numbers (8-15 digits) and NANP numbers written (415) 555-2671 / 415-555-2671. */
 export const phoneDetector: Detector = { types: ['PHONE'], detect: detectPhone };
 
-/** IPv4 dotted quads (0-255, no leading zeros, not versions) and IPv6 addresses validated by node:net. */
+/** IPv4 dotted quads (0-255, no leading zeros, not versions) and IPv6 addresses validated by node:net; not a socket error's server address. */
 export const ipDetector: Detector = { types: ['IP'], detect: detectIp };

@@ -158,6 +158,30 @@ describe('ipDetector', () => {
   });
 });
 
+describe('ipDetector and socket errors', () => {
+  // A connection error's own address (Node's `<syscall> <code> <address>:<port>`, as ioredis and
+  // mysql2 pass it on) was masked, so an operator could not tell which server was down.
+  it("leaves the server address in a socket error's own words visible", () => {
+    for (const text of [
+      'Redis client connection: connect ECONNREFUSED 127.0.0.1:6379',
+      'Error: connect ETIMEDOUT 10.0.3.7:3306\n    at TCPConnectWrap.afterConnect',
+      'connect EHOSTUNREACH 192.168.1.20:6380',
+      'connect ECONNREFUSED ::1:6379',
+      'listen EADDRINUSE: address already in use 0.0.0.0:3000',
+    ])
+      expect([text, found(ipDetector, text)]).toEqual([text, []]);
+  });
+
+  it("still finds an address anywhere else, a user's or a bare host:port", () => {
+    expect(
+      found(
+        ipDetector,
+        'my ip is 10.0.0.5; login from 203.0.113.9:443; ECONNREFUSED, said 198.51.100.7:80',
+      ),
+    ).toEqual(['IP:10.0.0.5', 'IP:203.0.113.9', 'IP:198.51.100.7']);
+  });
+});
+
 describe('ssnDetector', () => {
   it('finds dashed SSNs and keyed undashed ones, skipping invalid areas', () => {
     expect(found(ssnDetector, '123-45-6789 999-12-3456 SSN: 078051120 987654321')).toEqual([
