@@ -134,6 +134,34 @@ describe('createPinoLogger', () => {
     ]);
   });
 
+  // A field holding a URL or a class instance was passed on untouched and written by its JSON:
+  // `new URL(REDIS_URL)` printed its password, a settings object its secrets.
+  it('json: redacts a URL instance and a class instance as their JSON holds them', () => {
+    const { logger, lines } = capture('json');
+    class Settings {
+      host = 'redis';
+      password = 'hunter2';
+      owner = 'alice@example.com';
+    }
+    logger.warn(
+      {
+        msg: 'cannot reach',
+        url: new URL('redis://default:s3cret-pass@redis:6379/0'),
+        settings: new Settings(),
+        at: new Date(0),
+      },
+      'Boot',
+    );
+    const line = lines()[0];
+    for (const secret of ['s3cret-pass', 'hunter2', 'alice@example.com'])
+      expect(line).not.toContain(secret);
+    expect(JSON.parse(line)).toMatchObject({
+      url: 'redis://default:[REDACTED_PASSWORD]@redis:6379/0',
+      settings: { host: 'redis', password: '[REDACTED_PASSWORD]', owner: '[REDACTED_EMAIL]' },
+      at: '1970-01-01T00:00:00.000Z',
+    });
+  });
+
   // The embedded profile: one process, one logger for Nest's class loggers (the app created
   // last's), so a line names the service of the context it was written in.
   it.each(['json', 'pretty'] as const)(

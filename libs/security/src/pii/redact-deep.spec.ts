@@ -210,7 +210,33 @@ describe('redactDeep', () => {
     expect(redactDeep(10n)).toBe(10n);
   });
 
-  it('redacts Error messages and leaves other class instances alone', () => {
+  // Returned as they were, class instances reached the log line by their JSON unredacted.
+  it('redacts class instances as their JSON holds them, and returns PII-free ones as they are', () => {
+    class Creds {
+      user = 'svc';
+      apiKey = 'k1';
+      note = 'call 13800138000';
+    }
+    expect(redactDeep({ creds: new Creds() })).toEqual({
+      creds: { user: 'svc', apiKey: '[REDACTED_API_KEY]', note: 'call [REDACTED_PHONE]' },
+    });
+    expect(redactDeep({ url: new URL('https://u:pw12@h.example/x') })).toEqual({
+      url: 'https://u:[REDACTED_PASSWORD]@h.example/x',
+    });
+    const url = new URL('https://h.example/x');
+    expect(redactDeep({ url }).url).toBe(url);
+    class Endless {
+      toJSON(): Endless {
+        return new Endless();
+      }
+    }
+    expect(redactDeep({ e: new Endless(), mail: 'a@b.com' }, { maxDepth: 4 })).toEqual({
+      e: '[Truncated]',
+      mail: '[REDACTED_EMAIL]',
+    });
+  });
+
+  it('redacts Error messages and keeps a Date as it is', () => {
     const out = redactDeep({ err: new Error('no user a@b.com') }) as unknown as {
       err: Record<string, unknown>;
     };

@@ -158,8 +158,24 @@ function walk(
   if (ancestors.has(value)) return '[Circular]';
   const isArray = Array.isArray(value);
   const isError = value instanceof Error;
-  if (!isArray && !isError && !isPlainObject(value)) return value;
   if (depth >= (opts.maxDepth ?? 10)) return '[Truncated]';
+  if (!isArray && !isError && !isPlainObject(value)) {
+    // A class instance reaches a log line as JSON writes it: its toJSON (a URL's href, a Date's
+    // ISO text), else its own fields. One whose JSON text holds nothing to redact is kept.
+    const toJSON: unknown = (value as { toJSON?: unknown }).toJSON;
+    if (typeof toJSON === 'function') {
+      let json: unknown;
+      try {
+        json = toJSON.call(value);
+      } catch {
+        return '[Unreadable]';
+      }
+      if (json !== value) {
+        const out = walk(json, depth + 1, ancestors, opts, under);
+        return typeof json === 'string' && out === json ? value : out;
+      }
+    }
+  }
   ancestors.add(value);
   try {
     if (isArray) return value.map((item) => walk(item, depth + 1, ancestors, opts, under));
@@ -211,9 +227,11 @@ function redactNumber(value: number, opts: RedactOptions): number | string {
 /**
  * Deep copy of `value` with every string redacted, keys included, for log objects (and a number
  * that is a phone or card number, as its placeholder). Walks plain objects and
- * arrays (Errors become `{ name, message, stack, … }`); values under password/secret/token-like
+ * arrays (Errors become `{ name, message, stack, … }`, other class instances what JSON writes for
+ * them: their toJSON, or their own fields, kept as they are when that is text with nothing to
+ * redact); values under password/secret/token-like
  * keys are replaced whole (each text and number, in lists and objects under them too). Cycles become "[Circular]", nesting past `maxDepth` "[Truncated]",
- * throwing getters "[Unreadable]"; other class instances are returned as they are. Never throws.
+ * throwing getters "[Unreadable]". Never throws.
  */
 export function redactDeep<T>(value: T, opts: RedactDeepOptions = {}): T {
   try {
