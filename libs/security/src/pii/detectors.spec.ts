@@ -413,6 +413,17 @@ describe('passwordDetector', () => {
       expect([text, redactPii(text)]).toEqual([text, expected]);
   });
 
+  // Only a keyword standing alone (or after `_`) counted, so an env var or a field that joins
+  // it to a word (libpq's PGPASSWORD, a body's `newPassword` quoted in an error) kept its value.
+  it('takes the value after a keyword joined to a word: PGPASSWORD, newPassword, dbPasswd', () => {
+    expect(
+      found(
+        passwordDetector,
+        'PGPASSWORD=secret123 {"newPassword":"s3cret!"} dbPasswd: x1 adminPassphrase=a b',
+      ),
+    ).toEqual(['PASSWORD:secret123', 'PASSWORD:s3cret!', 'PASSWORD:x1', 'PASSWORD:a']);
+  });
+
   it('does not take ordinary words after a bare space or "is"', () => {
     expect(
       found(passwordDetector, 'password reset; the password is required; 密码是必填项'),

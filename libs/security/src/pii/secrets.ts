@@ -114,8 +114,9 @@ export function urlPasswordRanges(text: string): Array<[number, number]> {
   return ranges;
 }
 
+// `password` and its kin also joined to a word (PGPASSWORD, newPassword); a bare `pwd` only alone.
 const PASSWORD_KEY =
-  /(?<![A-Za-z])(?:pass(?:word|wd|phrase|code)|pwd|密码|口令)["']?(?:[ \t]{0,4}([:=：]|是|为|\bis\b)[ \t]{0,4}|[ \t]{1,4})/gi;
+  /(?:pass(?:word|wd|phrase|code)|(?<![A-Za-z])pwd|密码|口令)["']?(?:[ \t]{0,4}([:=：]|是|为|\bis\b)[ \t]{0,4}|[ \t]{1,4})/gi;
 const PASSWORD_MAX = 128;
 
 // Trailing sentence punctuation is not part of a token.
@@ -197,5 +198,5 @@ function detectPassword(text: string): PiiSpan[] {
 /** Provider API keys, JWTs, Bearer/Basic credentials and `api_key=…`-style assignments (the value only). */
 export const apiKeyDetector: Detector = { types: ['API_KEY'], detect: detectApiKey };
 
-/** The value after password / passwd / pwd / 密码 and ":", "=", "是", "is" or a space; the password in scheme://user:password@host. */
+/** The value after password / passwd / pwd / 密码 (password, passwd … joined to a word too: PGPASSWORD, newPassword) and ":", "=", "是", "is" or a space; the password in scheme://user:password@host. */
 export const passwordDetector: Detector = { types: ['PASSWORD'], detect: detectPassword };
