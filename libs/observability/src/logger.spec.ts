@@ -162,6 +162,12 @@ describe('createPinoLogger', () => {
     });
   });
 
+  it('json: redacts a short key quoted with its header name in a message', () => {
+    const { logger, lines } = capture('json');
+    logger.warn('upstream 401; sent x-api-key: k1abc', 'Upstream');
+    expect(JSON.parse(lines()[0]).msg).toBe('upstream 401; sent x-api-key: [REDACTED_API_KEY]');
+  });
+
   // The embedded profile: one process, one logger for Nest's class loggers (the app created
   // last's), so a line names the service of the context it was written in.
   it.each(['json', 'pretty'] as const)(

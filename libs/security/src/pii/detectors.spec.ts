@@ -265,6 +265,24 @@ describe('apiKeyDetector', () => {
 
   // A PEM private key (a TLS client key in MYSQL_URL's ssl options, a service account's JSON)
   // quoted in a log or error went out whole: its base64 lines have no shape the detector knows.
+  // Only Authorization and Cookie were taken whatever their length: a short key in the other
+  // credential headers (a local or test key, a vault token) went out after its name.
+  it('finds the value of API-key and token headers quoted in text, however short', () => {
+    for (const [text, secret] of [
+      ['x-api-key: k1abc', 'k1abc'],
+      ['{"X-Auth-Token":"abc123","accept":"*/*"}', 'abc123'],
+      ['X-Goog-Api-Key: AIzaShort', 'AIzaShort'],
+      ['PRIVATE-TOKEN: glpat-short', 'glpat-short'],
+      ["'x-vault-token': 'hvs.abc'", 'hvs.abc'],
+      ['api-key: az1', 'az1'],
+      ['Ocp-Apim-Subscription-Key: 0a1b', '0a1b'],
+    ]) {
+      expect(found(apiKeyDetector, text)).toContain(`API_KEY:${secret}`);
+      expect(redactPii(text)).not.toContain(secret);
+    }
+    expect(found(apiKeyDetector, 'set the x-api-key header; api keys: see the wiki')).toEqual([]);
+  });
+
   it('finds a PEM private key, with real or escaped newlines, cut short or not', () => {
     const body = 'MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj';
     for (const [text, secret] of [

@@ -29,6 +29,7 @@ describe('adversarial 100 KB inputs', () => {
     ['URL password words without @', 'db://u:' + 'ab '.repeat((2 * N) / 3)],
     ['URL starts then short words', ' a://b:c d e'.repeat((2 * N) / 12)],
     ['socket errors', 'connect ECONNREFUSED 10.0.0.1:6379 '.repeat((2 * N) / 35)],
+    ['key header names without values', 'x-api-key:  \n'.repeat((2 * N) / 13)],
     ['Slack webhook paths', 'hooks.slack.com/services/'.repeat((2 * N) / 25)],
     ['vendor prefixes', 'glpat-ghp_xapp-1-SG.ya29.npm_hf_ '.repeat((2 * N) / 34)],
   ])('%s: no false redaction', (_name, text) => {

@@ -78,6 +78,13 @@ const AUTH_HEADER = new RegExp(
     `(${TOKEN_CHARS}{1,4096}=*)`,
   'dgi',
 );
+// The other headers that carry a key or token as their whole value.
+const KEY_HEADER = new RegExp(
+  '(?<![\\w-])(?:x-(?:api-key|auth-token|access-token|amz-security-token|goog-api-key|vault-token|' +
+    `gitlab-token|functions-key)|private-token|api-key|ocp-apim-subscription-key)${HEADER_KEY}` +
+    `([^\\s"'\`,;]{1,4096})`,
+  'dgi',
+);
 const COOKIE_HEADER = new RegExp(
   `(?<![\\w-])(?:set-)?cookie${HEADER_KEY}([^\\s=;,"'\`]{1,256}=[^\\r\\n"'\`]{0,4096})`,
   'dgi',
@@ -156,7 +163,7 @@ function detectApiKey(text: string): PiiSpan[] {
     while (end > start && /\s/.test(text[end - 1])) end--;
     if (end > start) spans.push({ type: 'API_KEY', start, end });
   }
-  for (const re of [BEARER, KEYED_SECRET, BASIC_AUTH, AUTH_HEADER, COOKIE_HEADER]) {
+  for (const re of [BEARER, KEYED_SECRET, BASIC_AUTH, AUTH_HEADER, KEY_HEADER, COOKIE_HEADER]) {
     for (const m of text.matchAll(re)) {
       const [start, end] = m.indices?.[1] ?? m.indices?.[2] ?? [0, 0];
       if (re === BASIC_AUTH && !/[\d=]/.test(m[1])) continue;
