@@ -283,6 +283,24 @@ describe('apiKeyDetector', () => {
     expect(found(apiKeyDetector, 'set the x-api-key header; api keys: see the wiki')).toEqual([]);
   });
 
+  // A presigned S3 or GCS URL, or an Azure SAS URL, grants access to whoever holds it until it
+  // expires: its signature went to the logs with the rest of the URL.
+  it("finds a presigned or SAS URL's signature", () => {
+    const sig = 'fe5f80f77d5fa3beca038a248ff027d0445342fe2855ddc963176630326f1024';
+    for (const [text, secret] of [
+      [`https://b.s3.amazonaws.com/k?X-Amz-Expires=900&X-Amz-Signature=${sig}`, sig],
+      [`https://storage.googleapis.com/b/o?X-Goog-Signature=${sig}&x=1`, sig],
+      [
+        'https://a.blob.core.windows.net/c/f?sv=2022-11-02&se=2026-01-01&sp=r&sig=Xk2%2BabcDEF0123456789ghijKL%3D',
+        'Xk2%2BabcDEF0123456789ghijKL%3D',
+      ],
+    ]) {
+      expect(found(apiKeyDetector, text)).toContain(`API_KEY:${secret}`);
+      expect(redactPii(text)).not.toContain(secret);
+    }
+    expect(found(apiKeyDetector, 'see ?sig=abc and the signature= field')).toEqual([]);
+  });
+
   it('finds a PEM private key, with real or escaped newlines, cut short or not', () => {
     const body = 'MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7VJTUt9Us8cKj';
     for (const [text, secret] of [

@@ -67,6 +67,11 @@ const KEYED_SECRET = new RegExp(
   'dgi',
 );
 
+// A presigned S3/GCS URL's or an Azure SAS URL's signature: the URL is a credential until it
+// expires. Only as a query parameter, and 16 characters or more.
+const URL_SIGNATURE =
+  /[?&](?:x-amz-signature|x-goog-signature|signature|sig)=([A-Za-z0-9%._~+/-]{16,1024})/dgi;
+
 // A credential header quoted in text (a request dump, an HTTP library's error, JSON of headers):
 // its value whatever its length, after one of the schemes Authorization uses; a Cookie's
 // `name=value…` to the end of the line. Prose that only names them ("Authorization: please…",
@@ -163,7 +168,15 @@ function detectApiKey(text: string): PiiSpan[] {
     while (end > start && /\s/.test(text[end - 1])) end--;
     if (end > start) spans.push({ type: 'API_KEY', start, end });
   }
-  for (const re of [BEARER, KEYED_SECRET, BASIC_AUTH, AUTH_HEADER, KEY_HEADER, COOKIE_HEADER]) {
+  for (const re of [
+    BEARER,
+    KEYED_SECRET,
+    BASIC_AUTH,
+    AUTH_HEADER,
+    KEY_HEADER,
+    COOKIE_HEADER,
+    URL_SIGNATURE,
+  ]) {
     for (const m of text.matchAll(re)) {
       const [start, end] = m.indices?.[1] ?? m.indices?.[2] ?? [0, 0];
       if (re === BASIC_AUTH && !/[\d=]/.test(m[1])) continue;
