@@ -168,6 +168,20 @@ describe('createPinoLogger', () => {
     expect(JSON.parse(lines()[0]).msg).toBe('upstream 401; sent x-api-key: [REDACTED_API_KEY]');
   });
 
+  // The hook redacted string arguments only: an object or number pino formats into the message
+  // (`%j`, `%o`, `%d`) went into it as it was.
+  it('json: redacts objects and numbers pino formats into the message', () => {
+    const { logger, lines } = capture('json');
+    logger.pino.warn(
+      'settings %j, callback %d',
+      { password: 'hunter2', owner: 'a@b.com' },
+      13800138000,
+    );
+    const line = lines()[0];
+    for (const secret of ['hunter2', 'a@b.com', '13800138000']) expect(line).not.toContain(secret);
+    expect(JSON.parse(line).msg).toContain('"password":"[REDACTED_PASSWORD]"');
+  });
+
   // The embedded profile: one process, one logger for Nest's class loggers (the app created
   // last's), so a line names the service of the context it was written in.
   it.each(['json', 'pretty'] as const)(

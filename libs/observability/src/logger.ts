@@ -75,7 +75,11 @@ export function createPinoLogger(opts: LogOptions): Logger {
     },
     hooks: {
       logMethod(args, method) {
-        const redacted = args.map((a) => (typeof a === 'string' ? redactPii(a) : a));
+        // After the message come the values it formats (`%j`, `%o`, `%d`): objects and numbers too.
+        const firstValue = typeof args[0] === 'string' ? 1 : 2;
+        const redacted = args.map((a, i) =>
+          typeof a === 'string' ? redactPii(a) : i >= firstValue ? redactDeep(a) : a,
+        );
         const message = errorMessage(args);
         if (message !== undefined) redacted.splice(1, 0, redactPii(message));
         method.apply(this, redacted as Parameters<typeof method>);
