@@ -135,6 +135,26 @@ describe('redactDeep', () => {
       expect([key, sensitiveKeyType(key)]).toEqual([key, null]);
   });
 
+  // The credentials of an SMTP, HTTP or proxy client's options (`auth: { user, pass }`,
+  // `auth: 'user:password'`, `proxyAuth`) went to the logs as they were.
+  it('treats `pass` and names ending in `auth` as credentials', () => {
+    expect(
+      redactDeep({
+        smtp: { host: 'mail', auth: { user: 'svc', pass: 'hunter2' } },
+        proxy: { host: 'p', proxyAuth: 'u:pw' },
+        pass: 'x1',
+        author: 'Ann',
+      }),
+    ).toEqual({
+      smtp: { host: 'mail', auth: { user: '[REDACTED_API_KEY]', pass: '[REDACTED_PASSWORD]' } },
+      proxy: { host: 'p', proxyAuth: '[REDACTED_API_KEY]' },
+      pass: '[REDACTED_PASSWORD]',
+      author: 'Ann',
+    });
+    for (const key of ['bypass', 'compass', 'authMode', 'authorId'])
+      expect([key, sensitiveKeyType(key)]).toEqual([key, null]);
+  });
+
   // A secret in a list or an object under a secret-looking key is as secret as a bare one.
   it('replaces every text and number under a secret-looking key, however nested', () => {
     expect(
@@ -147,7 +167,7 @@ describe('redactDeep', () => {
       password: ['[REDACTED_PASSWORD]', '[REDACTED_PASSWORD]'],
       credentials: {
         user: '[REDACTED_API_KEY]',
-        pass: '[REDACTED_API_KEY]',
+        pass: '[REDACTED_PASSWORD]',
         pin: '[REDACTED_API_KEY]',
         rotated: true,
         next: null,

@@ -111,11 +111,12 @@ function redactNow(text: string, opts: RedactOptions): string {
 // One rule over the name lower-cased without separators (`Proxy_Authorization`, `x-api-key` and
 // `AWS_SECRET_ACCESS_KEY` read as proxyauthorization, xapikey, awssecretaccesskey): what it ends
 // with. An id or name of a credential (`accessKeyId`, `privateKeyId`, `secretName`) stays visible,
-// and so do `tokens` and `maxTokens` (counts, not credentials).
-const PASSWORD_KEY = /(?:password|passwd|pwd|passphrase|passcode)s?$/;
+// and so do `tokens` and `maxTokens` (counts, not credentials). `auth` is a client's credentials
+// (`auth: { user, pass }`, `proxyAuth: 'user:password'`); `pass` only as the whole name.
+const PASSWORD_KEY = /(?:password|passwd|pwd|passphrase|passcode)s?$|^pass$/;
 // `session` alone is a session cookie's usual name; `sessionId` (a Loom id) stays visible.
 const SECRET_KEY =
-  /(?:secrets?|token|jwt|credentials?|authorization|cookies?|(?:api|private|secret|secretaccess|signing|encryption)keys?)$|^(?:session|sessionkey)$/;
+  /(?:secrets?|token|jwt|credentials?|auth|authorization|cookies?|(?:api|private|secret|secretaccess|signing|encryption)keys?)$|^(?:session|sessionkey)$/;
 
 /** The type a whole value is redacted as because of its key (`password`, `apiKey`, `x-api-key` …), or null. */
 export function sensitiveKeyType(key: string): PiiType | null {
