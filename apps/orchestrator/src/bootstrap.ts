@@ -185,18 +185,34 @@ function refuseConnect(_req: IncomingMessage, socket: Socket): void {
 }
 
 /**
+ * Per socket, the responses to its requests not yet closed. A socket listed with none has
+ * answered every request it sent: it is idle, kept alive (or receiving its next request's
+ * headers, under Node's keep-alive time-out until they are whole).
+ */
+const openResponses = new WeakMap<Socket, number>();
+
+/** Counts `res` open on its socket until it closes (see onSocketTimeout). */
+function trackResponse(req: IncomingMessage, res: ServerResponse): void {
+  const socket = req.socket;
+  openResponses.set(socket, (openResponses.get(socket) ?? 0) + 1);
+  res.once('close', () => openResponses.set(socket, (openResponses.get(socket) ?? 1) - 1));
+}
+
+/**
  * The server's socket time-out (server.timeout, HTTP_SEND_TIMEOUT_MS): Node fires it once a
  * socket has neither received anything nor got a write of ours further for so long. Cut here: a
  * socket with an answer still unsent, its client no longer reading (its bytes, a page of tens of
  * MB or a stream's events, would otherwise sit in memory for as long as the client keeps the
  * connection open). Node fires it too for its keep-alive time-out, which it sets in place of
- * server.timeout once an answer is written: that idle socket is closed, as Node would. Anything
- * else is left alone: a request still arriving is requestTimeout's (408), and a request being
- * worked on with nothing to send yet (a turn waiting for its agents) is not cut; the timer runs
- * again from its first write.
+ * server.timeout once an answer is written: a socket that has answered every request it sent is
+ * closed, as Node would. (Told apart by its open responses, not by its time-out's length: at
+ * HTTP_SEND_TIMEOUT_MS equal to Node's keep-alive socket time-out, 6,000 ms, an idle kept-alive
+ * connection was never closed.) Anything else is left alone: a request still arriving is
+ * requestTimeout's (408), and a request being worked on with nothing to send yet (a turn
+ * waiting for its agents) is not cut; the timer runs again from its first write.
  */
-function onSocketTimeout(this: Server, socket: Socket): void {
-  if (socket.writableLength > 0 || socket.timeout !== this.timeout) socket.destroy();
+function onSocketTimeout(socket: Socket): void {
+  if (socket.writableLength > 0 || openResponses.get(socket) === 0) socket.destroy();
 }
 
 /** An `Expect` other than 100-continue: Node answers 417 with no body; this is the API's shape. */
@@ -242,6 +258,7 @@ export async function createOrchestrator(env: LoomEnv): Promise<INestApplication
   (server as Server & { connectionsCheckingInterval: number }).connectionsCheckingInterval = 1_000;
   // An answer the client stops taking is not held for good: see onSocketTimeout.
   server.timeout = env.HTTP_SEND_TIMEOUT_MS;
+  server.on('request', trackResponse);
   server.on('timeout', onSocketTimeout);
   // Before any answer: one that closes the connection lets the client read it (lingerOnClose).
   app.use((req: Request, res: Response, next: NextFunction) => {
