@@ -22,6 +22,8 @@ export class FreezableTcpProxy {
   accepted = 0;
   /** The local port of every connection it opened to the target: the target sees these clients. */
   readonly upstreamPorts = new Set<number>();
+  /** Text counted in what clients send (countSent), lower-cased, with its count so far. */
+  private readonly counted = new Map<string, number>();
 
   private constructor(private target: { host: string; port: number }) {
     this.server = createServer((client) => this.accept(client));
@@ -42,6 +44,17 @@ export class FreezableTcpProxy {
   thaw(): void {
     this.frozen = false;
     for (const pair of this.pairs) flow(pair);
+  }
+
+  /**
+   * Counts, from now on, the times `text` (case-insensitive: say a command, `ping`, or a query's
+   * own words) occurs in what clients send through the proxy, even split between two reads;
+   * returns the count so far.
+   */
+  countSent(text: string): () => number {
+    const key = text.toLowerCase();
+    this.counted.set(key, 0);
+    return () => this.counted.get(key) ?? 0;
   }
 
   /** New connections go to `target` from now on (a name that now points at a new primary). */
@@ -171,6 +184,19 @@ export class FreezableTcpProxy {
       this.stranded.delete(pair);
     };
     for (const socket of [pair.client, pair.upstream]) socket.on('error', close).on('close', close);
+    let tail = '';
+    client.on('data', (chunk: Buffer) => {
+      if (!this.counted.size) return;
+      const text = tail + chunk.toString('latin1').toLowerCase();
+      for (const [key, n] of this.counted) {
+        let found = 0;
+        for (let at = text.indexOf(key); at >= 0; at = text.indexOf(key, at + key.length))
+          if (at + key.length > tail.length) found++;
+        this.counted.set(key, n + found);
+      }
+      const longest = Math.max(...[...this.counted.keys()].map((k) => k.length));
+      tail = text.slice(-(longest - 1) || text.length);
+    });
     if (this.frozen) hold(pair);
     else flow(pair);
   }

@@ -1,7 +1,12 @@
 import { Controller, Get, Inject, Logger, Res, ServiceUnavailableException } from '@nestjs/common';
 import { Response } from 'express';
 import { ApiServiceUnavailableResponse, ApiTags } from '@nestjs/swagger';
-import { HealthCheck, HealthCheckService, HealthIndicatorService } from '@nestjs/terminus';
+import {
+  HealthCheck,
+  HealthCheckResult,
+  HealthCheckService,
+  HealthIndicatorService,
+} from '@nestjs/terminus';
 import {
   pingRedis,
   queryWithin,
@@ -15,6 +20,19 @@ import { markExpectedFailure } from '../security/request-log.middleware';
 
 /** How long a store may take to answer the probe before it counts as down (ms). */
 const PROBE_TIMEOUT_MS = 1000;
+
+/**
+ * A check's result answers every poll that comes while it runs and for so long after it (ms):
+ * /health is unauthenticated and not rate-limited (a load balancer must never be locked out), so
+ * a flood of polls costs the stores one check a second, not one round trip each. A change of
+ * readiness shows within it.
+ */
+export const HEALTH_RESULT_TTL_MS = 1000;
+
+/** What one check found: terminus's result, or its report of what is down. */
+type Outcome =
+  | { ready: true; result: HealthCheckResult }
+  | { ready: false; report: { error?: Record<string, unknown> } };
 
 interface ProbeRow {
   readOnly: unknown;
@@ -46,6 +64,8 @@ export class HealthController {
   private readonly log = new Logger('Health');
   /** Whether the last poll found this process not ready: a change of it is logged, once. */
   private down = false;
+  /** The check polls share: running (no `settledAt` yet) or settled at `settledAt`. */
+  private shared?: { outcome: Promise<Outcome>; settledAt?: number };
 
   constructor(
     private readonly health: HealthCheckService,
@@ -74,25 +94,49 @@ export class HealthController {
   })
   @HealthCheck()
   async check(@Res({ passthrough: true }) res: Response) {
+    const outcome = await this.outcome();
+    if (outcome.ready) return outcome.result;
+    // Polled every few seconds through an outage: each failing poll is a warning in the access
+    // log, the outage itself one error (report).
+    markExpectedFailure(res);
+    // API.md's error shape, with terminus's report of what is down.
+    res.status(503);
+    return {
+      statusCode: 503,
+      code: 'UNAVAILABLE',
+      message: 'a backing store does not answer, or refuses writes',
+      ...outcome.report,
+    };
+  }
+
+  /** The running check's outcome, or the last one's if at most HEALTH_RESULT_TTL_MS old, else a new one's. */
+  private outcome(): Promise<Outcome> {
+    const last = this.shared;
+    if (
+      last &&
+      (last.settledAt === undefined || Date.now() - last.settledAt < HEALTH_RESULT_TTL_MS)
+    )
+      return last.outcome;
+    const next: { outcome: Promise<Outcome>; settledAt?: number } = { outcome: this.run() };
+    this.shared = next;
+    next.outcome.then(
+      () => (next.settledAt = Date.now()),
+      // An unexpected error is not shared past its own polls: the next poll checks again.
+      () => this.shared === next && (this.shared = undefined),
+    );
+    return next.outcome;
+  }
+
+  private async run(): Promise<Outcome> {
     try {
       const result = await this.health.check(this.indicators());
       this.report(null);
-      return result;
+      return { ready: true, result };
     } catch (err) {
       if (!(err instanceof ServiceUnavailableException)) throw err;
       const report = err.getResponse() as { error?: Record<string, unknown> };
       this.report(report.error ?? {});
-      // Polled every few seconds through an outage: each failing poll is a warning in the access
-      // log, the outage itself one error (report).
-      markExpectedFailure(res);
-      // API.md's error shape, with terminus's report of what is down.
-      res.status(503);
-      return {
-        statusCode: 503,
-        code: 'UNAVAILABLE',
-        message: 'a backing store does not answer, or refuses writes',
-        ...report,
-      };
+      return { ready: false, report };
     }
   }
 
