@@ -164,12 +164,27 @@ export class ConversationsController {
       );
     }
     // Past LOOM_MAX_TURNS_IN_FLIGHT (503) or LOOM_MAX_TURNS_PER_CONVERSATION (409), with
-    // Retry-After, before anything is stored or streamed.
+    // Retry-After, before anything is stored or streamed. The slot is held until the turn has
+    // ended and its response closed, as a page of messages holds its room: an answer the client
+    // is slow to take (a streamed turn's events, up to twice its reply) stays in memory until it
+    // has taken it or its connection is cut (HTTP_SEND_TIMEOUT_MS); one that goes away does not
+    // end a turn that goes on.
     const release = this.admission.admit(owner, id);
+    let held = 2;
+    const letGo = () => --held === 0 && release();
+    let closed = false;
+    const onClose = () => {
+      if (closed) return;
+      closed = true;
+      letGo();
+    };
+    res.once('close', onClose);
+    // A client gone before this ran: its response closed already, and will not again.
+    if (res.destroyed) onClose();
     try {
       return await this.runTurn(owner, id, body.content, idempotencyKey, req, res);
     } finally {
-      release();
+      letGo();
     }
   }
 
