@@ -26,6 +26,8 @@ export class Scraper {
   private readonly log = new Logger('Metrics');
   private readonly collectors: ScrapeCollector[] = [];
   private lastWarning = 0;
+  /** The read scrapes share while it runs. */
+  private running?: Promise<void>;
 
   constructor(
     private readonly errors: Counter,
@@ -36,9 +38,16 @@ export class Scraper {
     this.collectors.push(collector);
   }
 
-  /** Clears and reads every collector, side by side; resolves within the budget. */
-  async collect(): Promise<void> {
-    await Promise.all(this.collectors.map((c) => this.collectOne(c)));
+  /**
+   * Clears and reads every collector, side by side; resolves within the budget. A scrape that
+   * comes while a read runs shares it: /metrics is open unless LOOM_METRICS_TOKEN is set, and a
+   * flood of scrapes would otherwise be a flood of reads (a Redis script per agent type).
+   */
+  collect(): Promise<void> {
+    this.running ??= Promise.all(this.collectors.map((c) => this.collectOne(c)))
+      .then(() => undefined)
+      .finally(() => (this.running = undefined));
+    return this.running;
   }
 
   private async collectOne(collector: ScrapeCollector): Promise<void> {
