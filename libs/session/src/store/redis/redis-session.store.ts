@@ -595,12 +595,22 @@ export class RedisSessionStore implements SessionStore {
     ]);
   }
 
-  /** Drops cached state without an owner check (cache invalidation; the durable store decides). */
+  /**
+   * Drops cached state without an owner check (cache invalidation; the durable store decides),
+   * and ends the session's refill epoch with it: a refill whose read missed before (its MySQL
+   * read may predate the writes the dropped copy lacked, whose records the caller may end next:
+   * a repair of missed hot writes) is refused however late it lands, rather than caching that
+   * read for the key's TTL.
+   */
   async purge(sid: string, key?: string): Promise<void> {
     assertId(sid, 'session id');
     if (key !== undefined) {
       assertStateKey(key);
-      await this.redis.del(this.keys.value(sid, key), this.keys.list(sid, key));
+      await this.redis.del(
+        this.keys.value(sid, key),
+        this.keys.list(sid, key),
+        this.keys.epoch(sid),
+      );
       return;
     }
     const stateKeys = await this.redis.smembers(this.keys.keys(sid));
@@ -609,6 +619,7 @@ export class RedisSessionStore implements SessionStore {
       this.keys.meta(sid),
       this.keys.keys(sid),
       this.keys.fence(sid),
+      this.keys.epoch(sid),
       ...targets,
     );
   }

@@ -935,6 +935,37 @@ describe('tiered store: a writer that stops between its MySQL write and its Redi
     expect(await redis.exists(writer.hot.keys.writing(sid, 'messages'))).toBe(0);
   });
 
+  it('a refill that read MySQL before a breaker-open append, landing after the writer’s repair, does not cache without it', async () => {
+    const guard = { ...DEFAULT_GUARD, halfOpenAfterMs: 300 };
+    const writer = open(durable, { guard, writeDeadlineMs: 60_000, repairRetryMs: 60_000 });
+    const readerDurable = new MysqlSessionStore(dataSource);
+    const reader = open(readerDurable);
+    const sid = newId('c');
+    await writer.save(alice, sid, 'conversation', { title: 'x' });
+    await writer.append(alice, sid, 'messages', { n: 1 });
+    await writer.append(alice, sid, 'messages', { n: 2 });
+    await reader.hot.purge(sid, 'messages'); // cold: the reader's next read refills it
+    for (let i = 0; i < DEFAULT_GUARD.failureThreshold; i++)
+      await writer.guard.attempt(() => Promise.reject(new Error('timed out')));
+
+    // The reader's refill reads MySQL; then the writer appends (its breaker open: the record is
+    // sent, the Redis half is not), reaches Redis again and repairs, ending that record; only
+    // then does the refill reach Redis, with a read that lacks the append.
+    const read = readerDurable.getList.bind(readerDurable);
+    jest.spyOn(readerDurable, 'getList').mockImplementationOnce((async (...args: unknown[]) => {
+      const before = await (read as (...a: unknown[]) => Promise<unknown>)(...args);
+      expect(await writer.append(alice, sid, 'messages', { n: 3 })).toBe(3);
+      await sleep(guard.halfOpenAfterMs + 100);
+      expect(await writer.dropMissedHotCopies()).toEqual([]);
+      expect(await redis.exists(writer.hot.keys.writing(sid, 'messages'))).toBe(0);
+      return before;
+    }) as never);
+    expect(await texts(reader, sid)).toEqual([1, 2]); // read before the append was acknowledged
+    expect(await cached(reader, sid)).toBeNull(); // refused: the repair ended its epoch
+    expect(await texts(reader, sid)).toEqual([1, 2, 3]);
+    expect(await cached(reader, sid)).toEqual([1, 2, 3]);
+  });
+
   it('deleting the session removes the records of its writes, a dead writer’s included', async () => {
     const store = open();
     const sid = newId('c');

@@ -739,7 +739,8 @@ export class TieredSessionStore implements SessionStore {
         else if (deleted) await this.hot.markKeysDeleted(scope, sid, [key], tombstoneMs);
         await this.hot.purge(sid, key === '*' ? undefined : key);
         // After the copy went: a refill that read MySQL before those writes and lands between
-        // the two finds their records and is refused.
+        // the two finds their records and is refused; one that lands after finds the refill
+        // epoch its read's miss returned ended by the purge, and is refused too.
         if (tokens) await this.hot.endWriting(sid, key, ...tokens);
       });
       if (!res.ok) return;
