@@ -264,10 +264,12 @@ ${LIST_TTL}${BOOKKEEPING_TTL}
 return idx`;
 
 /**
- * Refills a list from the durable store, a page per call: ARGV[6..] are index/member pairs;
+ * Refills a list from the durable store, a page per call: ARGV[7..] are index/member pairs;
  * ARGV[3] '1' on the last page marks the list complete (the sentinel '!'), so a list whose fill
- * stopped midway stays a miss; ARGV[5] the refill's epoch (KEYS[8], see EPOCH_MS), which each page
- * keeps alive. 1 done, 0 refused (the session was deleted, or Redis restarted: see EPOCH_MS).
+ * stopped midway stays a miss, and stamps it checked (see LIST_CHECKED) as of ARGV[6] (ms, Redis's
+ * clock, when the read that refills it missed: its durable read came after; '' none); ARGV[5] the
+ * refill's epoch (KEYS[8], see EPOCH_MS), which each page keeps alive. 1 done, 0 refused (the
+ * session was deleted, or Redis restarted: see EPOCH_MS).
  */
 export const FILL_LIST = `${PRELUDE}
 if owner and owner ~= ARGV[1] then return -1 end
@@ -278,8 +280,13 @@ if fresh then redis.call('HSET', KEYS[1], 'tenant', ARGV[1]) end
 local indexFresh = redis.call('EXISTS', KEYS[2]) == 0
 redis.call('SADD', KEYS[2], ARGV[2])
 local ttl = tonumber(ARGV[4])
-if ARGV[3] == '1' then redis.call('ZADD', KEYS[3], 0, '!') end
-for i = 6, #ARGV, 2 do redis.call('ZADD', KEYS[3], tonumber(ARGV[i]), ARGV[i + 1]) end
+if ARGV[3] == '1' then
+  redis.call('ZADD', KEYS[3], 0, '!')
+  local at = tonumber(ARGV[6])
+  local was = tonumber(redis.call('HGET', KEYS[1], 'v:' .. ARGV[2]))
+  if at and (not was or was < at) then redis.call('HSET', KEYS[1], 'v:' .. ARGV[2], ARGV[6]) end
+end
+for i = 7, #ARGV, 2 do redis.call('ZADD', KEYS[3], tonumber(ARGV[i]), ARGV[i + 1]) end
 ${LIST_TTL}${BOOKKEEPING_TTL}
 return 1`;
 
@@ -310,25 +317,40 @@ return v`;
  * a hit extends the list as GET extends a value: the conversation's log slides with it).
  * Returns { complete(0/1), members… }; complete is 0 when the list is not known whole (cache miss,
  * or a write of it was lost: KEYS[5]), and a miss of a read that may refill (KEYS[6], the
- * session's `_epoch`, ARGV[7] a new epoch) is { 0, epoch } (see EPOCH_MS).
+ * session's `_epoch`, ARGV[7] a new epoch) is { 0, epoch, now ms } (see EPOCH_MS). ARGV[8] (ms,
+ * with ARGV[9] the state key; a read that may refill): a complete list last checked against the
+ * durable store longer ago than that (see LIST_CHECKED) answers { 2, now ms, last index, members… }.
  */
 export const GET_LIST = `${PRELUDE}${UNDER_WAY}${epochOnMiss('ARGV[7]')}
+local function clock()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
 local function miss()
   local e = epoch()
-  if e then return {0, e} end
+  if e then return {0, e, clock()} end
   return {0}
 end
 if KEYS[5] and under_way(KEYS[5]) == 'lost' then redis.call('DEL', KEYS[3]); return miss() end
 if owner and owner ~= ARGV[1] then return {0} end
 if not owner then return miss() end
 local complete = 0
+local last = 0
 if redis.call('ZSCORE', KEYS[3], '!') then
   -- indexes are contiguous from 1: a gap means a hot write was missed, so it is a miss
   complete = 1
   local top = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
-  if ARGV[5] == '1' and tonumber(top[2]) ~= redis.call('ZCARD', KEYS[3]) - 1 then complete = 0 end
+  last = tonumber(top[2])
+  if ARGV[5] == '1' and last ~= redis.call('ZCARD', KEYS[3]) - 1 then complete = 0 end
 end
 if complete == 0 then return miss() end
+local head = {complete}
+local checkMs = tonumber(ARGV[8] or '0')
+if checkMs > 0 then
+  local now = clock()
+  local at = tonumber(redis.call('HGET', KEYS[1], 'v:' .. ARGV[9]))
+  if not at or at + checkMs <= now then head = {2, now, last} end
+end
 local slide = tonumber(ARGV[6] or '0')
 if complete == 1 and slide > 0 then
   redis.call('PEXPIRE', KEYS[3], slide); redis.call('PEXPIRE', KEYS[1], slide, 'GT'); redis.call('PEXPIRE', KEYS[2], slide, 'GT')
@@ -349,12 +371,13 @@ elseif tonumber(ARGV[4]) >= 0 then
 else
   items = redis.call('ZRANGEBYSCORE', KEYS[3], after, '+inf')
 end
-table.insert(items, 1, complete)
+for i = #head, 1, -1 do table.insert(items, 1, head[i]) end
 return items`;
 
 /**
  * Last index of a list for its owner, or -1 when the list is not known whole (ARGV[2] '1': cache
- * mode; KEYS[5] its `_writing` set).
+ * mode; KEYS[5] its `_writing` set), or (ARGV[3] ms, ARGV[4] the state key) was last checked
+ * against the durable store longer ago than that (see LIST_CHECKED).
  */
 export const LIST_LENGTH = `${PRELUDE}${UNDER_WAY}${lostWriteMiss('-1')}
 if owner ~= ARGV[1] then return ARGV[2] == '1' and -1 or 0 end
@@ -363,7 +386,28 @@ if not redis.call('ZSCORE', KEYS[3], '!') then return -1 end
 local top = redis.call('ZRANGE', KEYS[3], -1, -1, 'WITHSCORES')
 local last = top[2] and tonumber(top[2]) or 0
 if ARGV[2] == '1' and last ~= redis.call('ZCARD', KEYS[3]) - 1 then return -1 end
+local checkMs = tonumber(ARGV[3] or '0')
+if checkMs > 0 then
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+  local at = tonumber(redis.call('HGET', KEYS[1], 'v:' .. ARGV[4]))
+  if not at or at + checkMs <= now then return -1 end
+end
 return last`;
+
+/**
+ * Stamps a cache's list (the `v:<key>` field of KEYS[1], `_meta`; ARGV[2] the state key) checked
+ * as of ARGV[3] (ms, Redis's clock), never back: up to then, Redis held every item the durable
+ * store did. A writer whose Redis half missed and whose record of the write never reached Redis
+ * (it could not reach Redis at all) leaves no trace here; readers check a list whose stamp is
+ * older than the tiered store's listVerifyMs against the durable store's last index, and stamp it
+ * again when they agree, so such a write is unseen at most that long. Only for the owner ARGV[1].
+ */
+export const LIST_CHECKED = `
+if redis.call('HGET', KEYS[1], 'tenant') ~= ARGV[1] then return 0 end
+local was = tonumber(redis.call('HGET', KEYS[1], 'v:' .. ARGV[2]))
+if not was or was < tonumber(ARGV[3]) then redis.call('HSET', KEYS[1], 'v:' .. ARGV[2], ARGV[3]) end
+return 1`;
 
 /**
  * Marks a key absent (cache mode): the durable store holds no value for it. Only in a session the

@@ -30,6 +30,17 @@ const newEpoch = () => `${epochs.stem}.${++epochs.n}`;
 /** A miss of a read that may refill: the epoch its refill brings back (see EPOCH_MS). */
 export interface RefillEpoch {
   epoch: string;
+  /** When the read missed (ms, Redis's clock): a list refill is stamped checked as of then. */
+  at?: number;
+}
+
+/**
+ * A cache's list, complete, last checked against the durable store longer ago than the read
+ * asked (see LIST_CHECKED): `at` (ms, Redis's clock) when it was read, `last` its last index.
+ */
+export interface UncheckedList<T> {
+  items: ListItem<T>[];
+  check: { at: number; last: number };
 }
 
 /** What a cache keeps for a key the durable store does not hold: not JSON, so never a value. */
@@ -370,7 +381,7 @@ export class RedisSessionStore implements SessionStore {
     slideTtlSeconds = 0,
   ): Promise<ListItem<T>[] | null> {
     const res = await this.listRange(scope, sid, key, range, slideTtlSeconds, false);
-    return Number(res[0]) === 1 ? this.listItems<T>(res) : null;
+    return Number(res[0]) === 1 ? this.listItems<T>(res.slice(1)) : null;
   }
 
   /** GET_LIST; `forRefill`: a miss answers the refill epoch (getListForRefill). */
@@ -381,6 +392,7 @@ export class RedisSessionStore implements SessionStore {
     range: ListRange,
     slideTtlSeconds: number,
     forRefill: boolean,
+    checkMs = 0,
   ): Promise<Array<string | number>> {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
@@ -397,13 +409,13 @@ export class RedisSessionStore implements SessionStore {
     if (forRefill) {
       this.assertCache();
       keys.push(this.keys.epoch(sid));
-      args.push(newEpoch());
+      args.push(newEpoch(), checkMs, key);
     }
     return (await this.run.GET_LIST(keys, args)) as Array<string | number>;
   }
 
-  private listItems<T>(res: Array<string | number>): ListItem<T>[] {
-    return res.slice(1).map((m) => {
+  private listItems<T>(members: Array<string | number>): ListItem<T>[] {
+    return members.map((m) => {
       const member = String(m);
       const bar = member.indexOf('|');
       return { index: Number(member.slice(0, bar)), value: decodeValue<T>(member.slice(bar + 1)) };
@@ -412,7 +424,9 @@ export class RedisSessionStore implements SessionStore {
 
   /**
    * getListIfComplete of a cache, for a read that refills what it misses: a miss answers the
-   * session's refill epoch, which the refill (`fillList`) brings back (see EPOCH_MS).
+   * session's refill epoch, which the refill (`fillList`) brings back (see EPOCH_MS). A list last
+   * checked against the durable store more than `checkMs` ago (0: never asked) answers with what
+   * its check needs (UncheckedList).
    */
   async getListForRefill<T>(
     scope: StoreScope,
@@ -420,11 +434,26 @@ export class RedisSessionStore implements SessionStore {
     key: string,
     range: ListRange = {},
     slideTtlSeconds = 0,
-  ): Promise<ListItem<T>[] | RefillEpoch> {
-    const res = await this.listRange(scope, sid, key, range, slideTtlSeconds, true);
+    checkMs = 0,
+  ): Promise<ListItem<T>[] | RefillEpoch | UncheckedList<T>> {
+    const res = await this.listRange(scope, sid, key, range, slideTtlSeconds, true, checkMs);
+    const complete = Number(res[0]);
+    if (complete === 1) return this.listItems<T>(res.slice(1));
+    if (complete === 2)
+      return {
+        items: this.listItems<T>(res.slice(3)),
+        check: { at: Number(res[1]), last: Number(res[2]) },
+      };
     // No epoch: a foreign session, nothing to refill from here (the refill would be refused).
-    if (Number(res[0]) !== 1) return { epoch: res.length > 1 ? String(res[1]) : '' };
-    return this.listItems<T>(res);
+    if (res.length < 2) return { epoch: '' };
+    return { epoch: String(res[1]), ...(res.length > 2 ? { at: Number(res[2]) } : {}) };
+  }
+
+  /** Stamps a cache's list checked against the durable store as of `at` (see LIST_CHECKED). */
+  async markListChecked(scope: StoreScope, sid: string, key: string, at: number): Promise<void> {
+    assertPrincipal(scope.tenantId, 'tenant id');
+    this.check(sid, key);
+    await this.run.LIST_CHECKED([this.keys.meta(sid)], [scope.tenantId, key, at]);
   }
 
   /**
@@ -450,7 +479,14 @@ export class RedisSessionStore implements SessionStore {
       ...(refill ? [this.keys.epoch(sid)] : []),
     ];
     const call = async (members: Array<string | number>, last: boolean): Promise<boolean> => {
-      const head = [scope.tenantId, key, last ? '1' : '', ttlSeconds * 1000, refill?.epoch ?? ''];
+      const head = [
+        scope.tenantId,
+        key,
+        last ? '1' : '',
+        ttlSeconds * 1000,
+        refill?.epoch ?? '',
+        refill?.at ?? '',
+      ];
       const res = await this.run.FILL_LIST(keys, [...head, ...members]);
       fail(res);
       return res === 1;
@@ -519,14 +555,24 @@ export class RedisSessionStore implements SessionStore {
     return Math.max(await this.listLengthIfComplete(scope, sid, key), 0);
   }
 
-  /** The last index, or -1 when the list is not known whole here. */
-  async listLengthIfComplete(scope: StoreScope, sid: string, key: string): Promise<number> {
+  /**
+   * The last index, or -1 when the list is not known whole here, or (`checkMs` > 0) was last
+   * checked against the durable store longer ago than that (see LIST_CHECKED).
+   */
+  async listLengthIfComplete(
+    scope: StoreScope,
+    sid: string,
+    key: string,
+    checkMs = 0,
+  ): Promise<number> {
     assertPrincipal(scope.tenantId, 'tenant id');
     this.check(sid, key);
     return Number(
       await this.run.LIST_LENGTH(this.readKeys(sid, key, this.keys.list(sid, key)), [
         scope.tenantId,
         this.cacheMode ? '1' : '0',
+        checkMs,
+        key,
       ]),
     );
   }

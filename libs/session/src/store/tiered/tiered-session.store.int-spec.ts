@@ -1203,9 +1203,9 @@ describe('tiered store: a cold read of a long list', () => {
     expect(await t.hot.getListIfComplete(alice, sid, 'messages')).toBeNull();
     expect(await t.hot.fillList(alice, sid, 'messages', items.slice(4), 60, true)).toBe(true);
     // [1, 2] and [3, 4] (800 KB each), then [5] with the sentinel.
-    // Arguments: numkeys, 7 keys, tenant, key, complete flag, ttl, epoch (none: called directly,
-    // not by a refill), then index/member pairs.
-    expect(lua.mock.calls.map((c) => [(c.length - 13) / 2, c[10]])).toEqual([
+    // Arguments: numkeys, 7 keys, tenant, key, complete flag, ttl, epoch and the time of its miss
+    // (none: called directly, not by a refill), then index/member pairs.
+    expect(lua.mock.calls.map((c) => [(c.length - 14) / 2, c[10]])).toEqual([
       [2, ''],
       [2, ''],
       [1, '1'],

@@ -2,7 +2,12 @@ import { randomBytes } from 'crypto';
 import { LRUCache } from 'lru-cache';
 import { LoomError, LoomErrorCode } from '../../errors/session-error';
 import { assertId, assertStateKey } from '../../ids';
-import { ABSENT, RedisSessionStore, RefillEpoch } from '../redis/redis-session.store';
+import {
+  ABSENT,
+  RedisSessionStore,
+  RefillEpoch,
+  UncheckedList,
+} from '../redis/redis-session.store';
 import {
   AppendOptions,
   ListItem,
@@ -60,6 +65,13 @@ export interface TieredOptions {
    * (ms) by itself, whether or not it serves anything meanwhile.
    */
   repairRetryMs?: number;
+  /**
+   * How long a list cached whole is served from Redis before a read checks its last index against
+   * MySQL's (ms; 0: never). A write whose Redis half missed and whose record never reached Redis
+   * (its writer cut off from Redis, perhaps killed before its repair) is seen by every process at
+   * most this long after it committed.
+   */
+  listVerifyMs?: number;
   onHotError?: (err: unknown) => void;
 }
 
@@ -77,6 +89,8 @@ const WRITE_DEADLINE_MS = 15_000;
 const UNKNOWN_WRITE_HOLD_MS = 600_000;
 /** Default of `repairRetryMs`. */
 const REPAIR_RETRY_MS = 1000;
+/** Default of `listVerifyMs`. */
+const LIST_VERIFY_MS = 5000;
 
 interface Pending {
   scope: StoreScope;
@@ -336,10 +350,19 @@ export class TieredSessionStore implements SessionStore {
     assertRange(range); // a bad range is the caller's error, never a Redis failure
     const rule = this.opts.ttlFor(key);
     const hot = await this.hotRead(() =>
-      this.hot.getListForRefill<T>(scope, sid, key, range, rule.sliding ? rule.ttlSeconds : 0),
+      this.hot.getListForRefill<T>(
+        scope,
+        sid,
+        key,
+        range,
+        rule.sliding ? rule.ttlSeconds : 0,
+        this.opts.listVerifyMs ?? LIST_VERIFY_MS,
+      ),
     );
-    if (hot.ok && !isRefill(hot.value)) return hot.value;
-    const epoch = hot.ok && isRefill(hot.value) ? hot.value : null;
+    const answer = hot.ok ? hot.value : null;
+    if (answer && isUnchecked(answer)) return this.checkedList(scope, sid, key, range, answer);
+    if (answer && !isRefill(answer)) return answer;
+    const epoch = answer && isRefill(answer) ? answer : null;
     // One refill of a list at a time in this process: the other readers that miss meanwhile
     // (a popular conversation gone cold) read MySQL alone.
     const fillId = this.lruKey(scope, sid, key);
@@ -401,6 +424,32 @@ export class TieredSessionStore implements SessionStore {
     }
   }
 
+  /**
+   * A list cached whole, last checked against MySQL more than listVerifyMs ago: MySQL's last index
+   * (one indexed MAX) decides. The same: Redis held every item MySQL did when it was read, so it
+   * is served, and stamped checked as of that read (sent, not awaited: a stamp lost costs one more
+   * check). Not the same: a write of the list missed Redis and left no record there (its writer
+   * could not reach Redis at all, and may never repair: killed meanwhile), or one's Redis half is
+   * on its way: the copy goes, MySQL answers, and the next read refills.
+   */
+  private async checkedList<T>(
+    scope: StoreScope,
+    sid: string,
+    key: string,
+    range: ListRange,
+    unchecked: UncheckedList<T>,
+  ): Promise<ListItem<T>[]> {
+    const last = await this.durable.listLength(scope, sid, key);
+    if (last === unchecked.check.last) {
+      this.hot
+        .markListChecked(scope, sid, key, unchecked.check.at)
+        .catch((err: unknown) => this.opts.onHotError?.(err));
+      return unchecked.items;
+    }
+    await this.hotWrite(scope, sid, key, () => this.hot.purge(sid, key));
+    return this.durable.getList<T>(scope, sid, key, range);
+  }
+
   /** `consistent`: the durable count, as for `get` (a killed writer may have left Redis short). */
   async listLength(
     scope: StoreScope,
@@ -411,7 +460,9 @@ export class TieredSessionStore implements SessionStore {
     assertId(sid, 'session id');
     assertStateKey(key);
     if (consistent) return this.durable.listLength(scope, sid, key);
-    const hot = await this.hotRead(() => this.hot.listLengthIfComplete(scope, sid, key));
+    const hot = await this.hotRead(() =>
+      this.hot.listLengthIfComplete(scope, sid, key, this.opts.listVerifyMs ?? LIST_VERIFY_MS),
+    );
     if (hot.ok && hot.value >= 0) return hot.value;
     return this.durable.listLength(scope, sid, key);
   }
@@ -753,6 +804,13 @@ export class TieredSessionStore implements SessionStore {
 /** A hot read's miss, with the epoch its refill brings back (see RedisSessionStore.probeForRefill). */
 function isRefill(answer: unknown): answer is RefillEpoch {
   return typeof answer === 'object' && answer !== null && 'epoch' in answer;
+}
+
+/** A hot list read's answer that is due for its check against MySQL (see checkedList). */
+function isUnchecked<T>(
+  answer: ListItem<T>[] | RefillEpoch | UncheckedList<T>,
+): answer is UncheckedList<T> {
+  return !Array.isArray(answer) && 'check' in answer;
 }
 
 /** Whether Redis's answer (a value or the absent marker) is what MySQL holds. */
