@@ -78,6 +78,8 @@ async function streamedTurnFailing(err: unknown): Promise<string> {
     setHeader: () => res,
     flushHeaders: () => undefined,
     on: () => res,
+    once: () => res,
+    destroyed: false,
     write: (chunk: string) => (written += chunk),
     end: () => undefined,
   } as unknown as Response;
