@@ -467,11 +467,17 @@ redis.call('DEL', KEYS[2])
 for i = 3, #KEYS do redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[1]) end
 return 1`;
 
-/** Deletes the listed state keys (KEYS[3..]) of a session owned by ARGV[1]; ARGV[2..] their names. */
+/**
+ * Deletes the listed state keys (KEYS[3..]) of a session owned by ARGV[1]; ARGV[2..] their names,
+ * whose bookkeeping in `_meta` goes with them (u:, and v: the stamp of a list's last check, see
+ * LIST_CHECKED).
+ */
 export const DELETE_KEYS = `${PRELUDE}
 if owner ~= ARGV[1] then return 0 end
 for i = 3, #KEYS do redis.call('DEL', KEYS[i]) end
-for i = 2, #ARGV do redis.call('SREM', KEYS[2], ARGV[i]); redis.call('HDEL', KEYS[1], 'u:' .. ARGV[i]) end
+for i = 2, #ARGV do
+  redis.call('SREM', KEYS[2], ARGV[i]); redis.call('HDEL', KEYS[1], 'u:' .. ARGV[i], 'v:' .. ARGV[i])
+end
 return 1`;
 
 /**

@@ -254,6 +254,32 @@ describe('tiered store: removing several keys', () => {
   });
 });
 
+describe('tiered store: deleting a list cached whole', () => {
+  const alice = { tenantId: 'tenant-a' };
+  const t = tieredSuite();
+
+  // The stamp of its last check against MySQL (v:<key> in _meta) went with it: left behind, it
+  // outlived every deleted list in the session's hash, and vouched for a list written again under
+  // the same name that no read had checked.
+  it.each([
+    ['deleteKey', (sid: string) => t.store.deleteKey(alice, sid, 'messages')],
+    ['deleteKeys', (sid: string) => t.store.deleteKeys(alice, sid, ['messages'])],
+  ])('drops its check stamp with it (%s)', async (_name, remove) => {
+    const sid = newId('c');
+    await t.store.save(alice, sid, 'conversation', { title: 'x' });
+    await t.store.append(alice, sid, 'messages', { text: 'one' });
+    await t.store.append(alice, sid, 'messages', { text: 'two' });
+    await t.hot.purge(sid, 'messages');
+    // The first read misses and refills, the refill stamps it checked.
+    await t.store.getList(alice, sid, 'messages');
+    const meta = t.hot.keys.meta(sid);
+    expect(await t.redis.hget(meta, 'v:messages')).not.toBeNull();
+    await remove(sid);
+    expect(await t.redis.hget(meta, 'v:messages')).toBeNull();
+    expect(await t.store.getList(alice, sid, 'messages')).toEqual([]);
+  });
+});
+
 /**
  * Every Redis key of a session lapses: its `_keys` index too. Deleting the last key a session
  * held in Redis (a task's agent sessions, where they were all Redis had of the conversation: its
