@@ -1,6 +1,11 @@
 import Redis from 'ioredis';
 import { createConnection } from 'mysql2/promise';
-import { createTestDatabase, createTestPrefix, TEST_REDIS_URL } from '@loom/testing';
+import {
+  createTestDatabase,
+  createTestPrefix,
+  FreezableTcpProxy,
+  TEST_REDIS_URL,
+} from '@loom/testing';
 import { createSessionInfra } from './session.providers';
 
 describe('createSessionInfra: one database, one deployment (real MySQL and Redis)', () => {
@@ -140,6 +145,62 @@ describe('createSessionInfra: one database, one deployment (real MySQL and Redis
     } finally {
       await admin.end();
       await Promise.all([one.drop(), copy.drop(), prefix.cleanup()]);
+    }
+  });
+});
+
+describe('createSessionInfra: a MySQL that goes down during the start', () => {
+  it('starts once it is back, though its first connection went through', async () => {
+    const db = await createTestDatabase('loom_start_down');
+    const prefix = createTestPrefix('loomstartdown');
+    const url = new URL(db.url);
+    const proxy = await FreezableTcpProxy.start({ host: url.hostname, port: Number(url.port) });
+    url.port = String(proxy.port);
+    try {
+      // The database exists (the first connection), then the server is gone for the next three:
+      // the pool, the start's next steps. It used to fail the start ("ECONNRESET"), and an agent
+      // started beside a MySQL that was restarting exited.
+      proxy.refuseAfter(1, 3);
+      const infra = await createSessionInfra({
+        mysqlUrl: url.toString(),
+        keyPrefix: prefix.prefix,
+      });
+      try {
+        expect(proxy.accepted).toBeGreaterThan(4);
+        const scope = { tenantId: 'tenant-a' };
+        await infra.store.save(scope, 'c_startdown1', 'conversation', { title: 'x' });
+        expect(await infra.store.get(scope, 'c_startdown1', 'conversation')).toEqual({
+          title: 'x',
+        });
+      } finally {
+        await infra.close();
+      }
+    } finally {
+      await proxy.close();
+      await Promise.all([db.drop(), prefix.cleanup()]);
+    }
+  });
+
+  it('gives up after DB_START_TIMEOUT_MS, saying MySQL is unavailable', async () => {
+    const db = await createTestDatabase('loom_start_gone');
+    const prefix = createTestPrefix('loomstartgone');
+    const url = new URL(db.url);
+    const proxy = await FreezableTcpProxy.start({ host: url.hostname, port: Number(url.port) });
+    url.port = String(proxy.port);
+    try {
+      proxy.refuseAfter(1, 1_000_000);
+      const started = Date.now();
+      await expect(
+        createSessionInfra({
+          mysqlUrl: url.toString(),
+          keyPrefix: prefix.prefix,
+          mysqlStartTimeoutMs: 1500,
+        }),
+      ).rejects.toThrow(/ECONNRESET|refused every connection|connection lost/i);
+      expect(Date.now() - started).toBeGreaterThanOrEqual(1500);
+    } finally {
+      await proxy.close();
+      await Promise.all([db.drop(), prefix.cleanup()]);
     }
   });
 });

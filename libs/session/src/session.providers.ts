@@ -4,7 +4,8 @@ import { DEFAULT_SESSION_OPTIONS, SessionOptions, ttlRules } from './config/sess
 import { checkDeploymentDatabase } from './deployment-database';
 import { FileSessionStore } from './store/file/file-session.store';
 import { lockDataDir } from './store/file/data-dir-lock';
-import { openSessionDataSource } from './store/mysql/data-source';
+import { openSessionDataSource, START_TIMEOUT_MS } from './store/mysql/data-source';
+import { isUnreachable } from './store/mysql/mysql-errors';
 import { mysqlConnectionConfig } from './store/mysql/mysql-connection';
 import { MysqlSessionStore } from './store/mysql/mysql-session.store';
 import { RedisKeys } from './store/redis/redis-keys';
@@ -64,21 +65,26 @@ export async function createSessionInfra(
     fileStores.set(opts.dataDir, store);
     return { store, redis: null, dataSource: null, keys, close: async () => undefined };
   }
-  const dataSource = await openSessionDataSource({
-    url: opts.mysqlUrl,
-    sslCaFile: opts.mysqlSslCa,
-    migrationsRun: opts.migrationsRun,
-    poolSize: opts.mysqlPoolSize,
-    startTimeoutMs: opts.mysqlStartTimeoutMs,
+  const startTimeoutMs = opts.mysqlStartTimeoutMs ?? START_TIMEOUT_MS;
+  const until = Date.now() + startTimeoutMs;
+  const { dataSource, durable } = await whileUnreachable(until, async () => {
+    const source = await openSessionDataSource({
+      url: opts.mysqlUrl,
+      sslCaFile: opts.mysqlSslCa,
+      migrationsRun: opts.migrationsRun,
+      poolSize: opts.mysqlPoolSize,
+      startTimeoutMs,
+    });
+    const store = new MysqlSessionStore(source, { queryTimeoutMs: opts.mysqlQueryTimeoutMs });
+    try {
+      await claimDatabase(store, opts.keyPrefix, opts.databaseClaim);
+    } catch (err) {
+      // Not awaited: a statement that timed out may still hold its connection (a lock wait).
+      void source.destroy().catch(() => undefined);
+      throw err;
+    }
+    return { dataSource: source, durable: store };
   });
-  const durable = new MysqlSessionStore(dataSource, { queryTimeoutMs: opts.mysqlQueryTimeoutMs });
-  try {
-    await claimDatabase(durable, opts.keyPrefix, opts.databaseClaim);
-  } catch (err) {
-    // Not awaited: a statement that timed out may still hold its connection (a lock wait).
-    void dataSource.destroy().catch(() => undefined);
-    throw err;
-  }
   const redis = createRedis(
     { url: opts.redisUrl, clusterNodes: opts.redisClusterNodes, natMap: opts.redisClusterNatMap },
     'loom-session',
@@ -99,12 +105,14 @@ export async function createSessionInfra(
   }
   try {
     const { host, port, database } = mysqlConnectionConfig(opts.mysqlUrl, opts.mysqlSslCa);
-    await checkDeploymentDatabase(
-      durable,
-      redis,
-      opts.keyPrefix,
-      { host, port, database },
-      opts.databaseClaim ?? 'claim',
+    await whileUnreachable(until, () =>
+      checkDeploymentDatabase(
+        durable,
+        redis,
+        opts.keyPrefix,
+        { host, port, database },
+        opts.databaseClaim ?? 'claim',
+      ),
     );
   } catch (err) {
     redis.disconnect();
@@ -134,6 +142,24 @@ export async function createSessionInfra(
       redis.disconnect();
     },
   };
+}
+
+/**
+ * `step` again every 500 ms while it fails because MySQL cannot be reached, until `until` (ms):
+ * the start's first connection waits for a MySQL that is down (see openSessionDataSource), but
+ * one that goes down right after it (killed, restarting, failing over) failed a later step, and
+ * an app started beside it exited where it would have started a moment later. Any other failure
+ * (a claim that is not this deployment's, a lock held, a stalled server) is the caller's at once.
+ */
+async function whileUnreachable<T>(until: number, step: () => Promise<T>): Promise<T> {
+  for (;;) {
+    try {
+      return await step();
+    } catch (err) {
+      if (!isUnreachable(err) || Date.now() >= until) throw err;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(500, until - Date.now())));
+    }
+  }
 }
 
 /**

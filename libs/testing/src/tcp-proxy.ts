@@ -22,6 +22,8 @@ export class FreezableTcpProxy {
   accepted = 0;
   /** The local port of every connection it opened to the target: the target sees these clients. */
   readonly upstreamPorts = new Set<number>();
+  /** Accepted connections, by their number (1 the first), that are reset at once (refuseAfter). */
+  private readonly refused = new Set<number>();
   /** Text counted in what clients send (countSent), lower-cased, with its count so far. */
   private readonly counted = new Map<string, number>();
 
@@ -55,6 +57,15 @@ export class FreezableTcpProxy {
     const key = text.toLowerCase();
     this.counted.set(key, 0);
     return () => this.counted.get(key) ?? 0;
+  }
+
+  /**
+   * Lets the next `passed` new connections through, then resets the `count` after them as soon as
+   * they are accepted, before a byte reaches the target: a server that went down (killed, or
+   * restarting) between one connection of a client and its next. Then through again.
+   */
+  refuseAfter(passed: number, count: number): void {
+    for (let n = 1; n <= count; n++) this.refused.add(this.accepted + passed + n);
   }
 
   /** New connections go to `target` from now on (a name that now points at a new primary). */
@@ -173,8 +184,13 @@ export class FreezableTcpProxy {
   }
 
   private accept(client: Socket): void {
-    const pair = { client, upstream: connect(this.target) };
     this.accepted++;
+    if (this.refused.delete(this.accepted)) {
+      client.on('error', () => {});
+      client.resetAndDestroy();
+      return;
+    }
+    const pair = { client, upstream: connect(this.target) };
     this.pairs.add(pair);
     pair.upstream.once('connect', () => this.upstreamPorts.add(pair.upstream.localPort!));
     const close = () => {

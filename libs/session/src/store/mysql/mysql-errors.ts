@@ -45,6 +45,14 @@ export function isConnectionError(err: unknown): boolean {
   return typeof e.message === 'string' && CLOSED_STATE.test(e.message) && !LoomError.is(err);
 }
 
+/** True when `err` says MySQL could not be reached: a driver error, or asUnavailable's of one. */
+export function isUnreachable(err: unknown): boolean {
+  return (
+    isConnectionError(err) ||
+    (LoomError.is(err, LoomErrorCode.UNAVAILABLE) && err.details?.unreachable === true)
+  );
+}
+
 /**
  * True when mysql2 refused the statement because every connection of the pool was busy and its
  * wait queue full ("Queue limit reached."): load on a database that answers, not one out of reach.
@@ -121,7 +129,9 @@ export function asUnavailable(err: unknown): unknown {
       { retryAfterS: POOL_FULL_RETRY_AFTER_S },
     );
   if (isConnectionError(err))
-    return new LoomError(LoomErrorCode.UNAVAILABLE, 'the durable store is unavailable');
+    return new LoomError(LoomErrorCode.UNAVAILABLE, 'the durable store is unavailable', {
+      unreachable: true,
+    });
   if (isContentionError(err))
     return new LoomError(LoomErrorCode.UNAVAILABLE, 'the durable store is busy; retry');
   if (isInterrupted(err))
