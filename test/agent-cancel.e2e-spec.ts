@@ -64,13 +64,14 @@ describe('system: an agent execution past AGENT_MAX_EXECUTION_MS is cancelled', 
     expect(execution).toMatchObject({ status: 'FAILED', error: { code: 'TIMEOUT' } });
     // The agent cancelled its execution: the model call ended, the failure is typed.
     await waitFor(() => cancelled(conversationId).length > 0, { what: 'the cancellation' });
-    expect(cancelled(conversationId)).toEqual([
-      expect.objectContaining({
-        code: 'TIMEOUT',
-        reason:
-          "the request's deadline (AGENT_MAX_EXECUTION_MS) passed and the execution was cancelled",
-      }),
-    ]);
+    // By the request's deadline (set when it was sent) or by the agent's own timer (started when
+    // the execution did, a moment later): on a loaded machine either may fire first.
+    const lines = cancelled(conversationId);
+    expect(lines).toEqual([expect.objectContaining({ code: 'TIMEOUT' })]);
+    expect([
+      "the request's deadline (AGENT_MAX_EXECUTION_MS) passed and the execution was cancelled",
+      `the execution ran past AGENT_MAX_EXECUTION_MS (${LIMIT_MS} ms) and was cancelled`,
+    ]).toContain(lines[0].reason);
     // Its claim was let go (it was taken: its last taker is recorded) and is not renewed.
     const key = claimKey(conversationId, execution.agentSessionId);
     await waitFor(async () => (await redis.exists(key)) === 0, { what: 'the claim released' });
