@@ -52,6 +52,20 @@ describe('tiered store: a writer cut off from Redis while the others reach it (M
       (i) => i.value.n,
     ) ?? null;
 
+  /**
+   * The list as the reader's Redis holds it once a read has cached it whole. On a machine busy
+   * with other suites, a call of the writer's may outlast its guard's 1 s: its record of the
+   * write then keeps refills out until the write's deadline, and the first reads are MySQL's.
+   */
+  async function cachedWhole(sid: string): Promise<number[] | null> {
+    for (const until = Date.now() + 30_000; Date.now() < until; await sleep(200)) {
+      await values(reader, sid);
+      const found = await cached(sid);
+      if (found) return found;
+    }
+    return null;
+  }
+
   /** Runs `write` on a writer whose Redis connection is frozen, then lets its bytes die. */
   async function cutOff<T>(write: () => Promise<T>): Promise<T> {
     proxied.proxy.freeze();
@@ -81,7 +95,7 @@ describe('tiered store: a writer cut off from Redis while the others reach it (M
     await writer.append(scope, sid, 'messages', { n: 1 });
     await writer.append(scope, sid, 'messages', { n: 2 });
     expect(await values(reader, sid)).toEqual([1, 2]);
-    expect(await cached(sid)).toEqual([1, 2]);
+    expect(await cachedWhole(sid)).toEqual([1, 2]);
 
     expect(await cutOff(() => writer.append(scope, sid, 'messages', { n: 3 }))).toBe(3);
     await sleep(VERIFY_MS + 100);
