@@ -16,10 +16,12 @@ const READS = 12;
 describe('system: more message pages read at once than the orchestrator admits', () => {
   const suite = useOverloadSystem(
     'loom_overload_messages',
-    // one tenant: its share is the whole bound (LOOM_MAX_MESSAGES_READ_PER_TENANT)
+    // one tenant of one user: its share is the whole bound (LOOM_MAX_MESSAGES_READ_PER_TENANT,
+    // _PER_USER)
     {
       LOOM_MAX_MESSAGES_READ_IN_FLIGHT: String(CAP),
       LOOM_MAX_MESSAGES_READ_PER_TENANT: String(CAP),
+      LOOM_MAX_MESSAGES_READ_PER_USER: String(CAP),
     },
     { without: NO_AGENTS },
   );

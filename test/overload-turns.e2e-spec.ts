@@ -25,8 +25,9 @@ interface Answer {
 describe('system: more turns at once than the orchestrator admits', () => {
   const suite = useOverloadSystem('loom_overload', {
     LOOM_MAX_TURNS_IN_FLIGHT: String(CAP),
-    // one tenant: its share is every slot (LOOM_MAX_TURNS_PER_TENANT)
+    // one tenant of one user: its share is every slot (LOOM_MAX_TURNS_PER_TENANT, _PER_USER)
     LOOM_MAX_TURNS_PER_TENANT: String(CAP),
+    LOOM_MAX_TURNS_PER_USER: String(CAP),
     LLM_OFFLINE_DELAY_MS: '3000',
   });
 

@@ -38,7 +38,7 @@ describe("one tenant's message reads leave the other tenants their share", () =>
     try {
       for (let i = 0; i < 2; i++) {
         try {
-          held.push(admission.admit(200, 'tenant-greedy-reader'));
+          held.push(admission.admit(200, { tenantId: 'tenant-greedy-reader', userId: 'g' }));
         } catch {
           break;
         }

@@ -34,11 +34,13 @@ describe('a client that never reads its answer', () => {
 
   beforeAll(async () => {
     orch = await startInProcessOrchestrator('slow_reader', {
-      // one tenant: its share is the whole bound (LOOM_MAX_MESSAGES_READ_PER_TENANT)
+      // one tenant of one user: its share is the whole bound (LOOM_MAX_MESSAGES_READ_PER_TENANT,
+      // _PER_USER)
       env: {
         HTTP_SEND_TIMEOUT_MS: '1000',
         LOOM_MAX_MESSAGES_READ_IN_FLIGHT: '400',
         LOOM_MAX_MESSAGES_READ_PER_TENANT: '400',
+        LOOM_MAX_MESSAGES_READ_PER_USER: '400',
       },
       agents: async (env) => [
         await bootstrapAgent(

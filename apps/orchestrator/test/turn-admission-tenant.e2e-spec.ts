@@ -16,7 +16,8 @@ describe("one tenant's turns leave the other tenants their share of the slots", 
 
   beforeAll(async () => {
     orch = await startInProcessOrchestrator('turn_tenants', {
-      env: { LOOM_MAX_TURNS_IN_FLIGHT: '4' },
+      // the greedy tenant is one user: its share is the tenant's (LOOM_MAX_TURNS_PER_USER)
+      env: { LOOM_MAX_TURNS_IN_FLIGHT: '4', LOOM_MAX_TURNS_PER_USER: '2' },
     });
   });
   afterAll(() => orch?.close());

@@ -1,4 +1,5 @@
 export * from './config/loom-env';
+export * from './config/admission-shares';
 export * from './config/session-options.factory';
 export * from './contracts/agent-messages';
 export * from './contracts/agent-descriptor';

@@ -163,12 +163,12 @@ export class ConversationsController {
         'Idempotency-Key must be 1-200 visible ASCII characters',
       );
     }
-    // Past LOOM_MAX_TURNS_IN_FLIGHT (503) or LOOM_MAX_TURNS_PER_CONVERSATION (409), with
-    // Retry-After, before anything is stored or streamed. The slot is held until the turn has
-    // ended and its response closed, as a page of messages holds its room: an answer the client
-    // is slow to take (a streamed turn's events, up to twice its reply) stays in memory until it
-    // has taken it or its connection is cut (HTTP_SEND_TIMEOUT_MS); one that goes away does not
-    // end a turn that goes on.
+    // Past LOOM_MAX_TURNS_IN_FLIGHT or the tenant's or user's share of it (503), or
+    // LOOM_MAX_TURNS_PER_CONVERSATION (409), with Retry-After, before anything is stored or
+    // streamed. The slot is held until the turn has ended and its response closed, as a page of
+    // messages holds its room: an answer the client is slow to take (a streamed turn's events, up
+    // to twice its reply) stays in memory until it has taken it or its connection is cut
+    // (HTTP_SEND_TIMEOUT_MS); one that goes away does not end a turn that goes on.
     const release = this.admission.admit(owner, id);
     let held = 2;
     const letGo = () => --held === 0 && release();
@@ -260,10 +260,11 @@ export class ConversationsController {
     @Res({ passthrough: true }) res: Response,
   ) {
     const limit = q.limit ?? 50;
-    // Past LOOM_MAX_MESSAGES_READ_IN_FLIGHT (503, Retry-After), before anything is read. The room
-    // is held until the response closes: the page, serialized, stays in memory until the client
-    // has taken it (or its connection is cut, HTTP_SEND_TIMEOUT_MS), not only while it is built.
-    const release = this.reads.admit(limit, owner.tenantId);
+    // Past LOOM_MAX_MESSAGES_READ_IN_FLIGHT, or the tenant's or user's share of it (503,
+    // Retry-After), before anything is read. The room is held until the response closes: the
+    // page, serialized, stays in memory until the client has taken it (or its connection is cut,
+    // HTTP_SEND_TIMEOUT_MS), not only while it is built.
+    const release = this.reads.admit(limit, owner);
     res.once('close', release);
     // A client gone before this ran: its response closed already, and will not again.
     if (res.destroyed) release();

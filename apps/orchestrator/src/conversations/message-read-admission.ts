@@ -1,12 +1,9 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { LOOM_ENV, LoomEnv } from '@loom/agent-kit';
-import { LoomError, LoomErrorCode } from '@loom/session';
+import { LOOM_ENV, LoomEnv, messagesReadPerTenant, messagesReadPerUser } from '@loom/agent-kit';
+import { LoomError, LoomErrorCode, Owner } from '@loom/session';
 
 /** Seconds a page refused for want of room is told to wait (Retry-After). */
 export const READ_RETRY_AFTER_S = 1;
-
-/** The largest page of GET …/messages: a tenant may always hold one. */
-const LARGEST_PAGE = 200;
 
 /**
  * The bound on the message pages one orchestrator builds or is sending at once
@@ -17,33 +14,32 @@ const LARGEST_PAGE = 200;
  * no message is stored longer than an answer (MAX_ANSWER_CHARS; user content is 32,000, an
  * imported legacy message MAX_LEGACY_MESSAGE_CHARS, both checked by this file's spec). One
  * tenant's pages hold at most LOOM_MAX_MESSAGES_READ_PER_TENANT (by default half, and at least
- * a page): a few large pages of one tenant do not refuse every other tenant's reads.
+ * a page): a few large pages of one tenant do not refuse every other tenant's reads. Within that,
+ * one user's hold at most LOOM_MAX_MESSAGES_READ_PER_USER (by default half the tenant's, at least
+ * a page), so one user does not refuse every other user of its tenant.
  */
 @Injectable()
 export class MessageReadAdmission {
   private inFlight = 0;
   /** Messages held per tenant: an entry per tenant with a page being read. */
   private readonly perTenant = new Map<string, number>();
+  /** Messages held per user of a tenant: an entry per user with a page being read. */
+  private readonly perUser = new Map<string, number>();
 
   constructor(@Inject(LOOM_ENV) private readonly env: LoomEnv) {}
 
-  /** The messages one tenant's pages may hold at once. */
-  private get tenantShare(): number {
-    return (
-      this.env.LOOM_MAX_MESSAGES_READ_PER_TENANT ??
-      Math.max(LARGEST_PAGE, Math.ceil(this.env.LOOM_MAX_MESSAGES_READ_IN_FLIGHT / 2))
-    );
-  }
-
   /**
-   * Takes room for a page of `limit` messages of `tenantId`, or throws 503; the function returned
+   * Takes room for a page of `limit` messages of `owner`, or throws 503; the function returned
    * gives it back (once).
    */
-  admit(limit: number, tenantId: string): () => void {
-    const ofTenant = this.perTenant.get(tenantId) ?? 0;
+  admit(limit: number, owner: Owner): () => void {
+    const user = `${owner.tenantId} ${owner.userId}`;
+    const ofTenant = this.perTenant.get(owner.tenantId) ?? 0;
+    const ofUser = this.perUser.get(user) ?? 0;
     if (
       this.inFlight + limit > this.env.LOOM_MAX_MESSAGES_READ_IN_FLIGHT ||
-      ofTenant + limit > this.tenantShare
+      ofTenant + limit > messagesReadPerTenant(this.env) ||
+      ofUser + limit > messagesReadPerUser(this.env)
     )
       throw new LoomError(
         LoomErrorCode.UNAVAILABLE,
@@ -51,15 +47,22 @@ export class MessageReadAdmission {
         { retryAfterS: READ_RETRY_AFTER_S },
       );
     this.inFlight += limit;
-    this.perTenant.set(tenantId, ofTenant + limit);
+    this.perTenant.set(owner.tenantId, ofTenant + limit);
+    this.perUser.set(user, ofUser + limit);
     let released = false;
     return () => {
       if (released) return;
       released = true;
       this.inFlight -= limit;
-      const left = (this.perTenant.get(tenantId) ?? limit) - limit;
-      if (left > 0) this.perTenant.set(tenantId, left);
-      else this.perTenant.delete(tenantId);
+      giveBack(this.perTenant, owner.tenantId, limit);
+      giveBack(this.perUser, user, limit);
     };
   }
+}
+
+/** Takes `limit` off `key`'s count, dropping the entry once it is 0. */
+function giveBack(counts: Map<string, number>, key: string, limit: number): void {
+  const left = (counts.get(key) ?? limit) - limit;
+  if (left > 0) counts.set(key, left);
+  else counts.delete(key);
 }

@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { LOOM_ENV, LoomEnv } from '@loom/agent-kit';
+import { LOOM_ENV, LoomEnv, turnsPerTenant, turnsPerUser } from '@loom/agent-kit';
 import { LoomError, LoomErrorCode, Owner } from '@loom/session';
 import { MetricsService } from '../metrics/metrics.service';
 
@@ -15,13 +15,16 @@ export const TURN_RETRY_AFTER_S = 1;
  * (as after the lock wait), so one flooded conversation does not take every other's slots. A
  * tenant holds at most LOOM_MAX_TURNS_PER_TENANT of them (by default half): past it, its turn is
  * 503 as past the bound, so one tenant (slow turns, or many at once within its rate limit) does
- * not refuse every other tenant's turns.
+ * not refuse every other tenant's turns. Within that, a user holds at most LOOM_MAX_TURNS_PER_USER
+ * (by default half the tenant's), so one user does not refuse every other user of its tenant.
  */
 @Injectable()
 export class TurnAdmission {
   private inFlight = 0;
   /** Turns held per tenant: an entry per tenant with a turn held. */
   private readonly perTenant = new Map<string, number>();
+  /** Turns held per user of a tenant: an entry per user with a turn held. */
+  private readonly perUser = new Map<string, number>();
   /**
    * Turns held per conversation and owner: an entry per conversation with a turn held. Counted
    * before the owner check, so by the caller's own tenant and user: another user's requests to
@@ -34,11 +37,6 @@ export class TurnAdmission {
     @Inject(LOOM_ENV) private readonly env: LoomEnv,
     private readonly metrics: MetricsService,
   ) {}
-
-  /** The turns one tenant may hold at once. */
-  private get tenantShare(): number {
-    return this.env.LOOM_MAX_TURNS_PER_TENANT ?? Math.ceil(this.env.LOOM_MAX_TURNS_IN_FLIGHT / 2);
-  }
 
   /** Takes a slot, or throws 409 or 503; the function returned gives it back (once). */
   admit(owner: Owner, conversationId: string): () => void {
@@ -54,15 +52,26 @@ export class TurnAdmission {
         `this orchestrator is running ${this.env.LOOM_MAX_TURNS_IN_FLIGHT} turns, its limit: retry later`,
         { retryAfterS: TURN_RETRY_AFTER_S },
       );
+    const tenantShare = turnsPerTenant(this.env);
     const ofTenant = this.perTenant.get(owner.tenantId) ?? 0;
-    if (ofTenant >= this.tenantShare)
+    if (ofTenant >= tenantShare)
       throw new LoomError(
         LoomErrorCode.UNAVAILABLE,
-        `this orchestrator is running ${this.tenantShare} turns of your tenant, its limit: retry later`,
+        `this orchestrator is running ${tenantShare} turns of your tenant, its limit: retry later`,
+        { retryAfterS: TURN_RETRY_AFTER_S },
+      );
+    const user = `${owner.tenantId} ${owner.userId}`;
+    const userShare = turnsPerUser(this.env);
+    const ofUser = this.perUser.get(user) ?? 0;
+    if (ofUser >= userShare)
+      throw new LoomError(
+        LoomErrorCode.UNAVAILABLE,
+        `this orchestrator is running ${userShare} turns of yours, its limit: retry later`,
         { retryAfterS: TURN_RETRY_AFTER_S },
       );
     this.perConversation.set(key, ofConversation + 1);
     this.perTenant.set(owner.tenantId, ofTenant + 1);
+    this.perUser.set(user, ofUser + 1);
     this.metrics.turnsInFlight(++this.inFlight);
     let released = false;
     return () => {
@@ -74,6 +83,9 @@ export class TurnAdmission {
       const ofTenantLeft = (this.perTenant.get(owner.tenantId) ?? 1) - 1;
       if (ofTenantLeft > 0) this.perTenant.set(owner.tenantId, ofTenantLeft);
       else this.perTenant.delete(owner.tenantId);
+      const ofUserLeft = (this.perUser.get(user) ?? 1) - 1;
+      if (ofUserLeft > 0) this.perUser.set(user, ofUserLeft);
+      else this.perUser.delete(user);
       this.metrics.turnsInFlight(--this.inFlight);
     };
   }

@@ -16,6 +16,12 @@ import {
 import { redactedReason } from '@loom/security';
 import type { LlmConfig } from '../llm/llm.factory';
 import {
+  messagesReadPerTenant,
+  messagesReadPerUser,
+  turnsPerTenant,
+  turnsPerUser,
+} from './admission-shares';
+import {
   ClusterNatMap,
   mysqlConnectionConfig,
   parseClusterNatMap,
@@ -159,6 +165,12 @@ export class LoomEnv {
    */
   @IsOptional() @Transform(toInt) @IsInt() @Min(1) @Max(100_000) LOOM_MAX_TURNS_PER_TENANT?: number;
   /**
+   * Orchestrator: of a tenant's, the turns of one of its users; one more is 503 UNAVAILABLE at
+   * once, so one user cannot take the tenant's whole share from its other users. Unset: half of
+   * the tenant's share (rounded up); never more than it.
+   */
+  @IsOptional() @Transform(toInt) @IsInt() @Min(1) @Max(100_000) LOOM_MAX_TURNS_PER_USER?: number;
+  /**
    * Orchestrator: messages the pages of GET …/messages being read or sent at once may hold, each page
    * counting its limit (a page of 200 long replies is tens of MB); one more page is refused at
    * once with 503 UNAVAILABLE and Retry-After. At least 200, the largest page.
@@ -175,6 +187,16 @@ export class LoomEnv {
   @Min(200)
   @Max(1_000_000)
   LOOM_MAX_MESSAGES_READ_PER_TENANT?: number;
+  /**
+   * Orchestrator: of a tenant's, the messages one of its users' pages may hold. Unset: half of
+   * the tenant's share (rounded up), and at least 200, the largest page; never more than it.
+   */
+  @IsOptional()
+  @Transform(toInt)
+  @IsInt()
+  @Min(200)
+  @Max(1_000_000)
+  LOOM_MAX_MESSAGES_READ_PER_USER?: number;
   @IsIn(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']) LOG_LEVEL = 'info';
   @IsIn(['json', 'pretty']) LOG_FORMAT: 'json' | 'pretty' = 'json';
   @Transform(toBool) @IsBoolean() DB_MIGRATIONS_RUN = true;
@@ -307,6 +329,15 @@ export function parseEnv(
       'invalid configuration: AGENT_MAX_EXECUTION_MS: must be at least AGENT_TIMEOUT_MS',
     );
   env.AGENT_MAX_EXECUTION_MS ??= Math.max(DEFAULT_AGENT_MAX_EXECUTION_MS, env.AGENT_TIMEOUT_MS);
+  // A user's share above its tenant's would never be reached: the tenant's would refuse first.
+  if (turnsPerUser(env) > turnsPerTenant(env))
+    throw new ConfigError(
+      `invalid configuration: LOOM_MAX_TURNS_PER_USER: must not exceed the tenant's share (LOOM_MAX_TURNS_PER_TENANT, here ${turnsPerTenant(env)})`,
+    );
+  if (messagesReadPerUser(env) > messagesReadPerTenant(env))
+    throw new ConfigError(
+      `invalid configuration: LOOM_MAX_MESSAGES_READ_PER_USER: must not exceed the tenant's share (LOOM_MAX_MESSAGES_READ_PER_TENANT, here ${messagesReadPerTenant(env)})`,
+    );
   if (env.LOOM_JWT_SECRET && env.LOOM_JWT_SECRET === env.LOOM_AGENT_SECRET)
     throw new ConfigError(
       'invalid configuration: LOOM_AGENT_SECRET must differ from LOOM_JWT_SECRET (a leaked agent must not be able to mint API tokens)',
