@@ -10,7 +10,7 @@ import {
 import { countTokens } from '../context/token-counter';
 import { StateKeys } from '../model/state-keys';
 import { SessionStore, SessionSummary } from '../store/session-store';
-import { Owner } from './owner';
+import { Owner, OwnerCheckingStore } from './owner';
 import { isSystemId } from './system.repository';
 
 const DAY_MS = 86_400_000;
@@ -131,11 +131,16 @@ export class ConversationRepository {
     consistent = false,
   ): Promise<ConversationMeta | null> {
     assertId(conversationId, 'conversationId');
-    const meta = await this.getMeta(owner, conversationId, consistent).catch(async (err) => {
-      if (isDamagedData(err) && !(await this.wrote(owner, conversationId))) return null;
-      throw err;
-    });
-    return meta && meta.userId === owner.userId && meta.tenantId === owner.tenantId ? meta : null;
+    const isOwners = (m: ConversationMeta) =>
+      m.userId === owner.userId && m.tenantId === owner.tenantId;
+    const meta = await this.getMeta(owner, conversationId, consistent, isOwners).catch(
+      async (err) => {
+        if (isDamagedData(err) && !(await this.wrote(owner, conversationId))) return null;
+        throw err;
+      },
+    );
+    // Checked here too, whichever store answered: only the tiered one takes `owned`.
+    return meta && isOwners(meta) ? meta : null;
   }
 
   /** Like find, but NOT_FOUND instead of null. */
@@ -347,19 +352,22 @@ export class ConversationRepository {
     }
   }
 
+  /**
+   * `owned`: another's record costs the tiers a missing one does (TieredSessionStore.get), so the
+   * time of a 404 does not tell that the id exists.
+   */
   private async getMeta(
     owner: Owner,
     conversationId: string,
     consistent: boolean,
+    owned?: (meta: ConversationMeta) => boolean,
   ): Promise<ConversationMeta | null> {
-    const store = this.store as SessionStore & {
-      get<T>(s: unknown, id: string, key: string, consistent?: boolean): Promise<T | null>;
-    };
-    return store.get<ConversationMeta>(
+    return (this.store as OwnerCheckingStore).get<ConversationMeta>(
       { tenantId: owner.tenantId },
       conversationId,
       StateKeys.conversation,
       consistent,
+      owned,
     );
   }
 

@@ -4,7 +4,7 @@ import { AgentSession, PrivateMessage } from '../model/agent.model';
 import { StateKeys } from '../model/state-keys';
 import { ExecutionStatus, SharedEntry, SharedWrite, TaskSession } from '../model/task.model';
 import { ListItem, SessionStore } from '../store/session-store';
-import { Owner } from './owner';
+import { Owner, OwnerCheckingStore } from './owner';
 
 /** How long an agent session row may outlive a task that never closed it (the sweeper's bound). */
 export const AGENT_SESSION_DURABLE_MS = 86_400_000;
@@ -82,10 +82,13 @@ export class TaskRepository {
   /** A task by id alone (GET /v1/tasks/:id): NOT_FOUND unless the caller owns it. */
   async getById(owner: Owner, taskId: string): Promise<TaskSession> {
     assertId(taskId, 'taskId');
-    const ref = await this.store.get<TaskRef>(
+    // Another user's reference costs the tiers a missing one does: the 404's time tells nothing.
+    const ref = await (this.store as OwnerCheckingStore).get<TaskRef>(
       { tenantId: owner.tenantId },
       taskId,
       StateKeys.taskRef,
+      false,
+      (r) => r.userId === owner.userId,
     );
     const task =
       ref && ref.userId === owner.userId ? await this.get(owner, ref.conversationId, taskId) : null;

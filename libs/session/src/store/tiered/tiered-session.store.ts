@@ -91,6 +91,8 @@ const UNKNOWN_WRITE_HOLD_MS = 600_000;
 const REPAIR_RETRY_MS = 1000;
 /** Default of `listVerifyMs`. */
 const LIST_VERIFY_MS = 5000;
+/** The miss probeForRefill answers for another tenant's session: Redis refuses its refill. */
+const FOREIGN_MISS: RefillEpoch = { epoch: '' };
 
 interface Pending {
   scope: StoreScope;
@@ -233,11 +235,23 @@ export class TieredSessionStore implements SessionStore {
    * brought back an older copy. Such a read fills no tier (it may not hold the lock that orders
    * the writes of this key, and a late refill would put an older value back); it asks Redis
    * alongside, and drops a cached copy that disagrees, so the next plain read refills it.
+   *
+   * `owned`: whether a value is the caller's. One that is not is answered null, as a missing one,
+   * and costs what a missing one does: a copy or an absent marker in the LRU or Redis is a miss
+   * of that tier, and the read goes on to MySQL, so how soon the answer comes does not tell
+   * whether the id exists. The caller's own reads ask no more tiers than without it.
    */
-  async get<T>(scope: StoreScope, sid: string, key: string, consistent = false): Promise<T | null> {
+  async get<T>(
+    scope: StoreScope,
+    sid: string,
+    key: string,
+    consistent = false,
+    owned?: (value: T) => boolean,
+  ): Promise<T | null> {
     assertId(sid, 'session id');
     assertStateKey(key);
     const lruKey = this.lruKey(scope, sid, key);
+    // MySQL is read whoever asks: the same cost for an id that is the caller's, another's or none.
     if (consistent) {
       const [value, hot] = await Promise.all([
         this.durable.get<T>(scope, sid, key),
@@ -247,20 +261,31 @@ export class TieredSessionStore implements SessionStore {
         this.lru.delete(lruKey);
         await this.hotWrite(scope, sid, key, () => this.hot.deleteKey(scope, sid, key));
       }
-      return value;
+      return owned && value !== null && !owned(value) ? null : value;
     }
     const rule = this.opts.ttlFor(key);
     const local = rule.lru === false ? undefined : this.lru.get(lruKey);
-    if (local) return JSON.parse(local.json) as T;
+    if (local) {
+      const value = JSON.parse(local.json) as T;
+      if (!owned || owned(value)) return value;
+    }
     const hot = await this.hotRead(() =>
       this.hot.probeForRefill<T>(scope, sid, key, rule.sliding ? rule.ttlSeconds : 0),
     );
-    const refill = hot.ok && isRefill(hot.value) ? hot.value : null;
+    let refill = hot.ok && isRefill(hot.value) ? hot.value : null;
     if (hot.ok && !refill) {
       const found = hot.value as { value: T } | typeof ABSENT;
-      if (found === ABSENT) return null;
-      this.remember(key, lruKey, () => JSON.stringify(found.value));
-      return found.value;
+      // An absent marker is not known to be the caller's either: a conversation's `task-ref`,
+      // marked once someone asked for it as a task, would answer another user sooner than a
+      // missing id does, telling them the conversation exists.
+      if (!owned || (found !== ABSENT && owned(found.value))) {
+        if (found === ABSENT) return null;
+        this.remember(key, lruKey, () => JSON.stringify(found.value));
+        return found.value;
+      }
+      // On to MySQL as a miss goes, with the refill a foreign session's miss has (Redis refuses
+      // it), so the read ends with the one Redis call a miss ends with.
+      refill = FOREIGN_MISS;
     }
     const value = await this.durable.get<T>(scope, sid, key);
     if (value !== null) {
@@ -281,7 +306,7 @@ export class TieredSessionStore implements SessionStore {
         this.hot.markAbsent(scope, sid, key, Math.min(rule.ttlSeconds, ABSENT_TTL_SECONDS), refill),
       );
     }
-    return value;
+    return owned && value !== null && !owned(value) ? null : value;
   }
 
   /**
