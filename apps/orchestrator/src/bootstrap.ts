@@ -16,6 +16,7 @@ import { keepEveryAuthorization } from './auth/authorization-headers';
 import { AuthedRequest } from './auth/jwt-auth.guard';
 import { TokenVerifier } from './auth/token-verifier';
 import { HttpErrorFilter } from './errors/http-error.filter';
+import { limitConnections } from './security/connection-limit';
 import { countBeforeRouting, unlessRateLimited } from './security/count-before-routing';
 import { RequestLogMiddleware } from './security/request-log.middleware';
 import { TenantThrottlerGuard } from './security/tenant-throttler.guard';
@@ -244,6 +245,8 @@ export async function createOrchestrator(env: LoomEnv): Promise<INestApplication
   server.on('clientError', answerClientError);
   server.on('checkExpectation', refuseExpectation);
   server.on('connect', refuseConnect);
+  // Idle or slow connections, from one address or many, cannot take every file descriptor.
+  limitConnections(server, env);
   // HTTP/1.1 requires a Host (RFC 9112 §3.2): refused below in the API's shape, where Node's own
   // refusal is a 400 with no body. (http.createServer's option, kept on the server, which Nest
   // creates without options.)

@@ -255,6 +255,42 @@ describe('parseEnv', () => {
       );
   });
 
+  it('bounds open HTTP connections, in all and per remote address (by default half of all)', () => {
+    expect(parseEnv(secrets)).toMatchObject({
+      HTTP_MAX_CONNECTIONS: 4096,
+      HTTP_MAX_CONNECTIONS_PER_ADDRESS: 2048,
+    });
+    // Half, rounded up: one connection in all is still one for an address.
+    expect(parseEnv({ ...secrets, HTTP_MAX_CONNECTIONS: '1' })).toMatchObject({
+      HTTP_MAX_CONNECTIONS: 1,
+      HTTP_MAX_CONNECTIONS_PER_ADDRESS: 1,
+    });
+    expect(
+      parseEnv({
+        ...secrets,
+        HTTP_MAX_CONNECTIONS: '100',
+        HTTP_MAX_CONNECTIONS_PER_ADDRESS: '100',
+      }),
+    ).toMatchObject({ HTTP_MAX_CONNECTIONS: 100, HTTP_MAX_CONNECTIONS_PER_ADDRESS: 100 });
+    for (const raw of ['0', '1000001', '2.5', 'many'])
+      expect(() => parseEnv({ ...secrets, HTTP_MAX_CONNECTIONS: raw })).toThrow(
+        /^invalid configuration: HTTP_MAX_CONNECTIONS: /,
+      );
+    for (const raw of ['0', '1.5'])
+      expect(() => parseEnv({ ...secrets, HTTP_MAX_CONNECTIONS_PER_ADDRESS: raw })).toThrow(
+        /^invalid configuration: HTTP_MAX_CONNECTIONS_PER_ADDRESS: /,
+      );
+    expect(() =>
+      parseEnv({
+        ...secrets,
+        HTTP_MAX_CONNECTIONS: '100',
+        HTTP_MAX_CONNECTIONS_PER_ADDRESS: '101',
+      }),
+    ).toThrow(
+      /^invalid configuration: HTTP_MAX_CONNECTIONS_PER_ADDRESS: must not exceed HTTP_MAX_CONNECTIONS$/,
+    );
+  });
+
   it('names every bad variable', () => {
     expect(() => parseEnv({ ...secrets, PORT: 'abc', MYSQL_URL: 'postgres://x' })).toThrow(
       ConfigError,

@@ -149,6 +149,22 @@ export class LoomEnv {
    */
   @Transform(toInt) @IsInt() @Min(100) @Max(MAX_TIMER_MS) HTTP_SEND_TIMEOUT_MS = 60_000;
   /**
+   * Orchestrator: open HTTP connections (Node's server.maxConnections); one more is closed at
+   * once, unanswered, so idle or slow connections cannot exhaust file descriptors and memory.
+   */
+  @Transform(toInt) @IsInt() @Min(1) @Max(1_000_000) HTTP_MAX_CONNECTIONS = 4096;
+  /**
+   * Orchestrator: of those, the connections open from one remote address; one more is closed at
+   * once, so one address cannot take them all. At most HTTP_MAX_CONNECTIONS; unset: half of it
+   * (rounded up).
+   */
+  @IsOptional()
+  @Transform(toInt)
+  @IsInt()
+  @Min(1)
+  @Max(1_000_000)
+  HTTP_MAX_CONNECTIONS_PER_ADDRESS!: number;
+  /**
    * Orchestrator: turns (JSON or streamed) this process runs or queues at once; one more is
    * refused at once with 503 UNAVAILABLE and Retry-After rather than held while agents lag.
    */
@@ -338,6 +354,15 @@ export function parseEnv(
     throw new ConfigError(
       `invalid configuration: LOOM_MAX_MESSAGES_READ_PER_USER: must not exceed the tenant's share (LOOM_MAX_MESSAGES_READ_PER_TENANT, here ${messagesReadPerTenant(env)})`,
     );
+  // A share of the connections larger than all of them would bound nothing.
+  if (
+    env.HTTP_MAX_CONNECTIONS_PER_ADDRESS !== undefined &&
+    env.HTTP_MAX_CONNECTIONS_PER_ADDRESS > env.HTTP_MAX_CONNECTIONS
+  )
+    throw new ConfigError(
+      'invalid configuration: HTTP_MAX_CONNECTIONS_PER_ADDRESS: must not exceed HTTP_MAX_CONNECTIONS',
+    );
+  env.HTTP_MAX_CONNECTIONS_PER_ADDRESS ??= Math.ceil(env.HTTP_MAX_CONNECTIONS / 2);
   if (env.LOOM_JWT_SECRET && env.LOOM_JWT_SECRET === env.LOOM_AGENT_SECRET)
     throw new ConfigError(
       'invalid configuration: LOOM_AGENT_SECRET must differ from LOOM_JWT_SECRET (a leaked agent must not be able to mint API tokens)',

@@ -1,0 +1,53 @@
+import { EventEmitter } from 'events';
+import { Socket } from 'net';
+import { ConnectionLimit } from './connection-limit';
+
+/** A socket as the limit sees it: its peer's address, destroy(), and a 'close' it emits. */
+function fakeSocket(remoteAddress: string | undefined) {
+  const socket = Object.assign(new EventEmitter(), { remoteAddress, destroy: jest.fn() });
+  return socket as unknown as Socket & { destroy: jest.Mock };
+}
+
+describe('ConnectionLimit', () => {
+  it('destroys a connection past the limit of its address, leaving other addresses be', () => {
+    const limit = new ConnectionLimit(2);
+    const [a, b, c] = ['10.0.0.1', '10.0.0.1', '10.0.0.1'].map(fakeSocket);
+    const other = fakeSocket('10.0.0.2');
+    for (const socket of [a, b, c, other]) limit.admit(socket);
+    expect([a, b, c, other].map((s) => s.destroy.mock.calls.length)).toEqual([0, 0, 1, 0]);
+    expect(limit.heldBy('10.0.0.1')).toBe(2);
+    expect(limit.heldBy('10.0.0.2')).toBe(1);
+  });
+
+  it('gives a place back when a counted connection closes, and none for a refused one', () => {
+    const limit = new ConnectionLimit(1);
+    const first = fakeSocket('10.0.0.1');
+    const refused = fakeSocket('10.0.0.1');
+    limit.admit(first);
+    limit.admit(refused);
+    refused.emit('close');
+    expect(limit.heldBy('10.0.0.1')).toBe(1);
+    first.emit('close');
+    expect(limit.heldBy('10.0.0.1')).toBe(0);
+    const next = fakeSocket('10.0.0.1');
+    limit.admit(next);
+    expect(next.destroy).not.toHaveBeenCalled();
+  });
+
+  it('keeps no entry for an address once its last connection has closed', () => {
+    const limit = new ConnectionLimit(3);
+    const sockets = Array.from({ length: 100 }, (_, i) => fakeSocket(`10.0.${i >> 4}.${i}`));
+    for (const socket of sockets) limit.admit(socket);
+    expect(limit.addresses).toBe(100);
+    for (const socket of sockets) socket.emit('close');
+    expect(limit.addresses).toBe(0);
+  });
+
+  it('destroys, uncounted, a connection already gone before it was seen (no address)', () => {
+    const limit = new ConnectionLimit(1);
+    const gone = fakeSocket(undefined);
+    limit.admit(gone);
+    expect(gone.destroy).toHaveBeenCalled();
+    expect(limit.addresses).toBe(0);
+  });
+});
