@@ -16,6 +16,7 @@ import { keepEveryAuthorization } from './auth/authorization-headers';
 import { AuthedRequest } from './auth/jwt-auth.guard';
 import { TokenVerifier } from './auth/token-verifier';
 import { HttpErrorFilter } from './errors/http-error.filter';
+import { MetricsService } from './metrics/metrics.service';
 import { limitConnections } from './security/connection-limit';
 import { countBeforeRouting, unlessRateLimited } from './security/count-before-routing';
 import { RequestLogMiddleware } from './security/request-log.middleware';
@@ -246,7 +247,8 @@ export async function createOrchestrator(env: LoomEnv): Promise<INestApplication
   server.on('checkExpectation', refuseExpectation);
   server.on('connect', refuseConnect);
   // Idle or slow connections, from one address or many, cannot take every file descriptor.
-  limitConnections(server, env);
+  const metrics = app.get(MetricsService);
+  limitConnections(server, env, (bound) => metrics.connectionRefused(bound));
   // HTTP/1.1 requires a Host (RFC 9112 §3.2): refused below in the API's shape, where Node's own
   // refusal is a 400 with no body. (http.createServer's option, kept on the server, which Nest
   // creates without options.)

@@ -1,5 +1,7 @@
 import { Server } from 'http';
 import { AddressInfo, connect, Socket } from 'net';
+import { parsePrometheusText, promSeries } from '@loom/testing';
+import { MetricsService } from '../src/metrics/metrics.service';
 import { InProcessOrchestrator, startInProcessOrchestrator } from './in-process.support';
 
 /** A kept-alive connection from `localAddress` (every 127.x address is this machine's loopback). */
@@ -63,7 +65,7 @@ class Client {
  * docs/configuration.md: past HTTP_MAX_CONNECTIONS open connections, and past
  * HTTP_MAX_CONNECTIONS_PER_ADDRESS from one remote address, a new connection is closed at once,
  * unanswered; the connections already open go on being answered, and a connection that closes
- * frees its place.
+ * frees its place. docs/metrics.md: loom_http_connections_refused_total counts those refused.
  */
 describe('open connections: bounded in all and per remote address', () => {
   let orch: InProcessOrchestrator;
@@ -123,6 +125,16 @@ describe('open connections: bounded in all and per remote address', () => {
     await untilServerHolds(3);
     const e = await open('127.0.0.1');
     expect(await e.ask()).not.toBeNull();
+    // With room in all again, that address is still held to its two.
+    c.close();
+    await untilServerHolds(3);
     expect(await (await open('127.0.0.1')).ask()).toBeNull();
+
+    // Refused unanswered, so seen by no access log: counted by the bound each was past.
+    const samples = parsePrometheusText(await orch.get(MetricsService).scrape());
+    expect(promSeries(samples, 'loom_http_connections_refused_total')).toEqual({
+      address: 3,
+      total: 1,
+    });
   });
 });

@@ -10,6 +10,9 @@ import {
 } from './metric-labels';
 import { ScrapeCollector, Scraper } from './scraper';
 
+/** Which bound an HTTP connection was refused by: all connections, or its address's share. */
+export type ConnectionBound = 'total' | 'address';
+
 /** A turn being measured: it ends once, as completed, replayed or failed. */
 export interface TurnMeasure {
   /** Answered from a stored turn (its Idempotency-Key): nothing ran. */
@@ -77,6 +80,12 @@ export class MetricsService {
     "Model cost in USD added to conversations' usage",
   );
 
+  private readonly refusedConnections = this.counter(
+    'loom_http_connections_refused_total',
+    'HTTP connections closed unanswered as they arrived, by the bound they were past',
+    ['limit'],
+  );
+
   private readonly inFlight = new Gauge({
     name: 'loom_turns_in_flight',
     help: 'Turns this orchestrator holds now (at most LOOM_MAX_TURNS_IN_FLIGHT)',
@@ -91,6 +100,7 @@ export class MetricsService {
     );
     this.scraper = new Scraper(errors, options.collectBudgetMs);
     for (const kind of ['prompt', 'completion']) this.tokens.inc({ kind }, 0);
+    for (const limit of ['total', 'address']) this.refusedConnections.inc({ limit }, 0);
   }
 
   /** Starts measuring a turn. */
@@ -108,6 +118,14 @@ export class MetricsService {
   /** The turns this orchestrator holds now (TurnAdmission). */
   turnsInFlight(count: number): void {
     this.inFlight.set(count);
+  }
+
+  /**
+   * A connection the HTTP server closed as it arrived: past HTTP_MAX_CONNECTIONS (`total`) or
+   * its address's HTTP_MAX_CONNECTIONS_PER_ADDRESS (`address`).
+   */
+  connectionRefused(limit: ConnectionBound): void {
+    this.refusedConnections.inc({ limit });
   }
 
   /** Starts measuring one call of an agent type. */

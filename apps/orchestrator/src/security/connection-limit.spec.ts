@@ -10,11 +10,13 @@ function fakeSocket(remoteAddress: string | undefined) {
 
 describe('ConnectionLimit', () => {
   it('destroys a connection past the limit of its address, leaving other addresses be', () => {
-    const limit = new ConnectionLimit(2);
+    const refused = jest.fn();
+    const limit = new ConnectionLimit(2, refused);
     const [a, b, c] = ['10.0.0.1', '10.0.0.1', '10.0.0.1'].map(fakeSocket);
     const other = fakeSocket('10.0.0.2');
     for (const socket of [a, b, c, other]) limit.admit(socket);
     expect([a, b, c, other].map((s) => s.destroy.mock.calls.length)).toEqual([0, 0, 1, 0]);
+    expect(refused).toHaveBeenCalledTimes(1);
     expect(limit.heldBy('10.0.0.1')).toBe(2);
     expect(limit.heldBy('10.0.0.2')).toBe(1);
   });
@@ -44,10 +46,13 @@ describe('ConnectionLimit', () => {
   });
 
   it('destroys, uncounted, a connection already gone before it was seen (no address)', () => {
-    const limit = new ConnectionLimit(1);
+    const refused = jest.fn();
+    const limit = new ConnectionLimit(1, refused);
     const gone = fakeSocket(undefined);
     limit.admit(gone);
     expect(gone.destroy).toHaveBeenCalled();
     expect(limit.addresses).toBe(0);
+    // Refused by no bound: its peer had gone.
+    expect(refused).not.toHaveBeenCalled();
   });
 });
