@@ -69,6 +69,9 @@ export async function startBenchSystem(env: Record<string, string> = {}): Promis
     LLM_OFFLINE_DELAY_MS: '0',
     // One tenant sends the whole load: the limiter stays in the path (one Redis call) but never bites.
     LOOM_RATE_LIMIT_PER_MINUTE: '1000000',
+    // ...and one user: its shares of the turns in flight are the whole bound, past the 64 at once.
+    LOOM_MAX_TURNS_PER_TENANT: '200',
+    LOOM_MAX_TURNS_PER_USER: '200',
     ...env,
   };
   const children = p.APPS.map((app) => p.startApp(app, appEnv));
