@@ -8,6 +8,7 @@ const os = require('os');
 const path = require('path');
 const { execFileSync } = require('child_process');
 const { root, APPS, startApp, stopAll, freePort, waitFor, signJwt } = require('./lib/processes');
+const { takesNoArguments } = require('./lib/no-arguments');
 const { playConsultation } = require('./lib/consultation');
 
 const USAGE = `usage: npm run demo
@@ -16,16 +17,7 @@ Redis + MySQL when both answer (each app a process), otherwise the embedded prof
 JSON files). LOOM_DEMO_PROFILE=embedded|distributed skips the probe; REDIS_URL and MYSQL_URL name
 the servers (the demo uses a database and key prefix of its own, removed after).`;
 
-// It takes no arguments (answered before the build, which costs half a minute).
-const args = process.argv.slice(2);
-if (args.length === 1 && (args[0] === '--help' || args[0] === '-h')) {
-  process.stdout.write(`${USAGE}\n`);
-  process.exit(0);
-}
-if (args.length) {
-  process.stderr.write(`unknown argument: ${args[0]}\n${USAGE.split('\n')[0]}\n`);
-  process.exit(2);
-}
+takesNoArguments(USAGE);
 
 // Unset or empty (as the apps read them): the local defaults.
 const REDIS_URL = process.env.REDIS_URL || 'redis://127.0.0.1:6379';

@@ -5,22 +5,14 @@ const fs = require('fs');
 const path = require('path');
 const { execFileSync } = require('child_process');
 const { root, APPS, startApp, stopAll } = require('./lib/processes');
+const { takesNoArguments } = require('./lib/no-arguments');
 
 const USAGE = `usage: npm run start:all
 Builds when a source changed since the last build, then runs every app (${APPS.join(', ')}),
 one process each, in the foreground, configured by the environment (docs/configuration.md).
 Ctrl-C stops them all; so does any one of them exiting.`;
 
-// It takes no arguments: one it did not know would otherwise start every app regardless.
-const args = process.argv.slice(2);
-if (args.length === 1 && (args[0] === '--help' || args[0] === '-h')) {
-  process.stdout.write(`${USAGE}\n`);
-  process.exit(0);
-}
-if (args.length) {
-  process.stderr.write(`unknown argument: ${args[0]}\n${USAGE.split('\n')[0]}\n`);
-  process.exit(2);
-}
+takesNoArguments(USAGE);
 
 /** Newest modification time of the TypeScript sources under `dir`. */
 function newestSource(dir) {

@@ -1,6 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { LOOM_ENV, LoomEnv, messagesReadPerTenant, messagesReadPerUser } from '@loom/agent-kit';
 import { LoomError, LoomErrorCode, Owner } from '@loom/session';
+import { countDown } from '../security/counts';
 
 /** Seconds a page refused for want of room is told to wait (Retry-After). */
 export const READ_RETRY_AFTER_S = 1;
@@ -54,15 +55,8 @@ export class MessageReadAdmission {
       if (released) return;
       released = true;
       this.inFlight -= limit;
-      giveBack(this.perTenant, owner.tenantId, limit);
-      giveBack(this.perUser, user, limit);
+      countDown(this.perTenant, owner.tenantId, limit);
+      countDown(this.perUser, user, limit);
     };
   }
-}
-
-/** Takes `limit` off `key`'s count, dropping the entry once it is 0. */
-function giveBack(counts: Map<string, number>, key: string, limit: number): void {
-  const left = (counts.get(key) ?? limit) - limit;
-  if (left > 0) counts.set(key, left);
-  else counts.delete(key);
 }

@@ -2,6 +2,7 @@ import { Server } from 'http';
 import { Socket } from 'net';
 import type { LoomEnv } from '@loom/agent-kit';
 import type { ConnectionBound } from '../metrics/metrics.service';
+import { countDown } from './counts';
 
 /**
  * Open connections per remote address, at most `perAddress`: one more is destroyed as it
@@ -27,11 +28,7 @@ export class ConnectionLimit {
       return this.onRefused();
     }
     this.open.set(address, held + 1);
-    socket.once('close', () => {
-      const left = (this.open.get(address) ?? 1) - 1;
-      if (left > 0) this.open.set(address, left);
-      else this.open.delete(address);
-    });
+    socket.once('close', () => countDown(this.open, address));
   }
 
   /** Connections open from `address`. */

@@ -1,5 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { LOOM_ENV, LoomEnv, turnsPerTenant, turnsPerUser } from '@loom/agent-kit';
+import { countDown } from '../security/counts';
 import { LoomError, LoomErrorCode, Owner } from '@loom/session';
 import { MetricsService } from '../metrics/metrics.service';
 
@@ -77,15 +78,9 @@ export class TurnAdmission {
     return () => {
       if (released) return;
       released = true;
-      const left = (this.perConversation.get(key) ?? 1) - 1;
-      if (left > 0) this.perConversation.set(key, left);
-      else this.perConversation.delete(key);
-      const ofTenantLeft = (this.perTenant.get(owner.tenantId) ?? 1) - 1;
-      if (ofTenantLeft > 0) this.perTenant.set(owner.tenantId, ofTenantLeft);
-      else this.perTenant.delete(owner.tenantId);
-      const ofUserLeft = (this.perUser.get(user) ?? 1) - 1;
-      if (ofUserLeft > 0) this.perUser.set(user, ofUserLeft);
-      else this.perUser.delete(user);
+      countDown(this.perConversation, key);
+      countDown(this.perTenant, owner.tenantId);
+      countDown(this.perUser, user);
       this.metrics.turnsInFlight(--this.inFlight);
     };
   }
