@@ -380,13 +380,15 @@ export function runRecoverySupportSuite(backend: RecoveryBackend): void {
     it('keeps a lock for as long as its holder works, and lets it lapse once taken over', async () => {
       const { meta } = await conversations.create(alice);
       const id = meta.conversationId;
+      // A TTL long enough that a loaded machine's stalls (the whole suite runs beside this on two
+      // cores) never leave a renewal, due every third of it, late by the whole TTL.
       const short = new ConversationLock(infra.redis, infra.keys, infra.store, {
-        ttlMs: 300,
+        ttlMs: 1_500,
         waitMs: 50,
       });
       const key = infra.keys.lock(id);
       const held = await short.acquire(alice, id);
-      await new Promise((r) => setTimeout(r, 1_000)); // a slow step: three TTLs and more
+      await new Promise((r) => setTimeout(r, 4_600)); // a slow step: three TTLs and more
       expect(await infra.redis!.get(key)).toBe(held.token);
       await expect(short.acquire(alice, id)).rejects.toMatchObject({
         code: LoomErrorCode.LOCK_TIMEOUT,
@@ -396,7 +398,7 @@ export function runRecoverySupportSuite(backend: RecoveryBackend): void {
       const next = (await short.takeOver(alice, id, held.token))!;
       await next.release();
       expect(await infra.redis!.get(key)).toBeNull();
-      await new Promise((r) => setTimeout(r, 400));
+      await new Promise((r) => setTimeout(r, 700)); // longer than a renewal's period
       expect(await infra.redis!.get(key)).toBeNull();
       await held.release(); // token-checked: a no-op now
       const again = await short.acquire(alice, id);
