@@ -449,6 +449,25 @@ describe('passwordDetector', () => {
       expect([text, redactPii(text)]).toEqual([text, expected]);
   });
 
+  // `/`, `?` and `#` ended the password: a password with one left unencoded (as typed into an
+  // env var) went out whole, or its part after the sign did, when the URL's error quoted it.
+  it("takes a URL's password with /, ? or # in it, and leaves a port before a path alone", () => {
+    for (const [text, expected] of [
+      [
+        'REDIS_URL=redis://:s3cr#et@redis:6379',
+        'REDIS_URL=redis://:[REDACTED_PASSWORD]@redis:6379',
+      ],
+      ['mysql://root:pa/ss@db:3306/x', 'mysql://root:[REDACTED_PASSWORD]@db:3306/x'],
+      ['amqp://u:a?b#c/d@mq', 'amqp://u:[REDACTED_PASSWORD]@mq'],
+      [
+        'http://localhost:3000/login?user=bob@example.com',
+        'http://localhost:3000/login?user=[REDACTED_EMAIL]',
+      ],
+      ['http://host:/x?to=a@b.io', 'http://host:/x?to=[REDACTED_EMAIL]'],
+    ])
+      expect([text, redactPii(text)]).toEqual([text, expected]);
+  });
+
   // Only a keyword standing alone (or after `_`) counted, so an env var or a field that joins
   // it to a word (libpq's PGPASSWORD, a body's `newPassword` quoted in an error) kept its value.
   it('takes the value after a keyword joined to a word: PGPASSWORD, newPassword, dbPasswd', () => {

@@ -109,6 +109,12 @@ const URL_CREDENTIALS = /\b[A-Za-z][A-Za-z0-9+.-]{1,20}:\/\/[^\s:/?#@]{0,64}:([^
 const URL_SPACED_CREDENTIALS =
   /\b[A-Za-z][A-Za-z0-9+.-]{1,20}:\/\/[^\s:/?#@]{0,64}:([^\s/?#@]{1,128}(?:[ \t]{1,4}[^\s/?#@]{1,128}){1,8})@/dg;
 
+// The same with `/`, `?` or `#` in the password, left unencoded as people write one in an env var
+// (`REDIS_URL=redis://:s3cr#et@redis`): no URL parser takes it, so it reaches an error message
+// whole. A port before a path or query (`http://host:8080/?mail=a@b.com`) is not one.
+const URL_RAW_CREDENTIALS =
+  /\b[A-Za-z][A-Za-z0-9+.-]{1,20}:\/\/[^\s:/?#@]{0,64}:([^\s@]{0,128}[/?#][^\s@]{0,128})@/dg;
+
 /**
  * The passwords of scheme://user:password@host in `text`. A first word that is a port
  * (`http://host:8080 then…`) or ends a clause (`http://a:b, or…`) starts prose, not a password.
@@ -121,6 +127,12 @@ export function urlPasswordRanges(text: string): Array<[number, number]> {
     const [start, end] = m.indices![1];
     if (end - start > 128 || ranges.some(([s, e]) => start < e && s < end)) continue;
     if (/^(?:\d+|\S*[,;.!?)])[ \t]/.test(m[1])) continue;
+    ranges.push([start, end]);
+  }
+  for (const m of text.matchAll(URL_RAW_CREDENTIALS)) {
+    const [start, end] = m.indices![1];
+    if (end - start > 128 || /^\d*[/?#]/.test(m[1])) continue;
+    if (ranges.some(([s, e]) => start < e && s < end)) continue;
     ranges.push([start, end]);
   }
   return ranges;
