@@ -180,6 +180,11 @@ describe('createPinoLogger', () => {
     const line = lines()[0];
     for (const secret of ['hunter2', 'a@b.com', '13800138000']) expect(line).not.toContain(secret);
     expect(JSON.parse(line).msg).toContain('"password":"[REDACTED_PASSWORD]"');
+    // A number redacted to its placeholder is text: `%d` made it NaN, the rest stay numbers.
+    expect(JSON.parse(line).msg).toMatch(/, callback \[REDACTED_PHONE\]$/);
+    const format: string = '%d%% of %i, phone %f, %s';
+    logger.pino.info({ at: 1 }, format, 12.5, 7, 13800138000, 'x');
+    expect(JSON.parse(lines()[1]).msg).toBe('12.5% of 7, phone [REDACTED_PHONE], x');
   });
 
   // The embedded profile: one process, one logger for Nest's class loggers (the app created

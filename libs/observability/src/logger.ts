@@ -80,6 +80,8 @@ export function createPinoLogger(opts: LogOptions): Logger {
         const redacted = args.map((a, i) =>
           typeof a === 'string' ? redactPii(a) : i >= firstValue ? redactDeep(a) : a,
         );
+        if (args.length > firstValue)
+          redacted[firstValue - 1] = placeholdersForRedacted(args, redacted, firstValue);
         const message = errorMessage(args);
         if (message !== undefined) redacted.splice(1, 0, redactPii(message));
         method.apply(this, redacted as Parameters<typeof method>);
@@ -87,6 +89,31 @@ export function createPinoLogger(opts: LogOptions): Logger {
     },
   };
   return destination ? pino(options, destination) : pino(options);
+}
+
+const FORMAT_TOKEN = /%[sdifjoOc%]/g;
+
+/**
+ * The format string of a line, its `%d`, `%i` and `%f` made `%s` where the number they format was
+ * redacted to text (a phone number): formatted as a number, its placeholder read `NaN`.
+ */
+function placeholdersForRedacted(
+  args: readonly unknown[],
+  redacted: readonly unknown[],
+  firstValue: number,
+): unknown {
+  const format = redacted[firstValue - 1];
+  if (typeof format !== 'string' || !format.includes('%')) return format;
+  let arg = firstValue;
+  return format.replace(FORMAT_TOKEN, (token) => {
+    if (token === '%%') return token;
+    const i = arg++;
+    return 'dif'.includes(token[1]) &&
+      typeof args[i] === 'number' &&
+      typeof redacted[i] === 'string'
+      ? '%s'
+      : token;
+  });
 }
 
 /**
