@@ -32,6 +32,28 @@ describe("a tenant's and a user's shares of the orchestrator's admission bounds"
     expect([turnsPerUser(env), messagesReadPerUser(env)]).toEqual([100, 500]);
   });
 
+  it("refuses a tenant's share above the process's bound, naming it", () => {
+    expect(() => parseEnv({ ...secrets, LOOM_MAX_TURNS_PER_TENANT: '201' })).toThrow(
+      /^invalid configuration: LOOM_MAX_TURNS_PER_TENANT: must not exceed LOOM_MAX_TURNS_IN_FLIGHT \(here 200\)$/,
+    );
+    expect(() =>
+      parseEnv({
+        ...secrets,
+        LOOM_MAX_MESSAGES_READ_IN_FLIGHT: '400',
+        LOOM_MAX_MESSAGES_READ_PER_TENANT: '401',
+      }),
+    ).toThrow(
+      /^invalid configuration: LOOM_MAX_MESSAGES_READ_PER_TENANT: must not exceed LOOM_MAX_MESSAGES_READ_IN_FLIGHT \(here 400\)$/,
+    );
+    // A single tenant's deployment gives it the whole bound.
+    const single = parseEnv({
+      ...secrets,
+      LOOM_MAX_TURNS_PER_TENANT: '200',
+      LOOM_MAX_MESSAGES_READ_PER_TENANT: '1000',
+    });
+    expect([turnsPerTenant(single), messagesReadPerTenant(single)]).toEqual([200, 1000]);
+  });
+
   it("refuses a user's share above its tenant's, or below one turn or one page, naming it", () => {
     expect(() => parseEnv({ ...secrets, LOOM_MAX_TURNS_PER_USER: '101' })).toThrow(
       /^invalid configuration: LOOM_MAX_TURNS_PER_USER: must not exceed the tenant's share \(LOOM_MAX_TURNS_PER_TENANT, here 100\)$/,

@@ -345,7 +345,16 @@ export function parseEnv(
       'invalid configuration: AGENT_MAX_EXECUTION_MS: must be at least AGENT_TIMEOUT_MS',
     );
   env.AGENT_MAX_EXECUTION_MS ??= Math.max(DEFAULT_AGENT_MAX_EXECUTION_MS, env.AGENT_TIMEOUT_MS);
-  // A user's share above its tenant's would never be reached: the tenant's would refuse first.
+  // A tenant's share above the process's bound would never be reached, nor a user's above its
+  // tenant's: the larger bound would refuse first, and the setting would bound nothing.
+  if (turnsPerTenant(env) > env.LOOM_MAX_TURNS_IN_FLIGHT)
+    throw new ConfigError(
+      `invalid configuration: LOOM_MAX_TURNS_PER_TENANT: must not exceed LOOM_MAX_TURNS_IN_FLIGHT (here ${env.LOOM_MAX_TURNS_IN_FLIGHT})`,
+    );
+  if (messagesReadPerTenant(env) > env.LOOM_MAX_MESSAGES_READ_IN_FLIGHT)
+    throw new ConfigError(
+      `invalid configuration: LOOM_MAX_MESSAGES_READ_PER_TENANT: must not exceed LOOM_MAX_MESSAGES_READ_IN_FLIGHT (here ${env.LOOM_MAX_MESSAGES_READ_IN_FLIGHT})`,
+    );
   if (turnsPerUser(env) > turnsPerTenant(env))
     throw new ConfigError(
       `invalid configuration: LOOM_MAX_TURNS_PER_USER: must not exceed the tenant's share (LOOM_MAX_TURNS_PER_TENANT, here ${turnsPerTenant(env)})`,
