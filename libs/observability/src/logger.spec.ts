@@ -185,6 +185,10 @@ describe('createPinoLogger', () => {
     const format: string = '%d%% of %i, phone %f, %s';
     logger.pino.info({ at: 1 }, format, 12.5, 7, 13800138000, 'x');
     expect(JSON.parse(lines()[1]).msg).toBe('12.5% of 7, phone [REDACTED_PHONE], x');
+    // Any other `%` and a character takes a value too, as pino reads it.
+    const odd: string = '%x%d %d';
+    logger.pino.info({ at: 2 }, odd, 1, 13800138000, 5);
+    expect(JSON.parse(lines()[2]).msg).toBe('%x[REDACTED_PHONE] 5');
   });
 
   // The embedded profile: one process, one logger for Nest's class loggers (the app created

@@ -91,11 +91,11 @@ export function createPinoLogger(opts: LogOptions): Logger {
   return destination ? pino(options, destination) : pino(options);
 }
 
-const FORMAT_TOKEN = /%[sdifjoOc%]/g;
-
 /**
  * The format string of a line, its `%d`, `%i` and `%f` made `%s` where the number they format was
- * redacted to text (a phone number): formatted as a number, its placeholder read `NaN`.
+ * redacted to text (a phone number): formatted as a number, its placeholder read `NaN`. Read as
+ * pino's formatter (quick-format-unescaped) reads it: any `%` and a character but `%%` takes the
+ * next value, and only its own tokens are replaced.
  */
 function placeholdersForRedacted(
   args: readonly unknown[],
@@ -104,16 +104,29 @@ function placeholdersForRedacted(
 ): unknown {
   const format = redacted[firstValue - 1];
   if (typeof format !== 'string' || !format.includes('%')) return format;
+  let out = '';
+  let from = 0;
   let arg = firstValue;
-  return format.replace(FORMAT_TOKEN, (token) => {
-    if (token === '%%') return token;
-    const i = arg++;
-    return 'dif'.includes(token[1]) &&
-      typeof args[i] === 'number' &&
-      typeof redacted[i] === 'string'
-      ? '%s'
-      : token;
-  });
+  for (let i = 0; i < format.length - 1; i++) {
+    if (format[i] !== '%') continue;
+    const token = format[i + 1];
+    if (token === '%') {
+      i++;
+      continue;
+    }
+    const value = arg++;
+    if (!'sdifjoO'.includes(token)) continue;
+    if (
+      'dif'.includes(token) &&
+      typeof args[value] === 'number' &&
+      typeof redacted[value] === 'string'
+    ) {
+      out += `${format.slice(from, i)}%s`;
+      from = i + 2;
+    }
+    i++;
+  }
+  return from === 0 ? format : out + format.slice(from);
 }
 
 /**
