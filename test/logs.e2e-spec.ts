@@ -1,6 +1,7 @@
 import { randomBytes } from 'crypto';
 import { TRUE_CASES } from '../libs/security/src/pii/pii-corpus';
 import { client, RunningSystem, startSystem } from './system';
+const { waitFor } = require('../scripts/lib/processes');
 
 /** One PII value of each type from the labelled corpus (seed 002 §9.4). */
 function corpusValues(): string[] {
@@ -26,6 +27,14 @@ describe('system: correlated logs without PII', () => {
   });
   afterAll(() => sys?.stop());
 
+  /** The line logged with `correlationId`, once the process's stdout has brought it in. */
+  const logged = (correlationId: string) =>
+    waitFor(async () => sys.logs().find((l) => l.json?.correlationId === correlationId), {
+      what: `the access log line of ${correlationId}`,
+      timeoutMs: 15_000,
+      intervalMs: 50,
+    });
+
   it('honours and echoes x-correlation-id, and replaces a malformed one', async () => {
     const given = `corr-${randomBytes(6).toString('hex')}`;
     const res = await alice('GET', '/v1/conversations', undefined, { 'x-correlation-id': given });
@@ -36,9 +45,9 @@ describe('system: correlated logs without PII', () => {
     }
     const fresh = await alice('GET', '/v1/conversations');
     expect(fresh.headers.get('x-correlation-id')).toMatch(/^[0-9a-f-]{36}$/);
-    // the access log line of that request carries it, with the tenant
-    await new Promise((r) => setTimeout(r, 200));
-    const line = sys.logs().find((l) => l.json?.correlationId === given);
+    // the access log line of that request carries it, with the tenant (read from the process's
+    // stdout: a busy machine may deliver it well after the answer, so waited for)
+    const line = await logged(given);
     expect(line?.json).toMatchObject({
       msg: 'request completed',
       status: 200,
@@ -56,8 +65,7 @@ describe('system: correlated logs without PII', () => {
     ]) {
       const correlationId = `path-${randomBytes(6).toString('hex')}`;
       await alice('GET', path, undefined, { 'x-correlation-id': correlationId });
-      await new Promise((r) => setTimeout(r, 200));
-      const line = sys.logs().find((l) => l.json?.correlationId === correlationId);
+      const line = await logged(correlationId);
       expect(line?.json).toMatchObject({ msg: 'request completed', status: 400 });
       expect(line!.line).not.toContain('john.doe');
       expect(line!.json!.path).toMatch(/^\/v1\/conversations\/\[REDACTED/);
@@ -87,7 +95,23 @@ describe('system: correlated logs without PII', () => {
     // the PII was stored as sent (LOOM_REDACT_STORED is off) and reached the agents
     const stored = (await alice('GET', `/v1/conversations/${id}/messages`)).body.items;
     expect(stored[0].content).toContain(pii[0]);
+    // Each process's lines come through its stdout: on a busy machine the last of them may
+    // arrive well after the answer, so wait (bounded) until every turn's lines are in, and at
+    // least as long as before, so the PII check below reads as many lines as it did.
     await new Promise((r) => setTimeout(r, 300));
+    const whole = ({ correlationId }: { correlationId: string }) => {
+      const lines = sys.logs().filter((l) => l.json?.correlationId === correlationId);
+      return (
+        new Set(lines.map((l) => l.app)).size === 3 &&
+        lines.some((l) => l.json!.msg === 'request completed') &&
+        lines.filter((l) => /^executing with/.test(String(l.json!.msg))).length >= 2
+      );
+    };
+    await waitFor(async () => turns.every(whole), {
+      what: "every process's lines of both turns",
+      timeoutMs: 15_000,
+      intervalMs: 50,
+    }).catch(() => undefined); // the assertions below say what is missing
 
     const logs = sys.logs();
     for (const { correlationId, taskId } of turns) {
