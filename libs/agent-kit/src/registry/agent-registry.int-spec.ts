@@ -92,7 +92,9 @@ describe('RedisAgentRegistry', () => {
   // Its heartbeat zset keeps no TTL (only its beats prune it): the ids a dead type leaves there
   // are never read as live, so neither GET /v1/agents nor the planner sees the type.
   it('lists no instance of a type whose instances all died, whatever ids its keys still hold', async () => {
-    const staleMs = 100;
+    // Long enough that the read right after the beat finds it live on a busy machine (a stall
+    // over 100 ms made it stale already), short enough that waiting out four of it stays short.
+    const staleMs = 400;
     const registry = new RedisAgentRegistry(redis, prefix.prefix, staleMs);
     const type = `dead-${++n}`;
     await registry.heartbeat(descriptorOf(type), 'dead-1', Date.now());
