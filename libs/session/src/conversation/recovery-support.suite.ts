@@ -288,8 +288,10 @@ export function runRecoverySupportSuite(backend: RecoveryBackend): void {
       const dead = await waiting.acquire(alice, id);
       const asked: string[] = [];
       const live = async (token: string) => (asked.push(token), false);
+      // Looked at again and again while it waits: a second's wait for two looks 100 ms apart, as
+      // stalls on a loaded machine (the whole suite beside this on two cores) delay the looks.
       await expect(
-        waiting.acquire(alice, id, undefined, { staleHolder: live, staleCheckMs: 100 }),
+        waiting.acquire(alice, id, 1_000, { staleHolder: live, staleCheckMs: 100 }),
       ).rejects.toMatchObject({ code: LoomErrorCode.LOCK_TIMEOUT });
       expect(asked.length).toBeGreaterThan(1);
       expect(new Set(asked)).toEqual(new Set([dead.token]));
