@@ -1,6 +1,6 @@
 import { lastValueFrom } from 'rxjs';
 import { hashSlot } from '@loom/session';
-import { PrivateRedisCluster } from '@loom/testing';
+import { appProcesses, PrivateRedisCluster } from '@loom/testing';
 import { RedisStreamsClient } from './redis-streams.client';
 import { requestStreamKey } from './redis-streams.options';
 import { entryMs } from './redis-streams.send-by';
@@ -42,7 +42,21 @@ describe('RedisStreamsClient on a Redis Cluster: sendBy of the first request to 
       const [cmd] = client.unwrap<[{ status: string }]>();
       for (let i = 0; i < 100 && cmd.status !== 'ready'; i++)
         await new Promise((r) => setTimeout(r, 50));
-      await new Promise((r) => setTimeout(r, 300)); // its clocks read, as at an app's start
+      // Its clocks read, as at an app's start: each master's TIME, asked at ready. Waited for (by
+      // looking, which reads nothing itself): a loaded machine may answer later than any sleep.
+      const clocks = (
+        client as unknown as {
+          nodeClocks: Map<string, { clock: { offsetFloor(): number | undefined } }>;
+        }
+      ).nodeClocks;
+      const read = (port: number) =>
+        [...clocks].some(
+          ([name, { clock }]) => name.endsWith(`:${port}`) && clock.offsetFloor() !== undefined,
+        );
+      await appProcesses().waitFor(async () => cluster.ports.every(read), {
+        what: "the client's reading of every master's clock",
+        timeoutMs: 15_000,
+      });
       // Three streams, so that more than one master's is asked first.
       for (const pattern of ['agent.a.execute', 'agent.b.execute', 'agent.c.execute']) {
         const call = lastValueFrom(client.send(pattern, { q: 1 })).catch((e: unknown) => e);
