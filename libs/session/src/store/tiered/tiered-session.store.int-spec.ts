@@ -661,7 +661,10 @@ describe('tiered store: more missed Redis writes than it can list', () => {
   it('drops every cached session once Redis answers again, so no stale copy is read', async () => {
     const db = await createTestDatabase();
     const prefix = createTestPrefix();
-    const guard = { callTimeoutMs: 250, failureThreshold: 1, halfOpenAfterMs: 50 };
+    // The cut-off connection fails at once (no offline queue), so the call time-out costs nothing
+    // here; it only has to outlast a loaded machine's stalls, as one slow call of the healthy
+    // saves before the cut-off (250 ms was a stall away) opened the breaker at the first failure.
+    const guard = { callTimeoutMs: 2_000, failureThreshold: 1, halfOpenAfterMs: 50 };
     const stores: TieredSessionStore[] = [];
     /** A process's tiered store; its LRU is fresh, so its reads ask Redis first. */
     const open = async (redis: Redis, maxPendingInvalidations = 10) => {
