@@ -191,6 +191,18 @@ describe('createPinoLogger', () => {
     expect(JSON.parse(lines()[2]).msg).toBe('%x[REDACTED_PHONE] 5');
   });
 
+  // Redacted as an object before pino wrote it with `%s`, an error was written `[object Object]`:
+  // its message, what the line was for, was lost.
+  it('json: writes an error formatted with %s as its text, redacted', () => {
+    const { logger, lines } = capture('json');
+    logger.pino.warn('retrying: %s', new Error('mysql://loom:hunter2@db refused'));
+    logger.pino.warn({ at: 1 }, 'gave up on %s after %d tries', new TypeError('bad a@b.com'), 3);
+    expect(lines().map((l) => JSON.parse(l).msg)).toEqual([
+      'retrying: Error: mysql://loom:[REDACTED_PASSWORD]@db refused',
+      'gave up on TypeError: bad [REDACTED_EMAIL] after 3 tries',
+    ]);
+  });
+
   // The embedded profile: one process, one logger for Nest's class loggers (the app created
   // last's), so a line names the service of the context it was written in.
   it.each(['json', 'pretty'] as const)(

@@ -77,8 +77,15 @@ export function createPinoLogger(opts: LogOptions): Logger {
       logMethod(args, method) {
         // After the message come the values it formats (`%j`, `%o`, `%d`): objects and numbers too.
         const firstValue = typeof args[0] === 'string' ? 1 : 2;
+        const asText = textPlaceholderArgs(args, firstValue);
         const redacted = args.map((a, i) =>
-          typeof a === 'string' ? redactPii(a) : i >= firstValue ? redactDeep(a) : a,
+          typeof a === 'string'
+            ? redactPii(a)
+            : i < firstValue
+              ? a
+              : asText.has(i) && typeof a === 'object' && a !== null
+                ? redactPii(asString(a))
+                : redactDeep(a),
         );
         if (args.length > firstValue)
           redacted[firstValue - 1] = placeholdersForRedacted(args, redacted, firstValue);
@@ -89,6 +96,33 @@ export function createPinoLogger(opts: LogOptions): Logger {
     },
   };
   return destination ? pino(options, destination) : pino(options);
+}
+
+/**
+ * The values a line's format string writes with `%s`: pino writes String(value) there, an
+ * Error's name and message, so such an object is redacted as that text. Redacted as an object
+ * first, it was written `[object Object]`, the error's message lost.
+ */
+function textPlaceholderArgs(args: readonly unknown[], firstValue: number): Set<number> {
+  const format = args[firstValue - 1];
+  const found = new Set<number>();
+  if (typeof format !== 'string' || !format.includes('%')) return found;
+  let arg = firstValue;
+  for (const [token] of format.matchAll(FORMAT_TOKEN)) {
+    if (token === '%%') continue;
+    const i = arg++;
+    if (token === '%s') found.add(i);
+  }
+  return found;
+}
+
+/** String(value), as pino's `%s` writes it; a value that cannot be made text says so. */
+function asString(value: object): string {
+  try {
+    return String(value);
+  } catch {
+    return '[Unreadable]';
+  }
 }
 
 /**
