@@ -127,6 +127,11 @@ describe('redactDeep', () => {
       'x-amz-security-token',
       'signingKey',
       'encryption_key',
+      // Plurals as security.md lists them: a list of tokens under them went out whole.
+      'jwts',
+      'idJwts',
+      'auths',
+      'proxy-authorizations',
     ])
       expect([key, sensitiveKeyType(key)]).toEqual([key, 'API_KEY']);
     for (const key of ['passwords', 'DB_PASSWD', 'pass-phrase'])

@@ -116,7 +116,7 @@ function redactNow(text: string, opts: RedactOptions): string {
 const PASSWORD_KEY = /(?:password|passwd|pwd|passphrase|passcode)s?$|^pass$/;
 // `session` alone is a session cookie's usual name; `sessionId` (a Loom id) stays visible.
 const SECRET_KEY =
-  /(?:secrets?|token|jwt|credentials?|auth|authorization|cookies?|(?:api|private|secret|secretaccess|signing|encryption)keys?)$|^(?:session|sessionkey)$/;
+  /(?:secrets?|token|jwts?|credentials?|auths?|authorizations?|cookies?|(?:api|private|secret|secretaccess|signing|encryption)keys?)$|^(?:session|sessionkey)$/;
 
 /** The type a whole value is redacted as because of its key (`password`, `apiKey`, `x-api-key` …), or null. */
 export function sensitiveKeyType(key: string): PiiType | null {
