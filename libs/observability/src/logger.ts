@@ -77,7 +77,10 @@ export function createPinoLogger(opts: LogOptions): Logger {
       logMethod(args, method) {
         // After the message come the values it formats (`%j`, `%o`, `%d`): objects and numbers too.
         const firstValue = typeof args[0] === 'string' ? 1 : 2;
-        const asText = textPlaceholderArgs(args, firstValue);
+        // Slots read from the format as pino gets it: redacted, as every text is.
+        const format = args[firstValue - 1];
+        const shown = typeof format === 'string' ? redactPii(format) : format;
+        const asText = textPlaceholderArgs([...args.slice(0, firstValue - 1), shown], firstValue);
         const redacted = args.map((a, i) =>
           typeof a === 'string'
             ? redactPii(a)
@@ -99,21 +102,44 @@ export function createPinoLogger(opts: LogOptions): Logger {
 }
 
 /**
+ * The tokens of a line's format string that take a value, each with the index of its value in
+ * the call's arguments, read as pino's formatter (quick-format-unescaped) reads it: any `%` and
+ * a character but `%%` takes the next value, though only `%s %d %i %f %j %o %O` write it.
+ */
+function formatSlots(
+  args: readonly unknown[],
+  firstValue: number,
+): Array<{ at: number; token: string; value: number }> {
+  const format = args[firstValue - 1];
+  const slots: Array<{ at: number; token: string; value: number }> = [];
+  if (typeof format !== 'string' || !format.includes('%')) return slots;
+  let value = firstValue;
+  for (let at = 0; at < format.length - 1; at++) {
+    if (format[at] !== '%') continue;
+    const token = format[at + 1];
+    if (token === '%') {
+      at++;
+      continue;
+    }
+    const taken = value++;
+    if (!'sdifjoO'.includes(token)) continue;
+    slots.push({ at, token, value: taken });
+    at++;
+  }
+  return slots;
+}
+
+/**
  * The values a line's format string writes with `%s`: pino writes String(value) there, an
  * Error's name and message, so such an object is redacted as that text. Redacted as an object
  * first, it was written `[object Object]`, the error's message lost.
  */
 function textPlaceholderArgs(args: readonly unknown[], firstValue: number): Set<number> {
-  const format = args[firstValue - 1];
-  const found = new Set<number>();
-  if (typeof format !== 'string' || !format.includes('%')) return found;
-  let arg = firstValue;
-  for (const [token] of format.matchAll(FORMAT_TOKEN)) {
-    if (token === '%%') continue;
-    const i = arg++;
-    if (token === '%s') found.add(i);
-  }
-  return found;
+  return new Set(
+    formatSlots(args, firstValue)
+      .filter((slot) => slot.token === 's')
+      .map((slot) => slot.value),
+  );
 }
 
 /** String(value), as pino's `%s` writes it; a value that cannot be made text says so. */
@@ -127,9 +153,7 @@ function asString(value: object): string {
 
 /**
  * The format string of a line, its `%d`, `%i` and `%f` made `%s` where the number they format was
- * redacted to text (a phone number): formatted as a number, its placeholder read `NaN`. Read as
- * pino's formatter (quick-format-unescaped) reads it: any `%` and a character but `%%` takes the
- * next value, and only its own tokens are replaced.
+ * redacted to text (a phone number): formatted as a number, its placeholder read `NaN`.
  */
 function placeholdersForRedacted(
   args: readonly unknown[],
@@ -137,30 +161,15 @@ function placeholdersForRedacted(
   firstValue: number,
 ): unknown {
   const format = redacted[firstValue - 1];
-  if (typeof format !== 'string' || !format.includes('%')) return format;
   let out = '';
   let from = 0;
-  let arg = firstValue;
-  for (let i = 0; i < format.length - 1; i++) {
-    if (format[i] !== '%') continue;
-    const token = format[i + 1];
-    if (token === '%') {
-      i++;
-      continue;
-    }
-    const value = arg++;
-    if (!'sdifjoO'.includes(token)) continue;
-    if (
-      'dif'.includes(token) &&
-      typeof args[value] === 'number' &&
-      typeof redacted[value] === 'string'
-    ) {
-      out += `${format.slice(from, i)}%s`;
-      from = i + 2;
-    }
-    i++;
+  for (const { at, token, value } of formatSlots(redacted, firstValue)) {
+    if (!'dif'.includes(token)) continue;
+    if (typeof args[value] !== 'number' || typeof redacted[value] !== 'string') continue;
+    out += `${(format as string).slice(from, at)}%s`;
+    from = at + 2;
   }
-  return from === 0 ? format : out + format.slice(from);
+  return from === 0 ? format : out + (format as string).slice(from);
 }
 
 /**
