@@ -1,4 +1,4 @@
-import { Controller, INestMicroservice, Logger, Module } from '@nestjs/common';
+import { Controller, INestMicroservice, Logger, LoggerService, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { MessagePattern } from '@nestjs/microservices';
 import Redis from 'ioredis';
@@ -85,6 +85,7 @@ describe('Redis Streams transport: dead-letter copies are kept for a bounded tim
     const [s, us] = await admin.time();
     return Number(s) * 1000 + Math.floor(Number(us) / 1000);
   };
+  const warnings: string[] = [];
   const startAgent = async (deadLetterRetentionMs: number): Promise<void> => {
     const strategy = new RedisStreamsServer({
       redisUrl: TEST_REDIS_URL,
@@ -92,7 +93,12 @@ describe('Redis Streams transport: dead-letter copies are kept for a bounded tim
       claimIdleMs: 200,
       deadLetterRetentionMs,
     });
-    app = await NestFactory.createMicroservice(IdleModule, { strategy, logger: false });
+    const logger: LoggerService = {
+      log: () => undefined,
+      error: () => undefined,
+      warn: (message: unknown) => void warnings.push(String(message)),
+    };
+    app = await NestFactory.createMicroservice(IdleModule, { strategy, logger });
     await app.listen();
   };
 
@@ -130,6 +136,22 @@ describe('Redis Streams transport: dead-letter copies are kept for a bounded tim
     const ttl = await admin.pttl(deadKey);
     expect(ttl).toBeGreaterThan(0);
     expect(ttl).toBeLessThanOrEqual(60_000);
+  });
+
+  // A round that failed was tried again on the next reclaim pass (every claimIdleMs), and wrote
+  // its warning each time: a key that can never be trimmed flooded the log.
+  it('tries a stream that fails to trim again next round, not on every reclaim pass', async () => {
+    await admin.set(deadKey, 'not a stream'); // WRONGTYPE for every XTRIM
+    warnings.length = 0;
+    await startAgent(60_000);
+    const failed = () => warnings.filter((w) => w.startsWith('trimming the dead-letter stream'));
+    await waitFor('the first failed trim', async () => failed().length > 0);
+    await sleep(1_500); // several reclaim passes (claimIdleMs 200)
+    expect(failed()).toEqual([
+      expect.stringMatching(
+        /^trimming the dead-letter stream of agent\.deadage\.execute: .*WRONGTYPE/,
+      ),
+    ]);
   });
 
   // Versions before the reference (redis-streams.dead-letter-copy.int-spec.ts) copied the request

@@ -563,16 +563,19 @@ export class RedisStreamsServer
    * no instance once the type stops for good). One command per stream, in its slot; off the
    * dispatch path. The first round after listen() also deletes the copies older versions wrote
    * with the request's data (scrubDeadLetterData): a DELETE of the conversation removed that
-   * everywhere else. A failure is logged, and the next round tries again: reclaims go on.
+   * everywhere else. A stream that fails is logged and tried again next round, the others
+   * trimmed all the same: a round that failed is a round, so a stream that keeps failing (a key
+   * of another type) writes a line a round, not one every reclaim pass.
    */
   private async trimDeadLetters(): Promise<void> {
     const retentionMs = this.deadLetterRetentionMs();
     const every = Math.min(DEAD_TRIM_EVERY_MS, retentionMs);
     const now = performance.now();
     if (this.deadTrimmedAt !== undefined && now - this.deadTrimmedAt < every) return;
-    try {
-      for (const pattern of this.streams.values()) {
-        const deadKey = deadLetterStreamKey(this.options.keyPrefix, pattern);
+    this.deadTrimmedAt = now;
+    for (const pattern of this.streams.values()) {
+      const deadKey = deadLetterStreamKey(this.options.keyPrefix, pattern);
+      try {
         if (!this.deadScrubbed.has(deadKey)) {
           const scrubbed = await scrubDeadLetterData(this.cmd!, deadKey);
           if (scrubbed)
@@ -582,10 +585,9 @@ export class RedisStreamsServer
           this.deadScrubbed.add(deadKey);
         }
         await trimDeadLetters(this.cmd!, deadKey, retentionMs);
+      } catch (err) {
+        this.logger.warn(`trimming the dead-letter stream of ${pattern}: ${errorMessage(err)}`);
       }
-      this.deadTrimmedAt = now;
-    } catch (err) {
-      this.logger.warn(`trimming the dead-letter streams: ${errorMessage(err)}`);
     }
   }
 }
