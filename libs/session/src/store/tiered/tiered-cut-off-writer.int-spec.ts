@@ -1,4 +1,10 @@
-import { createTestDatabase, ProxiedRedis, sleep, startProxiedRedis } from '@loom/testing';
+import {
+  createTestDatabase,
+  FreezableTcpProxy,
+  ProxiedRedis,
+  sleep,
+  startProxiedRedis,
+} from '@loom/testing';
 import { DEFAULT_TTL, ttlRules } from '../../config/session-options';
 import { newId } from '../../ids';
 import { createRedis } from '../../session.providers';
@@ -26,8 +32,8 @@ describe('tiered store: a writer cut off from Redis while the others reach it (M
   let reader: TieredSessionStore;
   const stores: TieredSessionStore[] = [];
 
-  async function tiered(redisUrl: string): Promise<TieredSessionStore> {
-    const durable = new MysqlSessionStore(await openSessionDataSource({ url: db.url }));
+  async function tiered(redisUrl: string, mysqlUrl = db.url): Promise<TieredSessionStore> {
+    const durable = new MysqlSessionStore(await openSessionDataSource({ url: mysqlUrl }));
     const hot = new RedisSessionStore(createRedis(redisUrl, 'cut-off-writer'), prefix, {
       authoritative: false,
     });
@@ -121,6 +127,30 @@ describe('tiered store: a writer cut off from Redis while the others reach it (M
     await sleep(VERIFY_MS + 100);
     expect(await reader.listLength(scope, sid, 'messages')).toBe(3);
     expect(await values(reader, sid)).toEqual([1, 2, 3]);
+  });
+
+  // The check made a hot list's read need MySQL: with MySQL out of reach, every read of one
+  // became a 503 once its check was due, where Redis had served it.
+  it('a list whose check is due is served from Redis while MySQL is out of reach', async () => {
+    const url = new URL(db.url);
+    const mysql = await FreezableTcpProxy.start({ host: url.hostname, port: Number(url.port) });
+    url.port = String(mysql.port);
+    const cutFromMysql = await tiered(proxied.redis.url, url.toString());
+    const sid = newId('c');
+    await reader.save(scope, sid, 'conversation', { title: 'x' });
+    await reader.append(scope, sid, 'messages', { n: 1 });
+    await reader.append(scope, sid, 'messages', { n: 2 });
+    expect(await values(reader, sid)).toEqual([1, 2]);
+    expect(await cachedWhole(sid)).toEqual([1, 2]);
+    await sleep(VERIFY_MS + 100);
+    await mysql.close(); // refused from now on, and the pool's connections gone
+    expect(await values(cutFromMysql, sid)).toEqual([1, 2]);
+    expect(await values(cutFromMysql, sid)).toEqual([1, 2]);
+    // What needs MySQL still says so.
+    await expect(cutFromMysql.listLength(scope, sid, 'messages', true)).rejects.toMatchObject({
+      code: 'UNAVAILABLE',
+    });
+    expect(await cached(sid)).toEqual([1, 2]);
   });
 
   it('a list the check finds whole stays cached and is served from Redis', async () => {

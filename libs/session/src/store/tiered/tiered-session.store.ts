@@ -455,7 +455,10 @@ export class TieredSessionStore implements SessionStore {
    * is served, and stamped checked as of that read (sent, not awaited: a stamp lost costs one more
    * check). Not the same: a write of the list missed Redis and left no record there (its writer
    * could not reach Redis at all, and may never repair: killed meanwhile), or one's Redis half is
-   * on its way: the copy goes, MySQL answers, and the next read refills.
+   * on its way: the copy goes, MySQL answers, and the next read refills. MySQL out of reach:
+   * the copy is served unchecked (and not stamped), as before there was a check, so an outage
+   * does not turn every read of a hot list into a 503 once its check is due; no write of the
+   * list commits meanwhile, so only one cut off before the outage can be missing from it.
    */
   private async checkedList<T>(
     scope: StoreScope,
@@ -464,7 +467,13 @@ export class TieredSessionStore implements SessionStore {
     range: ListRange,
     unchecked: UncheckedList<T>,
   ): Promise<ListItem<T>[]> {
-    const last = await this.durable.listLength(scope, sid, key);
+    let last: number;
+    try {
+      last = await this.durable.listLength(scope, sid, key);
+    } catch (err) {
+      if (LoomError.is(err, LoomErrorCode.UNAVAILABLE)) return unchecked.items;
+      throw err;
+    }
     if (last === unchecked.check.last) {
       this.hot
         .markListChecked(scope, sid, key, unchecked.check.at)
