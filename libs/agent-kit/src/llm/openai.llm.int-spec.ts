@@ -343,25 +343,27 @@ describe('OpenAiLlmClient against an OpenAI-compatible endpoint', () => {
     expect((error as LlmError).publicMessage).toBe('the model call timed out');
   });
 
+  // A sign of life every 100 ms against 500 ms of silence: a loaded machine's stall of this
+  // one process (server and client alike) must pass 400 ms to end a stream that keeps sending.
   it('lets a stream that keeps sending run past the deadline for its start', async () => {
-    const chunks = Array.from({ length: 8 }, (_, i) => `第${i + 1}段`);
-    answer(() => ({ chunks, chunkIntervalMs: 100 })); // 800 ms, the deadline is 600 ms
-    const result = await client({ timeoutMs: 300, maxRetries: 0 }).stream(req).result;
+    const chunks = Array.from({ length: 12 }, (_, i) => `第${i + 1}段`);
+    answer(() => ({ chunks, chunkIntervalMs: 100 })); // 1200 ms, the deadline is 1000 ms
+    const result = await client({ timeoutMs: 500, maxRetries: 0 }).stream(req).result;
     expect(result.text).toBe(chunks.join(''));
   });
 
   it('lets a reasoning model think past the time-out while it streams its reasoning', async () => {
-    const reasoning = Array.from({ length: 8 }, (_, i) => `思考${i}`);
-    answer(() => ({ reasoning, reasoningIntervalMs: 100, text: '结论' })); // 800 ms of thought
-    const llm = client({ timeoutMs: 300, maxRetries: 0 }); // silence: 300 ms, a start: 600 ms
+    const reasoning = Array.from({ length: 12 }, (_, i) => `思考${i}`);
+    answer(() => ({ reasoning, reasoningIntervalMs: 100, text: '结论' })); // 1200 ms of thought
+    const llm = client({ timeoutMs: 500, maxRetries: 0 }); // silence: 500 ms, a start: 1000 ms
     expect((await llm.stream(req).result).text).toBe('结论');
     expect((await llm.complete(req)).text).toBe('结论'); // streamed from the provider too
     expect(server.received.map((r) => r.stream)).toEqual([true, true]);
   });
 
   it('counts SSE keep-alive comments as a sign of life', async () => {
-    answer(() => ({ keepAlives: 8, text: 'queued, then answered' })); // 800 ms of comments
-    const result = await client({ timeoutMs: 300, maxRetries: 0 }).stream(req).result;
+    answer(() => ({ keepAlives: 12, text: 'queued, then answered' })); // 1200 ms of comments
+    const result = await client({ timeoutMs: 500, maxRetries: 0 }).stream(req).result;
     expect(result.text).toBe('queued, then answered');
   });
 
