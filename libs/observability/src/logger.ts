@@ -77,21 +77,24 @@ export function createPinoLogger(opts: LogOptions): Logger {
       logMethod(args, method) {
         // After the message come the values it formats (`%j`, `%o`, `%d`): objects and numbers too.
         const firstValue = typeof args[0] === 'string' ? 1 : 2;
-        // Slots read from the format as pino gets it: redacted, as every text is.
+        // The format as pino gets it (redacted, as every text is), and the values it formats.
         const format = args[firstValue - 1];
         const shown = typeof format === 'string' ? redactPii(format) : format;
-        const asText = textPlaceholderArgs([...args.slice(0, firstValue - 1), shown], firstValue);
+        const slots = args.length > firstValue ? formatSlots(shown, firstValue) : [];
+        const asText = new Set(slots.filter((s) => s.token === 's').map((s) => s.value));
         const redacted = args.map((a, i) =>
-          typeof a === 'string'
-            ? redactPii(a)
-            : i < firstValue
-              ? a
-              : asText.has(i) && typeof a === 'object' && a !== null
-                ? redactPii(asString(a))
-                : redactDeep(a),
+          i === firstValue - 1
+            ? shown
+            : typeof a === 'string'
+              ? redactPii(a)
+              : i < firstValue
+                ? a
+                : asText.has(i) && typeof a === 'object' && a !== null
+                  ? redactPii(asString(a))
+                  : redactDeep(a),
         );
-        if (args.length > firstValue)
-          redacted[firstValue - 1] = placeholdersForRedacted(args, redacted, firstValue);
+        if (slots.length > 0)
+          redacted[firstValue - 1] = retypeRedacted(shown, slots, args, redacted);
         const message = errorMessage(args);
         if (message !== undefined) redacted.splice(1, 0, redactPii(message));
         method.apply(this, redacted as Parameters<typeof method>);
@@ -101,17 +104,22 @@ export function createPinoLogger(opts: LogOptions): Logger {
   return destination ? pino(options, destination) : pino(options);
 }
 
+/** A token of a line's format string that takes a value, and the index of that value. */
+interface FormatSlot {
+  at: number;
+  token: string;
+  value: number;
+}
+
 /**
  * The tokens of a line's format string that take a value, each with the index of its value in
  * the call's arguments, read as pino's formatter (quick-format-unescaped) reads it: any `%` and
- * a character but `%%` takes the next value, though only `%s %d %i %f %j %o %O` write it.
+ * a character but `%%` takes the next value, though only `%s %d %i %f %j %o %O` write it. A `%s`
+ * writes String(value), an Error's name and message: such an object is redacted as that text
+ * (redacted as an object first, it was written `[object Object]`, the error's message lost).
  */
-function formatSlots(
-  args: readonly unknown[],
-  firstValue: number,
-): Array<{ at: number; token: string; value: number }> {
-  const format = args[firstValue - 1];
-  const slots: Array<{ at: number; token: string; value: number }> = [];
+function formatSlots(format: unknown, firstValue: number): FormatSlot[] {
+  const slots: FormatSlot[] = [];
   if (typeof format !== 'string' || !format.includes('%')) return slots;
   let value = firstValue;
   for (let at = 0; at < format.length - 1; at++) {
@@ -129,19 +137,6 @@ function formatSlots(
   return slots;
 }
 
-/**
- * The values a line's format string writes with `%s`: pino writes String(value) there, an
- * Error's name and message, so such an object is redacted as that text. Redacted as an object
- * first, it was written `[object Object]`, the error's message lost.
- */
-function textPlaceholderArgs(args: readonly unknown[], firstValue: number): Set<number> {
-  return new Set(
-    formatSlots(args, firstValue)
-      .filter((slot) => slot.token === 's')
-      .map((slot) => slot.value),
-  );
-}
-
 /** String(value), as pino's `%s` writes it; a value that cannot be made text says so. */
 function asString(value: object): string {
   try {
@@ -152,18 +147,18 @@ function asString(value: object): string {
 }
 
 /**
- * The format string of a line, its `%d`, `%i` and `%f` made `%s` where the number they format was
- * redacted to text (a phone number): formatted as a number, its placeholder read `NaN`.
+ * `format` with its `%d`, `%i` and `%f` made `%s` where the number they format was redacted to
+ * text (a phone number): formatted as a number, its placeholder read `NaN`.
  */
-function placeholdersForRedacted(
+function retypeRedacted(
+  format: unknown,
+  slots: readonly FormatSlot[],
   args: readonly unknown[],
   redacted: readonly unknown[],
-  firstValue: number,
 ): unknown {
-  const format = redacted[firstValue - 1];
   let out = '';
   let from = 0;
-  for (const { at, token, value } of formatSlots(redacted, firstValue)) {
+  for (const { at, token, value } of slots) {
     if (!'dif'.includes(token)) continue;
     if (typeof args[value] !== 'number' || typeof redacted[value] !== 'string') continue;
     out += `${(format as string).slice(from, at)}%s`;
